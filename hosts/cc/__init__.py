@@ -1,0 +1,1 @@
+"""Congestion controllers (Reno, CUBIC, DCQCN), each with the optional MLTCP augmentation."""

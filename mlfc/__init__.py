@@ -1,0 +1,3 @@
+"""mlfc: ML-aware network flow control on programmable switches."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,39 @@
+"""MLTCP's augmentation: scale a congestion controller's additive increase by
+F(bytes_ratio) = slope * bytes_ratio + intercept, bytes_ratio = bytes sent this iteration /
+bytes per iteration, clamped to [0, 1] (arXiv 2402.09589). A flow further into its iteration
+grows faster, so competing jobs drift apart into interleaved communication phases."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlfc.policy.priority import PolicyError
+
+
+@dataclass(frozen=True, slots=True)
+class MltcpParams:
+    slope: float = 1.0
+    intercept: float = 0.5  # F in [0.5, 1.5]; the paper's values are unverified, sweep them
+
+    def __post_init__(self) -> None:
+        for name in ("slope", "intercept"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v)):
+                raise PolicyError(f"{name}={v!r} must be a finite number")
+        if self.slope < 0:
+            raise PolicyError(f"slope={self.slope} must be >= 0 (F increases with bytes_ratio)")
+        if self.intercept <= 0:
+            raise PolicyError(f"intercept={self.intercept} must be > 0 (F(0) must still grow the window)")
+
+
+def bytes_ratio(bytes_sent: float, bytes_per_iteration: float) -> float:
+    if bytes_per_iteration <= 0 or not math.isfinite(bytes_sent):
+        return 0.0
+    return max(0.0, min(1.0, bytes_sent / bytes_per_iteration))
+
+
+def mltcp_factor(ratio: float, params: MltcpParams = MltcpParams()) -> float:
+    """F(bytes_ratio); ratio is clamped to [0, 1]."""
+    r = 0.0 if ratio != ratio else max(0.0, min(1.0, ratio))
+    return params.slope * r + params.intercept

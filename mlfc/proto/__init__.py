@@ -1,0 +1,1 @@
+"""gRPC/protobuf definitions of mlfc's own services (intent API, coordinator API)."""

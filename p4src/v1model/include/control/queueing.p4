@@ -1,0 +1,33 @@
+// Priority queueing by job and iteration tag. ACK/CNP take the reserved control class; data
+// takes the class of the best-matching (job, iteration window, progress band) entry.
+control Queueing(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata_t std_meta) {
+    action set_priority(priority_t priority) {
+        meta.priority = priority;
+    }
+
+    table job_priority {
+        key = {
+            meta.job_id: ternary;
+            meta.iteration: range;
+            meta.progress: range;
+        }
+        actions = { set_priority; }
+        default_action = set_priority(PRIORITY_DEFAULT);
+        size = JOB_PRIORITY_SIZE;
+    }
+
+    apply {
+        if (meta.tagged == 1 && hdr.mlfc.msg_type != MSG_DATA) {
+            meta.priority = PRIORITY_CONTROL;
+        } else if (meta.shim_status == SHIM_OK || meta.shim_status == SHIM_NONE) {
+            job_priority.apply();
+            // The control class is reserved: a job entry can never claim it.
+            if (meta.priority == PRIORITY_CONTROL) {
+                meta.priority = PRIORITY_CONTROL - 1;
+            }
+        } else {
+            meta.priority = PRIORITY_DEFAULT;
+        }
+        std_meta.priority = meta.priority;
+    }
+}

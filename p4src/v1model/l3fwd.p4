@@ -1,0 +1,31 @@
+/*
+ * Plain IPv4 forwarding with the same parser and routes_v4 table as mlfc.p4: the baseline
+ * that `make bench` compares mlfc.p4's packet rate against.
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+#include "../shared/define.p4"
+#include "../shared/size.p4"
+#include "../shared/header.p4"
+#include "include/parser.p4"
+#include "include/control/forwarding.p4"
+
+control L3Ingress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata_t std_meta) {
+    Forwarding() forwarding;
+
+    apply {
+        if (!hdr.ipv4.isValid()) {
+            mark_to_drop(std_meta);
+            return;
+        }
+        forwarding.apply(hdr, meta, std_meta);
+    }
+}
+
+control L3Egress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata_t std_meta) {
+    apply { }
+}
+
+V1Switch(MlfcParser(), MlfcVerifyChecksum(), L3Ingress(), L3Egress(), MlfcComputeChecksum(),
+         MlfcDeparser()) main;

@@ -1,0 +1,66 @@
+"""Markers for tests that need external pieces: each skips with a printed reason when the piece
+is missing and runs when it is present (see README, "Tests")."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+
+def _missing(marker: str) -> str | None:
+    if marker == "p4c":
+        return None if shutil.which("p4c") else "p4c not installed (build p4lang/p4c; see docs/toolchain.md)"
+    if marker == "bmv2":
+        for tool in ("simple_switch_grpc", "simple_switch_CLI"):
+            if not shutil.which(tool):
+                return f"{tool} not installed (BMv2 with PI and Thrift; see docs/toolchain.md)"
+        return None
+    if marker == "mininet":
+        for tool in ("mn", "mnexec"):
+            if not shutil.which(tool):
+                return f"{tool} not installed (apt-get install mininet)"
+        return None
+    if marker == "root":
+        return None if os.geteuid() == 0 else "needs root (network namespaces, veth pairs)"
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in ("p4c", "bmv2", "mininet", "root"):
+        if item.get_closest_marker(marker):
+            reason = _missing(marker)
+            if reason:
+                pytest.skip(f"[{marker}] {reason}")
+
+
+_GROUPS = ("p4c", "bmv2", "mininet", "root")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001
+    """Say which groups of switch-dependent tests ran and which skipped, and why."""
+    ran: dict[str, int] = {g: 0 for g in (*_GROUPS, "plain")}
+    skipped: dict[str, dict[str, int]] = {g: {} for g in (*_GROUPS, "plain")}
+    for status in ("passed", "failed", "error", "skipped"):
+        for rep in terminalreporter.stats.get(status, []):
+            if getattr(rep, "when", "call") not in ("call", "setup"):
+                continue
+            if status != "skipped" and rep.when == "setup" and rep.passed:
+                continue
+            keywords = getattr(rep, "keywords", {})
+            group = next((g for g in _GROUPS if g in keywords), "plain")
+            if status == "skipped":
+                reason = str(rep.longrepr[2]) if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+                reason = reason.removeprefix("Skipped: ")
+                skipped[group][reason] = skipped[group].get(reason, 0) + 1
+            else:
+                ran[group] += 1
+    terminalreporter.section("mlfc test groups")
+    for group in (*_GROUPS, "plain"):
+        n_skip = sum(skipped[group].values())
+        if not ran[group] and not n_skip:
+            continue
+        terminalreporter.write_line(f"{group:8s} ran {ran[group]:4d}, skipped {n_skip:4d}")
+        for reason, count in sorted(skipped[group].items()):
+            terminalreporter.write_line(f"           {count:4d} x {reason}")

@@ -1,0 +1,42 @@
+"""The P4 shim header and the Python wire format are one contract: same fields, same widths,
+same order, same constants."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from mlfc import wire
+from mlfc.policy import priority
+
+P4SRC = Path(__file__).resolve().parents[2] / "p4src"
+
+
+def _p4_header_fields(text: str, name: str) -> list[tuple[str, int]]:
+    body = re.search(rf"header\s+{name}\s*\{{(.*?)\}}", text, re.S)
+    assert body, f"header {name} not found"
+    return [(f, int(w)) for w, f in re.findall(r"bit<(\d+)>\s+(\w+)\s*;", body.group(1))]
+
+
+def _p4_const(text: str, name: str) -> int:
+    m = re.search(rf"const\s+\w+(?:<\d+>)?\s+{name}\s*=\s*(0x[0-9a-fA-F]+|\d+)\s*;", text)
+    assert m, f"const {name} not found"
+    return int(m.group(1), 0)
+
+
+def test_shim_header_matches_wire_fields() -> None:
+    text = (P4SRC / "shared" / "header.p4").read_text()
+    assert _p4_header_fields(text, "mlfc_h") == list(wire.SHIM_FIELDS)
+
+
+def test_constants_match() -> None:
+    text = (P4SRC / "shared" / "define.p4").read_text()
+    assert _p4_const(text, "SHIM_PORT_BASE") == wire.SHIM_PORT_BASE
+    assert _p4_const(text, "SHIM_PORT_MASK") == wire.SHIM_PORT_MASK
+    assert _p4_const(text, "SHIM_VERSION") == wire.SHIM_VERSION
+    assert _p4_const(text, "MSG_DATA") == wire.MsgType.DATA
+    assert _p4_const(text, "MSG_ACK") == wire.MsgType.ACK
+    assert _p4_const(text, "MSG_CNP") == wire.MsgType.CNP
+    assert _p4_const(text, "IMPORTANCE_PROTECTED") == wire.IMPORTANCE_PROTECTED
+    assert _p4_const(text, "PRIORITY_CONTROL") == priority.PRIORITY_CONTROL
+    assert _p4_const(text, "PRIORITY_DEFAULT") == priority.PRIORITY_DEFAULT

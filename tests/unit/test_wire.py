@@ -1,0 +1,140 @@
+"""The wire format: round trips over every field range, typed errors on bad input, and the
+scapy classes agreeing with the fast codec."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scapy.layers.inet import IP, UDP
+
+from mlfc import wire
+from mlfc.wire import AckBody, MlfcAck, MlfcShim, MsgType, SackBlock, Shim
+
+
+def _bits(name: str) -> int:
+    return dict(wire.SHIM_FIELDS)[name]
+
+
+def _field(name: str):
+    return st.integers(0, (1 << _bits(name)) - 1)
+
+
+shims = st.builds(
+    Shim,
+    msg_type=st.sampled_from(list(MsgType)),
+    job_id=_field("job_id"),
+    iteration=_field("iteration"),
+    tensor_id=_field("tensor_id"),
+    chunk_seq=_field("chunk_seq"),
+    importance=_field("importance"),
+    progress=_field("progress"),
+    flags=_field("flags"),
+)
+
+
+@given(shims)
+def test_shim_round_trip(shim: Shim) -> None:
+    data = shim.pack()
+    assert len(data) == wire.SHIM_LEN
+    assert wire.unpack_shim(data) == shim
+
+
+@given(shims, st.binary(max_size=64))
+def test_scapy_and_struct_agree(shim: Shim, payload: bytes) -> None:
+    data = shim.pack()
+    parsed = MlfcShim(data + payload)
+    for name, _ in wire.SHIM_FIELDS:
+        expected = 0 if name == "reserved" else int(getattr(shim, name))
+        assert getattr(parsed, name) == expected, name
+    built = bytes(MlfcShim(**{n: (0 if n == "reserved" else int(getattr(shim, n))) for n, _ in wire.SHIM_FIELDS}))
+    assert built == data
+
+
+@given(st.binary(max_size=wire.SHIM_LEN - 1))
+def test_truncated_shim_is_a_typed_error(data: bytes) -> None:
+    with pytest.raises(wire.TruncatedShim):
+        wire.unpack_shim(data)
+
+
+@given(st.integers(0, 15).filter(lambda v: v != wire.SHIM_VERSION), st.binary(min_size=15, max_size=15))
+def test_unknown_version_is_a_typed_error(version: int, rest: bytes) -> None:
+    with pytest.raises(wire.UnknownVersion):
+        wire.unpack_shim(bytes([version << 4]) + rest)
+
+
+@given(st.integers(len(MsgType), 15), st.binary(min_size=15, max_size=15))
+def test_unknown_message_type_is_a_typed_error(msg_type: int, rest: bytes) -> None:
+    with pytest.raises(wire.BadMessageType):
+        wire.unpack_shim(bytes([(wire.SHIM_VERSION << 4) | msg_type]) + rest)
+
+
+@given(st.binary(max_size=80))
+def test_arbitrary_bytes_never_crash(data: bytes) -> None:
+    with contextlib.suppress(wire.ShimError):
+        wire.unpack_shim(data)
+    with contextlib.suppress(wire.ShimError):
+        wire.unpack_ack_body(data)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("job_id", 1 << 16), ("importance", 16), ("progress", -1), ("iteration", 1 << 32)]
+)
+def test_pack_rejects_out_of_range_fields(name: str, value: int) -> None:
+    kwargs = {"msg_type": MsgType.DATA, "job_id": 1, "iteration": 0, name: value}
+    with pytest.raises(wire.FieldRange, match=name):
+        Shim(**kwargs).pack()
+
+
+blocks = st.lists(
+    st.tuples(st.integers(0, (1 << 32) - 2), st.integers(1, 1 << 20)).map(
+        lambda t: (t[0], min(t[0] + t[1], (1 << 32) - 1))
+    ),
+    max_size=wire.MAX_SACK_BLOCKS,
+)
+
+
+@given(blocks)
+def test_ack_body_round_trip_and_scapy(blk: list[tuple[int, int]]) -> None:
+    body = AckBody(tuple(blk))
+    data = body.pack()
+    assert wire.unpack_ack_body(data) == body
+    parsed = MlfcAck(data)
+    assert [(b.start, b.end) for b in parsed.blocks] == blk
+    assert bytes(MlfcAck(blocks=[SackBlock(start=s, end=e) for s, e in blk])) == data
+
+
+def test_ack_body_truncated_and_oversized() -> None:
+    data = AckBody(((1, 5), (9, 12))).pack()
+    with pytest.raises(wire.TruncatedShim):
+        wire.unpack_ack_body(data[:-1])
+    with pytest.raises(wire.FieldRange):
+        wire.unpack_ack_body(bytes([wire.MAX_SACK_BLOCKS + 1, 0, 0, 0]))
+    with pytest.raises(wire.FieldRange):
+        AckBody(((5, 5),)).pack()
+
+
+def test_udp_binding_covers_the_port_range_only() -> None:
+    shim = Shim(MsgType.DATA, job_id=7, iteration=3).pack()
+    for port in (wire.SHIM_PORT_BASE, wire.SHIM_PORT_BASE + 0xFF):
+        pkt = IP(bytes(IP() / UDP(sport=1234, dport=port) / shim))
+        assert pkt.haslayer(MlfcShim) and pkt[MlfcShim].job_id == 7
+    for port in (wire.SHIM_PORT_BASE - 1, wire.SHIM_PORT_BASE + 0x100):
+        assert not IP(bytes(IP() / UDP(sport=1234, dport=port) / shim)).haslayer(MlfcShim)
+    assert wire.is_shim_port(wire.SHIM_PORT_BASE + 5) and not wire.is_shim_port(80)
+
+
+def test_ack_packets_dissect_their_sack_blocks() -> None:
+    raw = Shim(MsgType.ACK, job_id=1, iteration=2, chunk_seq=10).pack() + AckBody(((12, 20),)).pack()
+    pkt = IP(bytes(IP() / UDP(dport=wire.SHIM_PORT_BASE) / raw))
+    assert pkt[MlfcAck].num_blocks == 1 and pkt[SackBlock].start == 12
+
+
+@pytest.mark.parametrize(
+    ("ratio", "bucket"),
+    [(0.0, 0), (0.0624, 0), (0.0625, 1), (0.5, 8), (1.0, 15), (7.0, 15), (-1.0, 0), (float("nan"), 0)],
+)
+def test_progress_bucket(ratio: float, bucket: int) -> None:
+    assert wire.progress_bucket(ratio) == bucket
