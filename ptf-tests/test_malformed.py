@@ -1,0 +1,75 @@
+"""Malformed shims (unknown version or type, truncated) are forwarded as plain UDP at the default
+class, never classified or selectively dropped, and counted per ingress port."""
+
+from __future__ import annotations
+
+import ptf.testutils as tu
+from mlfc_base import HOST_IP, HOST_MAC, SWITCH_MAC, MlfcTest, forwarded, shim_packet
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from mlfc.wire import SHIM_PORT_BASE, MlfcShim
+
+
+def truncated(src: int, dst: int, length: int) -> Ether:
+    return (
+        Ether(src=HOST_MAC[src], dst=SWITCH_MAC)
+        / IP(src=HOST_IP[src], dst=HOST_IP[dst])
+        / UDP(sport=1000, dport=SHIM_PORT_BASE + 3, chksum=0)
+        / (b"\x10" * length)
+    )
+
+
+class MalformedAreForwardedAndCounted(MlfcTest):
+    def runTest(self) -> None:
+        bad_version = shim_packet(0, 1, job=5, version=2)
+        bad_type = shim_packet(0, 1, job=5, msg_type=9)
+        short = [truncated(2, 1, n) for n in (0, 1, 8, 15)]
+        for p in [bad_version, bad_type]:
+            self.send(0, p)
+            tu.verify_packet(self, forwarded(p, 1), 1)
+        for p in short:
+            self.send(2, p)
+            tu.verify_packet(self, forwarded(p, 1), 1)
+        tu.verify_no_other_packets(self)
+        self.assertEqual(self.sw.port_counter("shim_bad_header", 0), 2)
+        self.assertEqual(self.sw.port_counter("shim_truncated", 2), len(short))
+        self.assertEqual(self.sw.port_counter("shim_truncated", 0), 0)
+        self.assertEqual(self.sw.job_counter("job_packets", 5)[0], 0, "malformed packets are never classified")
+
+
+class MalformedNeverJumpTheQueue(MlfcTest):
+    """A malformed shim claiming a high-class job goes to the default class, behind held traffic."""
+
+    def runTest(self) -> None:
+        self.sw.add_job_priority(2, 6)
+        self.sw.cli("set_queue_rate 2 1 1")
+        lows = [shim_packet(0, 1, job=1, seq=i) for i in range(10)]
+        for p in lows:
+            self.send(0, p)
+        liar = shim_packet(0, 1, job=2, version=3, seq=99)
+        self.send(0, liar)
+        self.sw.cli("set_queue_rate 1000000 1 1")
+        got = self.receive_all(1, len(lows) + 1, timeout=10)
+        self.assertEqual(len(got), len(lows) + 1)
+        self.assertFalse(got[-1].haslayer(MlfcShim) and got[-1][MlfcShim].version == 1)
+        self.assertEqual(bytes(got[-1][UDP].payload)[:1], b"\x30", "the malformed packet left last, unmodified")
+
+
+class MalformedAreNeverSelectivelyDropped(MlfcTest):
+    def runTest(self) -> None:
+        from mlfc.policy.drop import DropPolicy
+
+        self.sw.set_drop_policy(DropPolicy(level_depths=(1, 2, 3), min_importance=(0, 8, 8, 8)))
+        self.sw.cli("set_queue_depth 4096 1 1", "set_queue_rate 1 1 1")
+        for i in range(10):
+            self.send(0, shim_packet(0, 1, job=1, importance=15, seq=1000 + i))
+        import time
+
+        time.sleep(2.3)
+        liars = [shim_packet(0, 1, job=1, importance=0, version=v, seq=i) for i, v in enumerate((0, 2, 15))]
+        for p in liars:
+            self.send(0, p)
+        self.sw.cli("set_queue_rate 1000000 1 1")
+        got = self.receive_all(1, 10 + len(liars), timeout=15)
+        self.assertEqual(len(got), 10 + len(liars), "malformed packets are forwarded even under congestion")

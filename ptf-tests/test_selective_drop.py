@@ -1,0 +1,81 @@
+"""Selective dropping of low-importance gradients under congestion, checked against
+mlfc.policy.drop. Congestion is made by holding port 1's priority-1 queue at 1 packet/s behind a
+backlog of protected packets; egress records the level as packets leave, ingress drops by it."""
+
+from __future__ import annotations
+
+import time
+
+from mlfc_base import HOST_IP, MlfcTest, shim_packet, tcp_packet
+
+from mlfc.policy.drop import DropPolicy, congestion_level, should_drop
+from mlfc.wire import IMPORTANCE_LEVELS, MlfcShim, MsgType
+
+POLICY = DropPolicy(level_depths=(4, 8, 12), min_importance=(0, 2, 4, 8))
+
+
+class _Congested(MlfcTest):
+    def congest(self, backlog: int) -> None:
+        """Queue ``backlog`` protected packets and wait until two have left, so the recorded level
+        is that of a queue about ``backlog`` deep."""
+        self.sw.cli("set_queue_depth 4096 1 1", "set_queue_rate 1 1 1")
+        for i in range(backlog):
+            self.send(0, shim_packet(0, 1, job=1, importance=15, seq=10_000 + i))
+        time.sleep(2.3)
+
+    def release_and_collect(self, expect: int) -> list:
+        self.sw.cli("set_queue_rate 1000000 1 1")
+        return self.shims_received(1, expect, timeout=15)
+
+
+class LowImportanceDroppedUnderCongestion(_Congested):
+    def runTest(self) -> None:
+        self.sw.set_drop_policy(POLICY)
+        self.sw.add_flow(1, src=HOST_IP[0], dst=HOST_IP[1], protocol=6)
+        backlog = 20
+        self.congest(backlog)
+        probes = [shim_packet(0, 1, job=1, importance=imp, seq=imp) for imp in range(IMPORTANCE_LEVELS)]
+        ack = shim_packet(0, 1, job=1, importance=0, msg_type=MsgType.ACK, seq=900, payload=b"\x00" * 4)
+        cnp = shim_packet(0, 1, job=1, importance=0, msg_type=MsgType.CNP, seq=901)
+        untagged = tcp_packet(0, 1, 5555, 6666)
+        for p in [*probes, ack, cnp, untagged]:
+            self.send(0, p)
+        got = self.release_and_collect(backlog + len(probes) + 2)
+        got_seqs = {p[MlfcShim].chunk_seq for p in got}
+        level = congestion_level(POLICY, backlog - 2)
+        self.assertEqual(level, 3)
+        for imp in range(IMPORTANCE_LEVELS):
+            dropped = should_drop(POLICY, level, imp, MsgType.DATA)
+            self.assertEqual(imp not in got_seqs, dropped, f"importance {imp}: dropped={imp not in got_seqs}")
+        self.assertTrue({900, 901} <= got_seqs, "ACK and CNP are never dropped")
+        n_dropped = sum(should_drop(POLICY, level, i, MsgType.DATA) for i in range(IMPORTANCE_LEVELS))
+        drop_bytes = sum(len(p) for p in probes if should_drop(POLICY, level, p[MlfcShim].importance, MsgType.DATA))
+        self.assertEqual(self.sw.job_counter("job_drops", 1), (n_dropped, drop_bytes))
+        sent = [*probes, ack, cnp, untagged]
+        self.assertEqual(self.sw.job_counter("job_packets", 1)[0], backlog + len(sent), "ingress counts all")
+
+
+class IntermediateLevelDropsOnlyTheLeastImportant(_Congested):
+    def runTest(self) -> None:
+        self.sw.set_drop_policy(POLICY)
+        backlog = 7  # level 1 once two have left (depth 5)
+        self.congest(backlog)
+        probes = [shim_packet(0, 1, job=1, importance=imp, seq=imp) for imp in range(IMPORTANCE_LEVELS)]
+        for p in probes:
+            self.send(0, p)
+        got = {p[MlfcShim].chunk_seq for p in self.release_and_collect(backlog + len(probes))}
+        # The queue grows while probes arrive, so probes may see level 1 or 2, never 0 or 3.
+        self.assertTrue({0, 1}.isdisjoint(got), f"importance 0 and 1 must be dropped at level >= 1: {sorted(got)}")
+        self.assertTrue(set(range(4, IMPORTANCE_LEVELS)) <= got, f"importance >= 4 survives level <= 2: {sorted(got)}")
+
+
+class NothingDroppedWhenUncongested(MlfcTest):
+    def runTest(self) -> None:
+        self.sw.set_drop_policy(POLICY)
+        probes = [shim_packet(0, 1, job=1, importance=imp % IMPORTANCE_LEVELS, seq=imp) for imp in range(48)]
+        for p in probes:
+            self.send(0, p)
+            time.sleep(0.005)
+        got = self.shims_received(1, len(probes))
+        self.assertEqual(len(got), len(probes))
+        self.assertEqual(self.sw.job_counter("job_drops", 1)[0], 0)

@@ -1,0 +1,144 @@
+"""Start and stop BMv2 `simple_switch_grpc` processes (tests, PTF, benchmarks, the Mininet builder).
+
+The switch starts without a program (`--no-p4`); the controller loads the pipeline over P4Runtime.
+gRPC and Thrift listen on 127.0.0.1 only, one port pair per switch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+P4_BUILD = REPO / "p4src" / "build"
+
+
+class Bmv2Error(RuntimeError):
+    pass
+
+
+def bmv2_missing() -> str | None:
+    """None if BMv2 is usable here, else what is missing and how to get it."""
+    for tool in ("simple_switch_grpc", "simple_switch_CLI"):
+        if not shutil.which(tool):
+            return f"{tool} not found: install BMv2 built with PI and Thrift (docs/toolchain.md)"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise Bmv2Error(f"switch exited with status {proc.returncode} before listening on {port}")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(0.2)
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise Bmv2Error(f"nothing listening on 127.0.0.1:{port} after {timeout:.0f} s")
+
+
+@dataclass
+class Bmv2Switch:
+    """One simple_switch_grpc process. ``ports`` maps switch port numbers to interface names."""
+
+    name: str = "s1"
+    device_id: int = 1
+    ports: dict[int, str] = field(default_factory=dict)
+    grpc_port: int = 0
+    thrift_port: int = 0
+    priority_queues: int = 8
+    log_file: Path | None = None  # BMv2 logging slows it down a lot: off unless asked
+    netns: str | None = None  # run inside this network namespace (its interfaces)
+    cpu_port: int | None = None
+    proc: subprocess.Popen | None = None
+
+    @property
+    def grpc_addr(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def command(self) -> list[str]:
+        cmd = ["simple_switch_grpc", "--no-p4", "--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port)]
+        for port, iface in sorted(self.ports.items()):
+            cmd += ["-i", f"{port}@{iface}"]
+        if self.log_file:
+            cmd += ["--log-file", str(self.log_file), "--log-flush", "-L", "debug"]
+        cmd += ["--", "--grpc-server-addr", self.grpc_addr, "--priority-queues", str(self.priority_queues)]
+        if self.cpu_port is not None:
+            cmd += ["--cpu-port", str(self.cpu_port)]
+        if self.netns:
+            cmd = ["ip", "netns", "exec", self.netns, *cmd]
+        return cmd
+
+    def start(self, timeout: float = 20.0) -> Bmv2Switch:
+        missing = bmv2_missing()
+        if missing:
+            raise Bmv2Error(missing)
+        self.grpc_port = self.grpc_port or free_port()
+        self.thrift_port = self.thrift_port or free_port()
+        out = open(self.log_file.with_suffix(".out"), "wb") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
+        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            # In a namespace, loopback listeners are that namespace's: probe from inside is not possible here,
+            # so only check the process stays up.
+            if self.netns:
+                time.sleep(1.0)
+                if self.proc.poll() is not None:
+                    raise Bmv2Error(f"{self.name}: simple_switch_grpc exited with status {self.proc.returncode}")
+            else:
+                wait_for_port(self.grpc_port, timeout, self.proc)
+                wait_for_port(self.thrift_port, timeout, self.proc)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=5)
+        self.proc = None
+
+    def kill(self) -> None:
+        """Crash the switch (SIGKILL), as a power cut would."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+        self.proc = None
+
+    def cli(self, *commands: str, timeout: float = 20.0) -> str:
+        """Run commands through simple_switch_CLI (Thrift): queue rates and depths live there."""
+        cmd = ["simple_switch_CLI", "--thrift-port", str(self.thrift_port)]
+        if self.netns:
+            cmd = ["ip", "netns", "exec", self.netns, *cmd]
+        res = subprocess.run(cmd, input="\n".join(commands) + "\n", capture_output=True, text=True, timeout=timeout)
+        if res.returncode != 0 or "Error" in res.stdout or "Invalid" in res.stdout:
+            raise Bmv2Error(f"simple_switch_CLI {commands!r} failed: {res.stdout.strip()} {res.stderr.strip()}")
+        return res.stdout
+
+    def __enter__(self) -> Bmv2Switch:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
