@@ -71,7 +71,14 @@ class Bmv2Switch:
         return f"127.0.0.1:{self.grpc_port}"
 
     def command(self) -> list[str]:
-        cmd = ["simple_switch_grpc", "--no-p4", "--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port)]
+        cmd = [
+            "simple_switch_grpc",
+            "--no-p4",
+            "--device-id",
+            str(self.device_id),
+            "--thrift-port",
+            str(self.thrift_port),
+        ]
         for port, iface in sorted(self.ports.items()):
             cmd += ["-i", f"{port}@{iface}"]
         if self.log_file:

@@ -34,9 +34,23 @@ def test_artifacts_are_current(prog: str, tmp_path: Path) -> None:
     # Same relative paths as `make p4`, so source_info file names match.
     out = tmp_path / "build"
     subprocess.run(
-        ["p4c", "--target", "bmv2", "--arch", "v1model", "--std", "p4-16",
-         "--p4runtime-files", str(out / f"{prog}.p4info.txtpb"), "-o", str(out), f"p4src/v1model/{prog}.p4"],
-        cwd=REPO, check=True, capture_output=True,
+        [
+            "p4c",
+            "--target",
+            "bmv2",
+            "--arch",
+            "v1model",
+            "--std",
+            "p4-16",
+            "--p4runtime-files",
+            str(out / f"{prog}.p4info.txtpb"),
+            "-o",
+            str(out),
+            f"p4src/v1model/{prog}.p4",
+        ],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
     )
     for name in (f"{prog}.json", f"{prog}.p4info.txtpb"):
         fresh = (out / name).read_text()

@@ -1,0 +1,62 @@
+"""Topology descriptions (routes along shortest paths) and result summaries/plots."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from mlfc.topologies import results
+from mlfc.topologies.spec import dumbbell, leaf_spine
+
+
+def test_dumbbell_routes_cross_the_bottleneck() -> None:
+    topo = dumbbell(jobs=3, workers_per_job=2)
+    assert len(topo.hosts) == 9 and topo.bottleneck_ports() == [("s1", 1), ("s2", 1)]
+    routes = {r.prefix: r for r in topo.routes("s1")}
+    for host in topo.hosts.values():
+        r = routes[f"{host.ip}/32"]
+        if host.role == "ps":
+            assert r.port == 1 and r.dst_mac == topo.switches["s2"].port_mac(1)
+        else:
+            assert r.port != 1 and r.dst_mac == host.mac
+        assert r.src_mac == topo.switches["s1"].port_mac(r.port)
+    assert len({h.ip for h in topo.hosts.values()}) == len(topo.hosts)
+    assert len({h.mac for h in topo.hosts.values()}) == len(topo.hosts)
+
+
+def test_leaf_spine_routes_reach_every_host_from_every_switch() -> None:
+    topo = leaf_spine(jobs=2, workers_per_job=2, leaves=3, spines=2)
+    for sw in topo.switches:
+        routes = topo.routes(sw)
+        assert len(routes) == len(topo.hosts)
+        ports = set(topo.switch_ports(sw))
+        assert all(r.port in ports for r in routes)
+
+
+def test_bad_topologies_are_rejected() -> None:
+    with pytest.raises(ValueError):
+        dumbbell(jobs=0)
+    with pytest.raises(ValueError):
+        leaf_spine(jobs=1, leaves=1)
+
+
+def _rec(job: int, it: int, start: float, dur: float) -> results.IterationRecord:
+    return results.IterationRecord("s", job, f"w{job}", it, start, start + dur / 2, start + dur, start + dur, 1000)
+
+
+def test_summary_and_percentiles(tmp_path: Path) -> None:
+    recs = [_rec(1, i, i * 2.0, 2.0) for i in range(5)] + [_rec(2, i, i * 3.0, 3.0 + i) for i in range(5)]
+    per_job, overall = results.summarise(recs, skip_warmup=1)
+    assert per_job[0].avg == pytest.approx(2.0) and per_job[0].iterations == 4
+    assert per_job[1].p99 == pytest.approx(7.0)
+    assert overall.iterations == 8
+    assert results.percentile([], 99) != results.percentile([], 99)  # NaN
+    assert results.percentile([1, 2, 3, 4], 50) == 2
+    results.write_csv(tmp_path / "r.csv", recs)
+    assert results.read_csv(tmp_path / "r.csv") == recs
+    results.plot_timeline(tmp_path / "t.png", recs, "test")
+    assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
+    table = results.format_table(["job", "avg"], [[1, 2.0], [2, math.nan]])
+    assert "2.000" in table and "-" in table.splitlines()[-1]

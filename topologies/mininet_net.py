@@ -1,0 +1,148 @@
+"""Build a Mininet network from a Topology, with P4 switches (BMv2 or the reference switch).
+
+Hosts get IPv6 and NIC offloads turned off and static ARP. The bottleneck is set on the switch's
+queues (`set_queue_rate`), never with Mininet `bw=`: tc shaping sits after the switch, so its
+queue would fill instead of the switch's and no packet would ever see a deep switch queue.
+Switch processes run in the root namespace; gRPC and Thrift/admin bind 127.0.0.1, one port each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlfc.topologies.bmv2 import Bmv2Switch, free_port
+from mlfc.topologies.spec import Topology
+
+
+class MininetMissing(RuntimeError):
+    pass
+
+
+def mininet_missing() -> str | None:
+    for tool in ("mn", "mnexec"):
+        if not shutil.which(tool):
+            return f"{tool} not found: apt-get install mininet"
+    try:
+        import mininet.net  # noqa: F401
+    except ImportError:
+        return "Mininet's Python module is not importable: use a venv made from /usr/bin/python3 (make install)"
+    return None
+
+
+@dataclass
+class SwitchHandle:
+    """What the rest of mlfc needs to know about a running switch."""
+
+    name: str
+    device_id: int
+    grpc_addr: str
+    queue_port: int  # Thrift (BMv2) or admin (reference switch) port for queue commands
+    ports: dict[int, str]
+    process: object  # Bmv2Switch or the reference switch's handle: start/stop/cli
+
+
+SwitchFactory = Callable[[str, int, dict[int, str], Path | None], object]
+
+
+def bmv2_factory(name: str, device_id: int, ports: dict[int, str], log_dir: Path | None) -> Bmv2Switch:
+    log = log_dir / f"{name}.log" if log_dir else None
+    return Bmv2Switch(
+        name=name, device_id=device_id, ports=ports, grpc_port=free_port(), thrift_port=free_port(), log_file=log
+    )
+
+
+def cleanup_leftovers() -> None:
+    """Remove what an earlier, killed run may have left (Mininet's own `mn -c`)."""
+    subprocess.run(["mn", "-c"], capture_output=True, timeout=120)
+
+
+@contextlib.contextmanager
+def mininet_network(
+    topo: Topology, switch_factory: SwitchFactory = bmv2_factory, log_dir: Path | None = None
+) -> Iterator[tuple[object, dict[str, SwitchHandle]]]:
+    """Start the network; yield (Mininet net, switch handles); tear everything down on exit."""
+    missing = mininet_missing()
+    if missing:
+        raise MininetMissing(missing)
+    from mininet.link import Link as MnLink
+    from mininet.net import Mininet
+    from mininet.node import Host as MnHost
+    from mininet.node import Switch as MnSwitch
+
+    class ExternalSwitch(MnSwitch):
+        """A Mininet switch whose dataplane is a process mlfc starts itself after the links exist."""
+
+        def start(self, controllers) -> None:  # noqa: ARG002
+            pass
+
+        def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803
+            super().stop(deleteIntfs)
+
+    net = Mininet(
+        controller=None,
+        switch=ExternalSwitch,
+        host=MnHost,
+        link=MnLink,
+        autoSetMacs=False,
+        autoStaticArp=False,
+        build=False,
+    )
+    handles: dict[str, SwitchHandle] = {}
+    started: list[object] = []
+    try:
+        for sw in topo.switches.values():
+            net.addSwitch(sw.name, dpid=f"{sw.device_id:016x}")
+        for host in topo.hosts.values():
+            net.addHost(host.name, ip=f"{host.ip}/8", mac=host.mac)
+        for lk in topo.links:
+            kwargs = {}
+            if lk.a in topo.switches:
+                kwargs["port1"] = lk.a_port
+                kwargs["intfName1"] = f"{lk.a}-eth{lk.a_port}"
+            if lk.b in topo.switches:
+                kwargs["port2"] = lk.b_port
+                kwargs["intfName2"] = f"{lk.b}-eth{lk.b_port}"
+            net.addLink(lk.a, lk.b, **kwargs)
+        net.build()
+        net.start()
+        for host in net.hosts:
+            _quiet_host(host)
+        net.staticArp()
+        for sw in topo.switches.values():
+            for iface in topo.switch_ports(sw.name).values():
+                _quiet_root_iface(iface)
+            proc = switch_factory(sw.name, sw.device_id, topo.switch_ports(sw.name), log_dir)
+            proc.start()
+            started.append(proc)
+            queue_port = getattr(proc, "thrift_port", None) or getattr(proc, "admin_port", 0)
+            handles[sw.name] = SwitchHandle(
+                sw.name, sw.device_id, proc.grpc_addr, queue_port, topo.switch_ports(sw.name), proc
+            )
+        yield net, handles
+    finally:
+        for proc in reversed(started):
+            with contextlib.suppress(Exception):
+                proc.stop()
+        with contextlib.suppress(Exception):
+            net.stop()
+
+
+def _quiet_host(host) -> None:
+    for intf in host.intfList():
+        name = intf.name
+        host.cmd(f"sysctl -qw net.ipv6.conf.{name}.disable_ipv6=1")
+        host.cmd(f"ethtool -K {name} rx off tx off sg off tso off gso off gro off >/dev/null 2>&1")
+    host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+
+
+def _quiet_root_iface(name: str) -> None:
+    subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{name}.disable_ipv6=1"], capture_output=True)
+    subprocess.run(
+        ["ethtool", "-K", name, "rx", "off", "tx", "off", "sg", "off", "tso", "off", "gso", "off", "gro", "off"],
+        capture_output=True,
+    )
