@@ -12,11 +12,11 @@ import time
 
 import ptf
 import ptf.testutils as tu
+from mlfc_switch import TestSwitch
 from ptf.base_tests import BaseTest
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 
-from mlfc_switch import TestSwitch
 from mlfc.wire import SHIM_PORT_BASE, MlfcShim, MsgType
 
 PORTS = (0, 1, 2)

@@ -3,9 +3,8 @@ Checked through the per-job packet and byte counters."""
 
 from __future__ import annotations
 
-from mlfc_base import HOST_IP, MlfcTest, forwarded, shim_packet, tcp_packet
-
 import ptf.testutils as tu
+from mlfc_base import HOST_IP, MlfcTest, forwarded, shim_packet, tcp_packet
 
 
 class ShimJobIsCounted(MlfcTest):
