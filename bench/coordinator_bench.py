@@ -1,0 +1,276 @@
+"""Coordinator benchmark: sustained reports per second, and decision latency from a report that changes
+the intent to the intent reaching the controller. Prints figures; asserts nothing.
+
+The coordinator runs as a separate process (``python -m mlfc.coordinator.cli run``, SQLite on a temporary
+file, synchronous=FULL unless --sync normal); the clients and a fake IntentService (the controller side,
+timestamps taken in this process) run here.
+
+    python bench/coordinator_bench.py [--duration 3] [--sync full|normal]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+
+from mlfc.hosts.agent import Agent
+from mlfc.proto import coordinator_pb2 as pb
+from mlfc.proto import coordinator_pb2_grpc, intent_pb2, intent_pb2_grpc
+
+TOKEN = "bench-token"
+MD = (("x-mlfc-token", TOKEN),)
+
+
+class FakeController(intent_pb2_grpc.IntentServiceServicer):
+    def __init__(self) -> None:
+        self.cv = threading.Condition()
+        self.intents: list[tuple[float, intent_pb2.Intent]] = []
+
+    def Apply(self, request, context):  # type: ignore[no-untyped-def]
+        now = time.perf_counter()
+        with self.cv:
+            self.intents.append((now, request))
+            self.cv.notify_all()
+        return intent_pb2.ApplyReply(generation=len(self.intents))
+
+    def wait_for(self, start_index: int, pred, timeout: float = 5.0) -> float | None:  # type: ignore[no-untyped-def]
+        """Receipt time of the first intent at or after ``start_index`` satisfying ``pred``."""
+        end = time.monotonic() + timeout
+        with self.cv:
+            while True:
+                for t, intent in self.intents[start_index:]:
+                    if pred(intent):
+                        return t
+                left = end - time.monotonic()
+                if left <= 0:
+                    return None
+                self.cv.wait(left)
+
+
+def start_coordinator(tmp: Path, controller: str, sync: str) -> tuple[subprocess.Popen[str], str]:
+    (tmp / "token").write_text(TOKEN)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlfc.coordinator.cli",
+            "run",
+            "--db",
+            str(tmp / "coord.sqlite"),
+            "--listen",
+            "127.0.0.1:0",
+            "--controller",
+            controller,
+            "--token-file",
+            str(tmp / "token"),
+            "--sync",
+            sync,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        raise SystemExit(f"coordinator did not start: {line!r}")
+    return proc, line.rsplit(" ", 1)[1].strip()
+
+
+def register(stub, job_id: int, workers: int) -> None:  # type: ignore[no-untyped-def]
+    spec = pb.JobSpec(job_id=job_id, name=f"bench{job_id}", workers=[pb.Worker(rank=r) for r in range(workers)])
+    stub.Register(pb.RegisterRequest(job=spec, instance=f"bench-{job_id}"), metadata=MD, timeout=10)
+
+
+def rep(job: int, worker: int, it: int, metric: float | None) -> pb.IterationReport:
+    r = pb.IterationReport(
+        job_id=job,
+        worker=worker,
+        iteration=it,
+        compute_seconds=0.1,
+        comm_seconds=0.05,
+        bytes=1_000_000,
+        timestamp=time.time(),
+    )
+    if metric is not None:
+        r.metric = metric
+    return r
+
+
+def throughput(address: str, first_job: int, jobs: int, batch: int, duration: float, clients: int = 2) -> float:
+    """Reports/s committed with ``clients`` threads sending pre-built batches of ``batch`` reports."""
+    stub = coordinator_pb2_grpc.CoordinatorStub(grpc.insecure_channel(address))
+    ids = list(range(first_job, first_job + jobs))
+    for j in ids:
+        register(stub, j, workers=4)
+    # Pre-build the batches so that building protos does not compete with the coordinator for CPU. Reports
+    # of one job must arrive in order, so each client owns its own jobs.
+    need = int(40_000 * duration / batch) + 10 if batch > 1 else int(3000 * duration)
+    per_client: list[list[pb.ReportBatch]] = [[] for _ in range(clients)]
+    its = dict.fromkeys(ids, 0)
+    for c in range(clients):
+        own = ids[c::clients]
+        for n in range(need):
+            j = own[n % len(own)]
+            reports = []
+            for _ in range(batch):
+                it = its[j]
+                its[j] += 1
+                w, i = it % 4, it // 4
+                reports.append(rep(j, w, i, 0.9 - 0.8 * (i + 1) ** -0.5 if w == 0 else None))
+            per_client[c].append(pb.ReportBatch(reports=reports))
+    counts = [0] * clients
+    stop = threading.Event()
+
+    def run(c: int) -> None:
+        s = coordinator_pb2_grpc.CoordinatorStub(grpc.insecure_channel(address))
+        for b in per_client[c]:
+            if stop.is_set():
+                return
+            counts[c] += s.Report(b, metadata=MD, timeout=10).accepted
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    time.sleep(duration)
+    stop.set()
+    for t in threads:
+        t.join()
+    return sum(counts) / (time.perf_counter() - t0)
+
+
+def agent_throughput(address: str, job: int, n: int) -> tuple[float, float]:
+    """End to end through the agent library: (report() calls/s, committed reports/s)."""
+    agent = Agent(job, coordinator=address, token=TOKEN, buffer_size=n + 1, batch_size=1024)
+    t0 = time.perf_counter()
+    for i in range(n):
+        agent.report(i, 0.9 - 0.8 * (i + 1) ** -0.5, compute_s=0.1, comm_s=0.05, bytes=1_000_000)
+    t_calls = time.perf_counter() - t0
+    agent.flush(timeout=120)
+    t_all = time.perf_counter() - t0
+    agent.finish(timeout=5)
+    return n / t_calls, agent.stats().sent / t_all
+
+
+def decision_latency(address: str, fake: FakeController, rounds: int, base_job: int) -> list[float]:
+    """A plateaued 2-worker job whose worker 0 runs 3 iterations ahead (window appears) and then worker 1
+    catches up (window goes): each Report call changes the intent. Returns latencies in seconds."""
+    stub = coordinator_pb2_grpc.CoordinatorStub(grpc.insecure_channel(address))
+    s, t = base_job, base_job + 1
+    register(stub, s, workers=2)
+    register(stub, t, workers=1)
+    plateau = [rep(s, 0, i, 0.85 - 0.75 * math.exp(-0.08 * i)) for i in range(200)]
+    stub.Report(pb.ReportBatch(reports=plateau + [rep(s, 1, i, None) for i in range(200)]), metadata=MD)
+    stub.Report(pb.ReportBatch(reports=[rep(t, 0, i, 0.95 - 0.9 * (i + 1) ** -0.35) for i in range(200)]), metadata=MD)
+
+    def windows(intent: intent_pb2.Intent) -> int:
+        return sum(len(j.windows) for j in intent.jobs if j.job_id == s)
+
+    assert fake.wait_for(0, lambda i: any(j.job_id == t for j in i.jobs) and windows(i) == 0) is not None
+    time.sleep(0.2)
+    out = []
+    n = 200
+    for _ in range(rounds):
+        for worker, want in ((0, 1), (1, 0)):
+            idx = len(fake.intents)
+            batch = [rep(s, worker, n + k, 0.85 if worker == 0 else None) for k in range(3)]
+            t0 = time.perf_counter()
+            stub.Report(pb.ReportBatch(reports=batch), metadata=MD, timeout=10)
+            t1 = fake.wait_for(idx, lambda i, want=want: windows(i) == want)
+            if t1 is not None:
+                out.append(t1 - t0)
+            time.sleep(0.02)
+        n += 3
+    return out
+
+
+def background_load(address: str, first_job: int, rate: float, stop: threading.Event) -> None:
+    stub = coordinator_pb2_grpc.CoordinatorStub(grpc.insecure_channel(address))
+    jobs = [first_job, first_job + 1]
+    for j in jobs:
+        register(stub, j, workers=1)
+    batch, it, period = 100, 0, 100 / rate
+    nxt = time.perf_counter()
+    while not stop.is_set():
+        for j in jobs:
+            stub.Report(pb.ReportBatch(reports=[rep(j, 0, it + k, None) for k in range(batch // 2)]), metadata=MD)
+        it += batch // 2
+        nxt += period
+        time.sleep(max(0.0, nxt - time.perf_counter()))
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--duration", type=float, default=3.0, help="seconds per throughput run")
+    ap.add_argument("--rounds", type=int, default=50, help="latency rounds (2 intent changes each)")
+    ap.add_argument("--sync", choices=("full", "normal"), default="full")
+    args = ap.parse_args()
+
+    fake = FakeController()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    intent_pb2_grpc.add_IntentServiceServicer_to_server(fake, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, address = start_coordinator(Path(tmp), f"127.0.0.1:{port}", args.sync)
+        try:
+            print(
+                f"coordinator bench: {os.cpu_count()} CPUs, SQLite synchronous={args.sync.upper()}, "
+                f"coordinator in its own process, clients + fake controller in this one"
+            )
+            print("\nreports/s sustained (2 client threads, 8 jobs x 4 workers, metric on worker 0):")
+            job = 1
+            for batch in (1, 16, 128, 512):
+                rate = throughput(address, job, 8, batch, args.duration)
+                job += 8
+                print(f"  batch {batch:4d} reports/RPC: {rate:10,.0f} reports/s")
+            calls, committed = agent_throughput(address, 1000, 50_000)
+            print(
+                f"  Agent library, 50,000 reports: report() {calls:,.0f} calls/s, "
+                f"committed end to end {committed:,.0f} reports/s"
+            )
+
+            lat = decision_latency(address, fake, args.rounds, 2000)
+            print(f"\ndecision latency, report changing the intent -> Apply received ({len(lat)} samples, idle):")
+            print(
+                f"  median {statistics.median(lat) * 1e3:.2f} ms, p90 {pct(lat, 0.9) * 1e3:.2f} ms, "
+                f"max {max(lat) * 1e3:.2f} ms"
+            )
+            stop = threading.Event()
+            bg = threading.Thread(target=background_load, args=(address, 3000, 5000.0, stop))
+            bg.start()
+            time.sleep(0.5)
+            try:
+                lat = decision_latency(address, fake, args.rounds, 2100)
+            finally:
+                stop.set()
+                bg.join()
+            print(f"decision latency under a 5,000 reports/s background load ({len(lat)} samples):")
+            print(
+                f"  median {statistics.median(lat) * 1e3:.2f} ms, p90 {pct(lat, 0.9) * 1e3:.2f} ms, "
+                f"max {max(lat) * 1e3:.2f} ms"
+            )
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+            server.stop(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""``mlfc-coordinator``: run the MAIF coordinator, or explain a job's class.
+
+    mlfc-coordinator run --db coord.sqlite --listen 127.0.0.1:50061 --controller 127.0.0.1:50051 \\
+        --token-file token
+    mlfc-coordinator explain 7 --db coord.sqlite            # offline, from the database
+    mlfc-coordinator explain 7 --coordinator 127.0.0.1:50061 --token-file token   # live
+    mlfc-coordinator status --db coord.sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+import grpc
+from google.protobuf import json_format
+
+from mlfc.policy.maif import MaifParams
+from mlfc.policy.priority import PolicyError
+from mlfc.proto import coordinator_pb2 as pb
+from mlfc.proto import coordinator_pb2_grpc
+
+from .engine import Engine, EngineConfig
+from .service import DEFAULT_LISTEN, TOKEN_HEADER, Coordinator, read_token
+from .store import Store, StoreError
+from .validate import RequestError
+
+
+def _add_policy(p: argparse.ArgumentParser) -> None:
+    d = MaifParams()
+    g = p.add_argument_group("MAIF policy (see docs/coordinator.md)")
+    g.add_argument("--horizon", type=float, default=d.horizon_s, help="gain horizon, seconds (%(default)s)")
+    g.add_argument("--min-points", type=int, default=d.min_points, help="points before fitting (%(default)s)")
+    g.add_argument("--hysteresis", type=float, default=d.hysteresis, help="relative margin (%(default)s)")
+    g.add_argument("--plateau-gain", type=float, default=d.plateau_gain, help="(%(default)s)")
+    g.add_argument("--top-class", type=int, default=d.top_class, help="(%(default)s)")
+    g.add_argument("--bottom-class", type=int, default=d.bottom_class, help="(%(default)s)")
+    g.add_argument("--straggler-lag", type=int, default=d.straggler_lag, help="iterations (%(default)s)")
+    g.add_argument("--straggler-boost", type=int, default=d.straggler_boost, help="classes (%(default)s)")
+    g.add_argument("--silence", type=float, default=60.0, help="retire a job silent for this long, s (%(default)s)")
+
+
+def _config(args: argparse.Namespace) -> EngineConfig:
+    params = MaifParams(
+        horizon_s=args.horizon,
+        min_points=args.min_points,
+        hysteresis=args.hysteresis,
+        plateau_gain=args.plateau_gain,
+        top_class=args.top_class,
+        bottom_class=args.bottom_class,
+        straggler_lag=args.straggler_lag,
+        straggler_boost=args.straggler_boost,
+    )
+    return EngineConfig(params=params, silence_s=args.silence, interleaving=getattr(args, "interleaving", False))
+
+
+def _add_source(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", help="read the coordinator's database (works while it runs or is down)")
+    p.add_argument("--coordinator", help="ask a running coordinator instead, e.g. 127.0.0.1:50061")
+    p.add_argument("--token-file", help="token for --coordinator")
+    p.add_argument("--json", action="store_true", help="print the structured explanation as JSON")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mlfc-coordinator",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="serve agents and drive the controller")
+    r.add_argument("--db", required=True, help="SQLite database (created if missing)")
+    r.add_argument("--listen", default=DEFAULT_LISTEN, help="HOST:PORT, loopback unless --allow-remote (%(default)s)")
+    r.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --listen address")
+    r.add_argument("--controller", help="controller IntentService address; omit to decide without applying")
+    r.add_argument("--token-file", required=True, help="file holding the token agents must send")
+    r.add_argument(
+        "--sync",
+        choices=("full", "normal"),
+        default="full",
+        help="SQLite synchronous mode: full survives power loss, normal only process crashes",
+    )
+    r.add_argument("--interleaving", action="store_true", help="set Intent.interleaving")
+    r.add_argument("-v", "--verbose", action="store_true")
+    _add_policy(r)
+    for name, help_ in (("explain", "why a job got its class"), ("status", "all jobs and the latest decision")):
+        e = sub.add_parser(name, help=help_)
+        if name == "explain":
+            e.add_argument("job", type=int)
+        _add_source(e)
+        _add_policy(e)
+    return p
+
+
+def _run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s mlfc-coordinator %(levelname)s %(name)s: %(message)s",
+    )
+    coord = Coordinator(
+        args.db,
+        token=read_token(args.token_file),
+        listen=args.listen,
+        controller=args.controller,
+        config=_config(args),
+        synchronous=args.sync,
+        allow_remote=args.allow_remote,
+    ).start()
+    print(f"mlfc-coordinator: listening on {coord.address}", flush=True)
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    coord.stop(grace=1.0)
+    return 0
+
+
+def _fetch(args: argparse.Namespace) -> list[pb.JobExplanation]:
+    if args.db and args.coordinator:
+        raise ValueError("give --db or --coordinator, not both")
+    if args.coordinator:
+        if not args.token_file:
+            raise ValueError("--coordinator needs --token-file")
+        md = ((TOKEN_HEADER, read_token(args.token_file)),)
+        with grpc.insecure_channel(args.coordinator) as ch:
+            stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+            if args.cmd == "explain":
+                return [stub.Explain(pb.ExplainRequest(job_id=args.job), metadata=md, timeout=5)]
+            return list(stub.Status(pb.StatusRequest(), metadata=md, timeout=5).jobs)
+    if not args.db:
+        raise ValueError("give --db PATH or --coordinator ADDR")
+    store = Store(args.db, readonly=True)
+    try:
+        engine = Engine(store, _config(args))
+        engine.decide(persist=False)  # re-derive fits and ranks from the stored history and ranker memory
+        return [engine.explain(args.job)] if args.cmd == "explain" else list(engine.status().jobs)
+    finally:
+        store.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.cmd == "run":
+            return _run(args)
+        jobs = _fetch(args)
+    except RequestError as e:
+        print(f"mlfc-coordinator: {e.message}", file=sys.stderr)
+        return 1
+    except grpc.RpcError as e:
+        print(f"mlfc-coordinator: {e.code().name}: {e.details()}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError, StoreError, PolicyError) as e:
+        print(f"mlfc-coordinator: {e}", file=sys.stderr)
+        return 1
+    for j in jobs:
+        if args.json:
+            print(json_format.MessageToJson(j, preserving_proto_field_name=True))
+        else:
+            print(j.text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

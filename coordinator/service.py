@@ -1,0 +1,166 @@
+"""The coordinator's gRPC server: token check, request handlers, and the process wiring
+(SQLite store -> engine -> intent sender)."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+
+from mlfc.proto import coordinator_pb2_grpc
+
+from .engine import Engine, EngineConfig
+from .intents import IntentSender
+from .store import Store
+from .validate import MAX_MESSAGE_BYTES, RequestError
+
+log = logging.getLogger(__name__)
+
+TOKEN_HEADER = "x-mlfc-token"
+DEFAULT_LISTEN = "127.0.0.1:50061"
+
+
+def read_token(path: str | Path) -> str:
+    token = Path(path).read_text().strip()
+    if not token:
+        raise ValueError(f"token file {path} is empty")
+    return token
+
+
+class _TokenAuth(grpc.ServerInterceptor):
+    """Rejects calls whose metadata lacks the shared token (UNAUTHENTICATED, before any handler runs)."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token.encode()
+
+    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        given = None
+        for key, value in handler_call_details.invocation_metadata or ():
+            if key == TOKEN_HEADER:
+                given = value.encode() if isinstance(value, str) else value
+        if given is None:
+            return _deny(f"missing token: send metadata header {TOKEN_HEADER!r}")
+        if not hmac.compare_digest(given, self._token):
+            return _deny(f"wrong token in metadata header {TOKEN_HEADER!r}")
+        return continuation(handler_call_details)
+
+
+def _deny(message: str) -> grpc.RpcMethodHandler:
+    def handler(request, context):  # type: ignore[no-untyped-def]
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+    return grpc.unary_unary_rpc_method_handler(handler)
+
+
+class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def _call(self, fn, request, context):  # type: ignore[no-untyped-def]
+        try:
+            return fn(request)
+        except RequestError as e:
+            context.abort(e.code, e.message)
+
+    def Register(self, request, context):  # type: ignore[no-untyped-def]
+        return self._call(self._engine.register, request, context)
+
+    def Report(self, request, context):  # type: ignore[no-untyped-def]
+        return self._call(self._engine.report, request, context)
+
+    def Finish(self, request, context):  # type: ignore[no-untyped-def]
+        return self._call(self._engine.finish, request, context)
+
+    def Explain(self, request, context):  # type: ignore[no-untyped-def]
+        return self._call(lambda r: self._engine.explain(r.job_id), request, context)
+
+    def Status(self, request, context):  # type: ignore[no-untyped-def]
+        return self._call(lambda r: self._engine.status(), request, context)
+
+
+def check_listen(listen: str, allow_remote: bool = False) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"listen address {listen!r} must be HOST:PORT")
+    host = host.strip("[]")
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback and not allow_remote:
+        raise ValueError(f"refusing to listen on {host}: not a loopback address (pass --allow-remote to do it)")
+    return host, int(port)
+
+
+class Coordinator:
+    """A running coordinator: ``Coordinator(db, token=...).start()``; ``.port`` is the bound port."""
+
+    def __init__(
+        self,
+        db_path: str | Path,
+        token: str,
+        listen: str = "127.0.0.1:0",
+        controller: str | None = None,
+        config: EngineConfig | None = None,
+        synchronous: str = "FULL",
+        allow_remote: bool = False,
+        max_workers: int = 8,
+        controller_backoff_max_s: float = 5.0,
+    ) -> None:
+        if not token:
+            raise ValueError("a token is required")
+        self._host, self._want_port = check_listen(listen, allow_remote)
+        self.store = Store(db_path, synchronous)
+        self.engine = Engine(self.store, config)
+        self.sender: IntentSender | None = None
+        if controller:
+            self.sender = IntentSender(controller, self.engine.on_applied, backoff_max_s=controller_backoff_max_s)
+            self.engine.sink = self.sender.submit
+            sender = self.sender
+            self.engine.controller_error = lambda: sender.last_error
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="coord-rpc"),
+            interceptors=[_TokenAuth(token)],
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),  # a second coordinator on the same port must fail, not share it
+            ],
+        )
+        coordinator_pb2_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(self.engine), self._server)
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        self.port = self._server.add_insecure_port(f"{host}:{self._want_port}")
+        if not self.port:
+            raise OSError(f"cannot listen on {listen}")
+        self.address = f"{host}:{self.port}"
+
+    def start(self) -> Coordinator:
+        if self.sender is not None:
+            self.sender.start()
+            latest = self.engine.latest_decision()
+            if latest is not None:
+                # The controller may have lost or missed it while we were down; Apply is idempotent.
+                self.sender.submit(*latest)
+        self.engine.start()
+        self._server.start()
+        log.info("coordinator listening on %s (db %s)", self.address, self.store.path)
+        return self
+
+    def wait(self) -> None:
+        self._server.wait_for_termination()
+
+    def stop(self, grace: float = 1.0) -> None:
+        self._server.stop(grace).wait()
+        self.engine.stop()
+        if self.sender is not None:
+            self.sender.stop()
+        self.store.close()
+
+    def __enter__(self) -> Coordinator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop(0)

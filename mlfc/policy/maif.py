@@ -1,0 +1,380 @@
+"""Maximum-Accuracy-Improvement-First (MAIF): serve first the job that will gain the most accuracy next.
+
+Plain functions, the single source of truth for the coordinator and the simulator:
+
+1. ``fit_curve(points)`` fits a job's learning curve. Quality ``q`` is "higher is better": accuracy as
+   reported, loss turned into the fraction of the first loss removed (``to_quality``). Two saturating
+   models are fitted by linearised least squares over a grid of the shape parameter ``c`` (numpy only):
+
+   * ``power``: ``q(t) = a - b * (t + 1) ** -c``
+   * ``exp``:   ``q(t) = a - b * exp(-c * (t - t0))``
+
+   For a fixed ``c`` both are linear in ``(a, b)``, so every grid point is a closed-form regression;
+   the pair with the smallest squared error wins. With fewer than ``min_points`` distinct iterations
+   the fit is ``prior`` (no prediction: the ranker gives the job an exploration prior); with no
+   variation in the data it is ``flat`` (predicted gain 0).
+2. ``score_job(fit, ...)`` predicts the gain over the next decision interval (``horizon_s``) and
+   divides it by the network time those iterations need: accuracy gained per second of network.
+3. ``rank_jobs(...)`` orders jobs by score with hysteresis (an incumbent keeps its place unless the
+   challenger's score is larger by a relative margin) and maps ranks onto priority classes.
+4. ``straggler_window(...)`` gives a job whose workers lag by iterations a boosted class for the lagging
+   iterations (an ``IterationWindow`` of the intent API).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlfc.policy.priority import MAX_JOB_PRIORITY, PolicyError, check_job_priority
+
+ACCURACY = "accuracy"
+LOSS = "loss"
+
+# Shape-parameter grids. Power exponents cover very slow (0.02) to fast (4) saturation; exponential
+# rates are relative to the observed span so the grid fits any iteration scale.
+_POWER_GRID = np.geomspace(0.02, 4.0, 48)
+_EXP_GRID_REL = np.geomspace(0.05, 40.0, 48)
+_MAX_FIT_POINTS = 256  # older history is thinned: recent points shape the prediction most
+
+
+@dataclass(frozen=True, slots=True)
+class MaifParams:
+    horizon_s: float = 5.0  # decision interval over which the gain is predicted
+    min_points: int = 4  # distinct iterations needed before a curve is trusted
+    top_class: int = 6  # class of the job served first
+    bottom_class: int = 2  # lowest job class (1 is the default class of untagged traffic)
+    hysteresis: float = 0.25  # a challenger must beat an incumbent's score by this relative margin
+    plateau_gain: float = 1e-4  # predicted gain over the horizon below which a job has plateaued
+    exploration_quantile: float = 0.75  # jobs without history score like this quantile of the others
+    exploration_floor: float = 1e-3  # ... and at least this much (quality per network second)
+    straggler_lag: int = 2  # a worker this many iterations behind the leader is a straggler
+    straggler_boost: int = 1  # classes added to the lagging iteration window
+    upper: float | None = 1.0  # quality cannot exceed this (accuracy); None for no cap
+    min_network_s: float = 1e-3  # floor of network time per horizon, avoids division by ~0
+
+    def __post_init__(self) -> None:
+        check_job_priority(self.top_class, "top_class")
+        check_job_priority(self.bottom_class, "bottom_class")
+        if self.bottom_class > self.top_class:
+            raise PolicyError(f"bottom_class={self.bottom_class} above top_class={self.top_class}")
+        for name in ("horizon_s", "min_network_s"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
+                raise PolicyError(f"{name}={getattr(self, name)} must be a positive number")
+        if not (math.isfinite(self.hysteresis) and self.hysteresis >= 0):
+            raise PolicyError(f"hysteresis={self.hysteresis} must be >= 0")
+        if self.min_points < 3:
+            raise PolicyError(f"min_points={self.min_points} must be >= 3 (a saturating curve has 3 parameters)")
+        if self.straggler_lag < 1 or self.straggler_boost < 0:
+            raise PolicyError("straggler_lag must be >= 1 and straggler_boost >= 0")
+        if not 0.0 <= self.exploration_quantile <= 1.0:
+            raise PolicyError(f"exploration_quantile={self.exploration_quantile} out of range 0..1")
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    model: str  # power, exp, prior, flat
+    a: float = 0.0
+    b: float = 0.0
+    c: float = 0.0
+    t0: float = 0.0
+    r2: float = 0.0
+    points: int = 0
+    last_iteration: int = 0
+    last_quality: float = 0.0
+
+    @property
+    def predictive(self) -> bool:
+        return self.model in ("power", "exp", "flat")
+
+    def predict(self, t: float) -> float:
+        if self.model == "power":
+            return self.a - self.b * (t + 1.0) ** -self.c
+        if self.model == "exp":
+            return self.a - self.b * math.exp(-self.c * (t - self.t0))
+        return self.last_quality
+
+    def describe(self) -> str:
+        if self.model == "power":
+            return f"power q(t) = {self.a:.4g} - {self.b:.4g}*(t+1)^-{self.c:.3g}, R2={self.r2:.3f}, n={self.points}"
+        if self.model == "exp":
+            return (
+                f"exp q(t) = {self.a:.4g} - {self.b:.4g}*exp(-{self.c:.3g}*(t-{self.t0:g})), "
+                f"R2={self.r2:.3f}, n={self.points}"
+            )
+        if self.model == "flat":
+            return f"flat at q={self.last_quality:.4g} over n={self.points} points"
+        return f"prior: {self.points} point(s), too few to fit"
+
+
+def to_quality(kind: str, values: Sequence[float], reference: float | None = None) -> np.ndarray:
+    """Map reported metrics to "higher is better" quality comparable across jobs.
+
+    Accuracy is used as is. Loss becomes ``1 - loss / reference`` (the fraction of the reference loss
+    removed; the reference is the job's first reported loss) so loss jobs rank on a 0..1 scale like
+    accuracy jobs; a non-positive reference falls back to ``-loss``.
+    """
+    v = np.asarray(values, dtype=float)
+    if kind == ACCURACY:
+        return v
+    if kind != LOSS:
+        raise PolicyError(f"metric kind {kind!r} is not {ACCURACY!r} or {LOSS!r}")
+    ref = float(v[0]) if reference is None and len(v) else reference
+    if ref is None or not ref > 0:
+        return -v
+    return 1.0 - v / ref
+
+
+def _thin(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if len(t) <= _MAX_FIT_POINTS:
+        return t, y
+    half = _MAX_FIT_POINTS // 2
+    idx = np.linspace(0, len(t) - half - 1, half).astype(int)
+    keep = np.concatenate([idx, np.arange(len(t) - half, len(t))])
+    return t[keep], y[keep]
+
+
+def _best_linear(x: np.ndarray, y: np.ndarray) -> tuple[int, float, float, float]:
+    """Least squares ``y = p + s * x[g]`` for every grid row g; returns (g, p, s, sse) of the best row."""
+    n = y.shape[0]
+    xm = x.mean(axis=1)
+    dx = x - xm[:, None]
+    var = np.einsum("gn,gn->g", dx, dx)
+    ym = y.mean()
+    cov = dx @ (y - ym)
+    ok = var > 1e-24 * n  # a basis with no spread (e.g. exp underflow) cannot be fitted
+    slope = np.where(ok, cov / np.where(ok, var, 1.0), 0.0)
+    inter = ym - slope * xm
+    resid = y[None, :] - (inter[:, None] + slope[:, None] * x)
+    sse = np.where(ok, np.einsum("gn,gn->g", resid, resid), np.inf)
+    g = int(np.argmin(sse))
+    return g, float(inter[g]), float(slope[g]), float(sse[g])
+
+
+def fit_curve(points: Sequence[tuple[float, float]], min_points: int = 4) -> Fit:
+    """Fit a saturating learning curve to ``(iteration, quality)`` points (any order, repeats allowed)."""
+    if not len(points):
+        return Fit("prior")
+    arr = np.asarray(points, dtype=float).reshape(-1, 2)
+    return fit_arrays(arr[:, 0], arr[:, 1], min_points)
+
+
+def fit_arrays(t: np.ndarray, y: np.ndarray, min_points: int = 4) -> Fit:
+    """``fit_curve`` on arrays of iterations and qualities; non-finite points are ignored."""
+    t, y = np.asarray(t, dtype=float), np.asarray(y, dtype=float)
+    keep = np.isfinite(t) & np.isfinite(y)
+    t, y = t[keep], y[keep]
+    if not len(t):
+        return Fit("prior")
+    if np.any(np.diff(t) < 0):
+        order = np.argsort(t, kind="stable")
+        t, y = t[order], y[order]
+    n = len(t)
+    last_t, last_q = int(t[-1]), float(y[t == t[-1]].mean())
+    distinct = int(np.count_nonzero(np.diff(t))) + 1
+    if distinct < min_points:
+        return Fit("prior", points=n, last_iteration=last_t, last_quality=last_q)
+    sst = float(((y - y.mean()) ** 2).sum())
+    if sst <= 1e-18 * n:
+        return Fit("flat", a=last_q, r2=1.0, points=n, last_iteration=last_t, last_quality=last_q)
+    tf, yf = _thin(t, y)
+    sst_f = float(((yf - yf.mean()) ** 2).sum()) or sst
+
+    best: Fit | None = None
+    best_sse = math.inf
+    # power: q = a - b (t+1)^-c ; regression on x = (t+1)^-c gives intercept a and slope -b
+    xp = (np.maximum(tf, 0.0)[None, :] + 1.0) ** -_POWER_GRID[:, None]
+    g, a, s, sse = _best_linear(xp, yf)
+    if math.isfinite(sse):
+        best, best_sse = Fit("power", a, -s, float(_POWER_GRID[g])), sse
+    # exp: q = a - b exp(-k (t - t0)), k relative to the span; t0 keeps the basis well conditioned
+    t0 = float(tf[0])
+    span = max(float(tf[-1] - t0), 1.0)
+    ks = _EXP_GRID_REL / span
+    xe = np.exp(-ks[:, None] * (tf - t0)[None, :])
+    g, a, s, sse = _best_linear(xe, yf)
+    if math.isfinite(sse) and sse < best_sse:
+        best, best_sse = Fit("exp", a, -s, float(ks[g]), t0), sse
+    if best is None:
+        return Fit("flat", a=last_q, points=n, last_iteration=last_t, last_quality=last_q)
+    r2 = max(0.0, 1.0 - best_sse / sst_f)
+    return Fit(best.model, best.a, best.b, best.c, best.t0, r2, n, last_t, last_q)
+
+
+def predicted_gain(fit: Fit, next_iters: float, upper: float | None = 1.0) -> float:
+    """Quality gained from ``fit.last_iteration`` to ``fit.last_iteration + next_iters`` (>= 0).
+
+    Both ends come from the curve (not the noisy last sample); ``upper`` caps extrapolation so an
+    asymptote fitted above 100 % accuracy cannot promise gains that do not exist.
+    """
+    if not fit.predictive or fit.model == "flat" or next_iters <= 0:
+        return 0.0
+    now = fit.predict(fit.last_iteration)
+    later = fit.predict(fit.last_iteration + next_iters)
+    if upper is not None:
+        now, later = min(now, upper), min(later, upper)
+    gain = later - now
+    return gain if math.isfinite(gain) and gain > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    gain: float  # predicted quality gain over the horizon
+    next_iters: float  # iterations expected in the horizon
+    network_s: float  # network time those iterations need
+    score: float  # gain per network second (the MAIF key); exploration prior for "prior" fits
+    exploring: bool  # no usable curve yet
+
+
+def score_job(fit: Fit, iter_s: float, net_s_per_iter: float, params: MaifParams = MaifParams()) -> Score:
+    """Predicted gain over ``params.horizon_s`` divided by the network time it costs.
+
+    ``iter_s`` is the job's iteration time (compute + communication), ``net_s_per_iter`` the part of it
+    on the network. A job with no usable curve gets ``score = nan`` here; ``rank_jobs`` replaces it by
+    the exploration prior.
+    """
+    iter_s = iter_s if math.isfinite(iter_s) and iter_s > 0 else params.horizon_s
+    net = net_s_per_iter if math.isfinite(net_s_per_iter) and net_s_per_iter > 0 else iter_s
+    n = params.horizon_s / iter_s
+    network_s = max(n * net, params.min_network_s)
+    if not fit.predictive:
+        return Score(0.0, n, network_s, math.nan, True)
+    gain = predicted_gain(fit, n, params.upper)
+    return Score(gain, n, network_s, gain / network_s, False)
+
+
+@dataclass(frozen=True, slots=True)
+class Previous:
+    """What the last decision gave a job: the ranker's memory for hysteresis."""
+
+    rank: int
+    priority: int
+    plateau: bool = False
+
+
+@dataclass(slots=True)
+class Assignment:
+    rank: int  # 1 = served first
+    priority: int
+    score: float  # effective score (exploration prior substituted)
+    plateau: bool
+    reasons: list[str] = field(default_factory=list)
+
+
+def exploration_prior(scores: Mapping[int, Score], params: MaifParams = MaifParams()) -> float:
+    known = [s.score for s in scores.values() if not s.exploring]
+    q = float(np.quantile(known, params.exploration_quantile)) if known else 0.0
+    return max(q, params.exploration_floor)
+
+
+def rank_jobs(
+    scores: Mapping[int, Score],
+    previous: Mapping[int, Previous] | None = None,
+    params: MaifParams = MaifParams(),
+) -> dict[int, Assignment]:
+    """Order jobs by score with hysteresis and map the order onto classes top_class..bottom_class.
+
+    * Jobs keep last decision's order unless a lower job's score exceeds the one above it by more than
+      ``hysteresis`` (relative): adjacent swaps only, which converges to score order outside the margin.
+    * A job whose predicted gain is below ``plateau_gain`` has plateaued and goes to ``bottom_class``
+      (it leaves the plateau only at twice that gain, so it does not flap on the threshold).
+    * Jobs without a usable curve score as the ``exploration_quantile`` of the others: in a
+      hyper-parameter search a new configuration needs early results before it can be judged.
+    * With at most as many ranked jobs as classes each gets its own class; with more, ranks are split
+      into equal tiers.
+    """
+    previous = previous or {}
+    prior = exploration_prior(scores, params)
+    eff: dict[int, float] = {}
+    plateau: dict[int, bool] = {}
+    reasons: dict[int, list[str]] = {j: [] for j in scores}
+    for j, s in scores.items():
+        if s.exploring:
+            eff[j] = prior
+            plateau[j] = False
+            reasons[j].append(f"no usable curve yet: exploration prior {prior:.4g}/s")
+            continue
+        eff[j] = s.score
+        was = previous[j].plateau if j in previous else False
+        limit = params.plateau_gain * (2.0 if was else 1.0)
+        plateau[j] = s.gain < limit
+        if plateau[j]:
+            reasons[j].append(f"plateaued: predicted gain {s.gain:.3g} < {limit:.3g} over {params.horizon_s:g}s")
+
+    known = sorted((j for j in scores if j in previous), key=lambda j: (previous[j].rank, j))
+    order: list[int] = []
+    for j in known:
+        order.append(j)
+    for j in sorted((j for j in scores if j not in previous), key=lambda j: (-eff[j], j)):
+        pos = next((i for i, k in enumerate(order) if eff[j] > eff[k]), len(order))
+        order.insert(pos, j)
+        reasons[j].append("new job: placed by score")
+
+    # Plateaued jobs sink below every improving job regardless of hysteresis.
+    order = [j for j in order if not plateau[j]] + [j for j in order if plateau[j]]
+    m = 1.0 + params.hysteresis
+    swapped = True
+    while swapped:  # each swap removes one score inversion, so this terminates
+        swapped = False
+        for i in range(len(order) - 1):
+            up, lo = order[i], order[i + 1]
+            if plateau[up] != plateau[lo]:
+                continue
+            if eff[lo] > eff[up] * m and eff[lo] > eff[up]:
+                order[i], order[i + 1] = lo, up
+                swapped = True
+    for i in range(len(order) - 1):
+        up, lo = order[i], order[i + 1]
+        if plateau[up] == plateau[lo] and eff[lo] > eff[up]:
+            reasons[lo].append(
+                f"held below job {up}: score {eff[lo]:.4g} within {params.hysteresis:.0%} of {eff[up]:.4g}"
+            )
+
+    k = params.top_class - params.bottom_class + 1
+    active = [j for j in order if not plateau[j]]
+    out: dict[int, Assignment] = {}
+    for i, j in enumerate(order):
+        if plateau[j]:
+            cls = params.bottom_class
+        elif len(active) <= k:
+            cls = params.top_class - i
+        else:
+            cls = params.top_class - (i * k) // len(active)
+        out[j] = Assignment(i + 1, cls, eff[j], plateau[j], reasons[j])
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    first: int
+    last: int
+    priority: int
+
+
+def straggler_window(
+    worker_iterations: Mapping[int, int],
+    job_priority: int,
+    previous: Window | None = None,
+    params: MaifParams = MaifParams(),
+) -> Window | None:
+    """Boosted class for the iterations a lagging worker still has to complete to catch up.
+
+    ``worker_iterations`` maps worker rank to its last completed iteration. If the slowest worker is
+    ``straggler_lag`` or more behind the fastest, packets of iterations ``slowest+1 .. fastest`` get
+    ``job_priority + straggler_boost`` (capped at ``top_class``). A previous window is kept while the
+    straggler is still inside it, so the intent does not change every iteration.
+    """
+    if len(worker_iterations) < 2:
+        return None
+    lo, hi = min(worker_iterations.values()), max(worker_iterations.values())
+    boosted = min(job_priority + params.straggler_boost, params.top_class, MAX_JOB_PRIORITY)
+    if boosted <= job_priority:
+        return None
+    if previous is not None and previous.first <= lo + 1 <= previous.last and hi > lo:
+        return Window(previous.first, previous.last, boosted)
+    if hi - lo < params.straggler_lag:
+        return None
+    return Window(lo + 1, hi, boosted)
