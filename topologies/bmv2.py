@@ -28,7 +28,7 @@ def bmv2_missing() -> str | None:
     """None if BMv2 is usable here, else what is missing and how to get it."""
     for tool in ("simple_switch_grpc", "simple_switch_CLI"):
         if not shutil.which(tool):
-            return f"{tool} not found: install BMv2 built with PI and Thrift (docs/toolchain.md)"
+            return f"{tool} not found: install BMv2 built with PI and Thrift"
     return None
 
 

@@ -25,7 +25,6 @@ import time
 from dataclasses import dataclass
 
 from mlfc.hosts.transport import Receiver, ReceiverConfig, Sender, SenderConfig
-
 from mlfc.policy.mltcp import MltcpParams
 from mlfc.wire import SHIM_PORT_BASE
 

@@ -77,10 +77,10 @@ def mininet_network(
     class ExternalSwitch(MnSwitch):
         """A Mininet switch whose dataplane is a process mlfc starts itself after the links exist."""
 
-        def start(self, controllers) -> None:  # noqa: ARG002
+        def start(self, controllers) -> None:
             pass
 
-        def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803
+        def stop(self, deleteIntfs: bool = True) -> None:
             super().stop(deleteIntfs)
 
     net = Mininet(

@@ -1,0 +1,56 @@
+"""Which switch runs the dataplane: BMv2 (the product's P4 target) or mlfc's reference switch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlfc.topologies.bmv2 import bmv2_missing, free_port
+from mlfc.topologies.mininet_net import SwitchFactory, bmv2_factory
+
+
+class DataplaneMissing(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Dataplane:
+    name: str  # bmv2 | ref
+    label: str
+    factory: SwitchFactory
+    target: str  # the controller's queue adapter for it
+    priorities_only: bool = False  # in `--dataplane both`, run only the treatments that use switch priorities
+
+
+def ref_factory(name: str, device_id: int, ports: dict[int, str], log_dir: Path | None):
+    from mlfc.refswitch.process import RefSwitch
+
+    log = log_dir / f"{name}.log" if log_dir else None
+    return RefSwitch(
+        name=name,
+        device_id=device_id,
+        ports=ports,
+        grpc_port=free_port(),
+        admin_port=free_port(),
+        queue_mode="shared",
+        log_file=log,
+    )
+
+
+BMV2 = Dataplane("bmv2", "BMv2 (per-queue rate limits)", bmv2_factory, "bmv2")
+REF = Dataplane("ref", "reference switch (one shared port rate)", ref_factory, "refswitch")
+
+
+def select(choice: str) -> list[Dataplane]:
+    missing = bmv2_missing()
+    if choice == "bmv2":
+        if missing:
+            raise DataplaneMissing(missing)
+        return [BMV2]
+    if choice == "ref":
+        return [REF]
+    if choice == "both":
+        if missing:
+            raise DataplaneMissing(missing)
+        return [BMV2, Dataplane(REF.name, REF.label, REF.factory, REF.target, priorities_only=True)]
+    return [REF] if missing else [BMV2]

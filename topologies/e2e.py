@@ -1,0 +1,224 @@
+"""`make e2e`: every job mix under its treatments, with tables, CSVs and timeline plots.
+
+    python -m mlfc.topologies.e2e [--out results] [--mix NAME ...] [--iterations N] [--dataplane auto|bmv2|ref]
+
+For each mix the network and controller come up once; the jobs run alone first (the ideal), then
+under each treatment. Results go to OUT/<mix>/<treatment>.csv and .png, and OUT/summary.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlfc.topologies import dataplanes
+from mlfc.topologies.results import format_table, plot_timeline, summarise, write_csv
+from mlfc.topologies.scenarios import (
+    MIXES,
+    PLAN,
+    TREATMENTS,
+    Mix,
+    Treatment,
+    ideal_iteration_times,
+    interleaving_iteration,
+    solo,
+    stack_config,
+)
+from mlfc.topologies.spec import dumbbell
+from mlfc.topologies.stack import StackRun, leftovers, network_with_control, run_jobs
+
+
+@dataclass
+class TreatmentResult:
+    treatment: Treatment
+    run: StackRun
+    avg: float
+    p99: float
+    per_job: dict[int, tuple[float, float]]
+    interleaved_at: int | None
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def counters_delta(after: dict[int, dict[str, int]], before: dict[int, dict[str, int]]) -> dict[int, dict[str, int]]:
+    return {j: {k: v - before.get(j, {}).get(k, 0) for k, v in c.items()} for j, c in after.items()}
+
+
+def run_mix(mix: Mix, treatments: list[Treatment], dataplane: dataplanes.Dataplane, iterations: int, out: Path) -> str:
+    topo = dumbbell(len(mix.jobs), mix.workers_per_job)
+    run_dir = out / mix.name
+    base_cfg = stack_config(mix, TREATMENTS["baseline"], iterations)
+    lines = [f"## {mix.name} on {dataplane.label}: {mix.description}", ""]
+    with network_with_control(topo, base_cfg, run_dir / "run", dataplane.factory, dataplane.target) as (
+        net,
+        _switches,
+        intent_addr,
+        rdir,
+    ):
+        # Alone: each job's iteration and communication time without competition.
+        solo_t, solo_comm = {}, {}
+        solo_iters = max(4, iterations // 3)
+        for job in mix.jobs:
+            cfg = stack_config(mix, TREATMENTS["baseline"], solo_iters, jobs=[solo(job)])
+            res = run_jobs(net, topo, cfg, intent_addr, rdir, progress=say)
+            if res.errors:
+                raise RuntimeError(f"solo run of job {job.job} failed: {res.errors}")
+            per_job, _ = summarise(res.records)
+            solo_t[job.job] = per_job[0].avg
+            solo_comm[job.job] = per_job[0].comm_avg
+        ideal = ideal_iteration_times(solo_t, solo_comm)
+        lines.append(
+            "alone: "
+            + ", ".join(
+                f"job {j} {solo_t[j]:.3f} s (comm {solo_comm[j]:.3f} s, a = {solo_comm[j] / solo_t[j]:.2f})"
+                for j in sorted(solo_t)
+            )
+        )
+        lines.append("")
+        results: dict[str, TreatmentResult] = {}
+        for treatment in treatments:
+            cfg = stack_config(mix, treatment, iterations)
+            before = _counters(intent_addr)
+            res = run_jobs(net, topo, cfg, intent_addr, rdir, progress=say)
+            res.counters = counters_delta(res.counters, before)
+            per_job, overall = summarise(res.records)
+            results[treatment.name] = TreatmentResult(
+                treatment,
+                res,
+                overall.avg,
+                overall.p99,
+                {s.job: (s.avg, s.p99) for s in per_job},
+                interleaving_iteration(res.records),
+            )
+            stem = run_dir / treatment.name
+            write_csv(stem.with_suffix(".csv"), res.records)
+            if res.records:
+                plot_timeline(
+                    stem.with_suffix(".png"),
+                    res.records,
+                    f"{mix.name} / {treatment.name} on {dataplane.label}: communication phases",
+                )
+            lines += _treatment_table(mix, treatment, res, per_job, overall)
+            if res.errors:
+                lines += ["", "errors: " + "; ".join(res.errors)]
+            lines.append("")
+            say("\n".join(lines[-12:]))
+    lines += _speedup_table(mix, results, ideal)
+    return "\n".join(lines)
+
+
+def _counters(intent_addr: str) -> dict[int, dict[str, int]]:
+    from mlfc.topologies.stack import _job_counters
+
+    return _job_counters(intent_addr)
+
+
+def _treatment_table(mix: Mix, treatment: Treatment, res: StackRun, per_job, overall) -> list[str]:
+    rows = []
+    for s in per_job:
+        c = res.counters.get(s.job, {})
+        rows.append([s.job, s.iterations, s.avg, s.p99, s.comm_avg, c.get("ecn_marks", 0), c.get("drops", 0)])
+    rows.append(
+        [
+            "all",
+            overall.iterations,
+            overall.avg,
+            overall.p99,
+            overall.comm_avg,
+            sum(c.get("ecn_marks", 0) for c in res.counters.values()),
+            sum(c.get("drops", 0) for c in res.counters.values()),
+        ]
+    )
+    head = (
+        f"### {mix.name} / {treatment.name} (cc {treatment.cc}, MLTCP {'on' if treatment.mltcp else 'off'}, "
+        f"switch priorities: {treatment.priorities})"
+    )
+    return [
+        head,
+        "",
+        "```",
+        format_table(["job", "iters", "avg s", "p99 s", "comm s", "ECN marks", "drops"], rows),
+        "```",
+    ]
+
+
+def _speedup_table(mix: Mix, results: dict[str, TreatmentResult], ideal: dict[int, float]) -> list[str]:
+    rows = []
+    ideal_avg = sum(ideal.values()) / len(ideal)
+    for name, r in results.items():
+        base = results.get(r.treatment.baseline) or results.get("baseline")
+        if base is None or math.isnan(r.avg):
+            continue
+        speedup = base.avg / r.avg
+        p99_speedup = base.p99 / r.p99
+        ideal_speedup = base.avg / ideal_avg
+        gain = (speedup - 1) / (ideal_speedup - 1) if ideal_speedup > 1.0001 else math.nan
+        rows.append(
+            [
+                name,
+                base.treatment.name,
+                speedup,
+                p99_speedup,
+                ideal_speedup,
+                f"{100 * gain:.0f} %" if not math.isnan(gain) else "-",
+                "-" if r.interleaved_at is None else r.interleaved_at,
+            ]
+        )
+    return [
+        f"### {mix.name}: speed-up against the baseline (ideal: every job as fast as alone)",
+        "",
+        "```",
+        format_table(
+            ["treatment", "vs", "avg speed-up", "p99 speed-up", "ideal", "of ideal gain", "interleaved from iter"], rows
+        ),
+        "```",
+        "",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=Path("results"))
+    ap.add_argument("--mix", action="append", choices=sorted(MIXES), help="mix to run (repeatable; default all)")
+    ap.add_argument("--treatment", action="append", choices=sorted(TREATMENTS), help="override the plan's treatments")
+    ap.add_argument("--iterations", type=int, default=15)
+    ap.add_argument("--dataplane", default="auto", choices=("auto", "bmv2", "ref", "both"))
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("make e2e needs root (Mininet)", file=sys.stderr)
+        return 2
+    try:
+        planes = dataplanes.select(args.dataplane)
+    except dataplanes.DataplaneMissing as exc:
+        print(f"cannot run: {exc}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    sections = [f"# mlfc end-to-end results ({time.strftime('%Y-%m-%d %H:%M')})", ""]
+    for plane in planes:
+        for mix_name in args.mix or list(PLAN):
+            names = args.treatment or list(PLAN[mix_name])
+            if plane.priorities_only:
+                names = [n for n in names if TREATMENTS[n].priorities != "none" or n == "baseline"]
+            say(f"== {mix_name} on {plane.label}: {', '.join(names)}")
+            sections.append(
+                run_mix(MIXES[mix_name], [TREATMENTS[n] for n in names], plane, args.iterations, args.out / plane.name)
+            )
+            (args.out / "summary.md").write_text("\n".join(sections))
+    left = leftovers()
+    if left:
+        print("left behind: " + "; ".join(left), file=sys.stderr)
+        return 1
+    print("\n".join(sections))
+    print(f"\nwritten: {args.out}/summary.md and per-scenario CSV/PNG under {args.out}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""`make run`: the main job. Brings up the whole stack on a local emulated network — P4 switches,
+controller daemon, coordinator, agents and two training jobs sharing a bottleneck — runs them with
+MLTCP and MAIF priorities, prints live progress and a results table, and tears everything down.
+
+    mlfc-run [--mix two-compatible] [--treatment mltcp+maif] [--iterations 10] [--dataplane auto|bmv2|ref]
+
+Needs root, Mininet and a dataplane: BMv2 (simple_switch_grpc with Thrift) or, where BMv2 is
+missing, mlfc's reference switch. Exits non-zero, saying what is missing, when it cannot run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from mlfc.topologies import dataplanes
+from mlfc.topologies.mininet_net import mininet_missing
+from mlfc.topologies.results import format_table, plot_timeline, summarise, write_csv
+from mlfc.topologies.scenarios import DEFAULT_MIX, MIXES, TREATMENTS, stack_config
+from mlfc.topologies.spec import dumbbell
+from mlfc.topologies.stack import leftovers, network_with_control, run_jobs
+
+
+def missing_pieces(choice: str) -> list[str]:
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("root: Mininet creates network namespaces (run as root, e.g. sudo make run)")
+    mn = mininet_missing()
+    if mn:
+        problems.append(mn)
+    for tool in ("ethtool", "ping"):
+        if not shutil.which(tool):
+            problems.append(f"{tool} not found: apt-get install ethtool iputils-ping")
+    try:
+        dataplanes.select(choice)
+    except dataplanes.DataplaneMissing as exc:
+        problems.append(f"{exc} (p4lang's packages or the p4lang/behavioral-model image; docs/toolchain.md)")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mix", default=DEFAULT_MIX, choices=sorted(MIXES))
+    ap.add_argument("--treatment", default="mltcp+maif", choices=sorted(TREATMENTS))
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--dataplane", default="auto", choices=("auto", "bmv2", "ref"))
+    ap.add_argument("--out", type=Path, default=Path("results/run"))
+    args = ap.parse_args(argv)
+
+    problems = missing_pieces(args.dataplane)
+    if problems:
+        print("mlfc run cannot start; missing:", file=sys.stderr)
+        for p in problems:
+            print(f"  - {p}", file=sys.stderr)
+        return 2
+    plane = dataplanes.select(args.dataplane)[0]
+    mix, treatment = MIXES[args.mix], TREATMENTS[args.treatment]
+    cfg = stack_config(mix, treatment, args.iterations)
+    print(f"dataplane: {plane.label}")
+    print(
+        f"scenario:  {mix.name} ({mix.description}); treatment {treatment.name}: cc {treatment.cc}, "
+        f"MLTCP {'on' if treatment.mltcp else 'off'}, switch priorities {treatment.priorities}",
+        flush=True,
+    )
+    topo = dumbbell(len(mix.jobs), mix.workers_per_job)
+    try:
+        with network_with_control(topo, cfg, args.out, plane.factory, plane.target) as (net, _sw, intent, rdir):
+            print(
+                f"network up: {len(topo.switches)} switches, {len(topo.hosts)} hosts; controller at {intent}",
+                flush=True,
+            )
+            res = run_jobs(net, topo, cfg, intent, rdir, progress=lambda m: print(m, flush=True))
+    except KeyboardInterrupt:
+        print("interrupted: torn down", file=sys.stderr)
+        return 130
+    per_job, overall = summarise(res.records)
+    rows = [
+        [
+            s.job,
+            s.iterations,
+            s.avg,
+            s.p99,
+            s.comm_avg,
+            res.counters.get(s.job, {}).get("ecn_marks", 0),
+            res.counters.get(s.job, {}).get("drops", 0),
+        ]
+        for s in per_job
+    ]
+    rows.append(["all", overall.iterations, overall.avg, overall.p99, overall.comm_avg, "", ""])
+    print(format_table(["job", "iters", "avg s", "p99 s", "comm s", "ECN marks", "drops"], rows))
+    write_csv(args.out / "iterations.csv", res.records)
+    if res.records:
+        plot_timeline(args.out / "timeline.png", res.records, f"{mix.name} / {treatment.name} on {plane.label}")
+    print(f"written: {args.out}/iterations.csv, {args.out}/timeline.png, logs in {args.out}/")
+    left = leftovers()
+    if left:
+        print("left behind: " + "; ".join(left), file=sys.stderr)
+        return 1
+    if res.errors:
+        print("errors: " + "; ".join(res.errors), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""The experiments: job mixes sharing a bottleneck, each run under several network treatments.
+
+A *mix* fixes the jobs (profiles, stragglers); a *treatment* fixes congestion control, MLTCP and
+what the switch prioritises by. Every mix also has solo runs of its jobs, which give the ideal:
+with perfect interleaving a job iterates as fast as alone, as long as the link can carry every
+job's communication within one period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from mlfc.topologies.emulator import JobProfile
+from mlfc.topologies.results import IterationRecord
+from mlfc.topologies.stack import JobSpec, StackConfig
+
+# Communication fraction a = comm / (compute + comm) at BOTTLENECK_PPS with ~1400-byte chunks:
+# push+pull of 2 x 420 kB takes about 0.4 s alone, so compute 0.6 s gives a ~ 0.4.
+BOTTLENECK_PPS = 1500
+MEDIUM = JobProfile("medium", 420_000, 420_000, 0.6)
+SHORT = JobProfile("short", 210_000, 210_000, 0.45)
+LONG = JobProfile("long", 630_000, 630_000, 1.1)
+HEAVY = JobProfile("heavy", 630_000, 630_000, 0.35)
+
+
+@dataclass(frozen=True)
+class Mix:
+    name: str
+    description: str
+    jobs: tuple[JobSpec, ...]
+    workers_per_job: int = 1
+
+
+@dataclass(frozen=True)
+class Treatment:
+    name: str
+    cc: str = "reno"
+    mltcp: bool = False
+    priorities: str = "none"  # none | maif | interleave
+    baseline: str = "baseline"  # the treatment this one is compared with
+
+
+TREATMENTS: dict[str, Treatment] = {
+    t.name: t
+    for t in (
+        Treatment("baseline", "reno"),
+        Treatment("cubic", "cubic"),
+        Treatment("dcqcn", "dcqcn"),
+        Treatment("mltcp-reno", "reno", mltcp=True),
+        Treatment("mltcp-cubic", "cubic", mltcp=True, baseline="cubic"),
+        Treatment("mltcp-dcqcn", "dcqcn", mltcp=True, baseline="dcqcn"),
+        Treatment("maif", "reno", priorities="maif"),
+        Treatment("mltcp+maif", "reno", mltcp=True, priorities="maif"),
+        Treatment("interleave", "reno", priorities="interleave"),
+    )
+}
+
+MIXES: dict[str, Mix] = {
+    m.name: m
+    for m in (
+        Mix(
+            "two-compatible",
+            "two identical jobs, a ~ 0.4 each (sum <= 1)",
+            (JobSpec(1, MEDIUM, tau=8), JobSpec(2, MEDIUM, tau=20, start_delay=0.05)),
+        ),
+        Mix(
+            "three-mixed",
+            "three jobs with different iteration times",
+            (JobSpec(1, SHORT, tau=6), JobSpec(2, MEDIUM, tau=12), JobSpec(3, LONG, tau=25)),
+        ),
+        Mix(
+            "straggler",
+            "two identical jobs; job 1's worker computes 1.6x slower from iteration 5",
+            (JobSpec(1, MEDIUM, straggle=1.6, straggle_from=5, tau=8), JobSpec(2, MEDIUM, tau=20)),
+        ),
+        Mix(
+            "partial",
+            "two communication-heavy jobs, a ~ 0.65 each (sum > 1: partially compatible)",
+            (JobSpec(1, HEAVY, tau=8), JobSpec(2, HEAVY, tau=20)),
+        ),
+    )
+}
+
+# Which treatments run on which mix in `make e2e` (all CC variants on the main mix only).
+PLAN: dict[str, tuple[str, ...]] = {
+    "two-compatible": tuple(TREATMENTS),
+    "three-mixed": ("baseline", "mltcp-reno", "maif", "mltcp+maif", "interleave"),
+    "straggler": ("baseline", "mltcp-reno", "maif", "interleave"),
+    "partial": ("baseline", "mltcp-reno", "maif", "interleave"),
+}
+
+DEFAULT_MIX = "two-compatible"
+
+
+def stack_config(
+    mix: Mix,
+    treatment: Treatment,
+    iterations: int,
+    bottleneck_pps: int = BOTTLENECK_PPS,
+    jobs: Sequence[JobSpec] | None = None,
+) -> StackConfig:
+    return StackConfig(
+        name=f"{mix.name}/{treatment.name}",
+        jobs=tuple(jobs if jobs is not None else mix.jobs),
+        iterations=iterations,
+        cc=treatment.cc,
+        mltcp=treatment.mltcp,
+        priorities=treatment.priorities,
+        bottleneck_pps=bottleneck_pps,
+    )
+
+
+def solo(job: JobSpec) -> JobSpec:
+    return replace(job, start_delay=0.0)
+
+
+def ideal_iteration_times(solo_times: dict[int, float], solo_comm: dict[int, float]) -> dict[int, float]:
+    """Perfect interleaving: each job as fast as alone, unless the link cannot carry every job's
+    communication in one period (sum of comm times > a job's solo time)."""
+    total_comm = sum(solo_comm.values())
+    return {j: max(t, total_comm) for j, t in solo_times.items()}
+
+
+def interleaving_iteration(records: Sequence[IterationRecord], threshold: float = 0.2) -> int | None:
+    """The first iteration from which every job's communication overlaps others' by less than
+    ``threshold`` of its length for the rest of the run; None if that never happens."""
+    jobs = sorted({r.job for r in records})
+    if len(jobs) < 2:
+        return 0
+    by_iter: dict[int, list[IterationRecord]] = {}
+    for r in records:
+        by_iter.setdefault(r.iteration, []).append(r)
+    overlapped = {}
+    for it, rs in by_iter.items():
+        worst = 0.0
+        for r in rs:
+            length = max(1e-9, r.comm_end - r.comm_start)
+            others = [o for o in records if o.job != r.job]
+            ov = sum(max(0.0, min(r.comm_end, o.comm_end) - max(r.comm_start, o.comm_start)) for o in others)
+            worst = max(worst, ov / length)
+        overlapped[it] = worst >= threshold
+    its = sorted(overlapped)
+    for i, it in enumerate(its):
+        if not any(overlapped[x] for x in its[i:]):
+            return it
+    return None
