@@ -3,25 +3,18 @@
 // packets are marked; the IPv4 checksum is recomputed in MlfcComputeChecksum.
 control Ecn(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata_t std_meta) {
     counter(MAX_JOBS, CounterType.packets) job_ecn_marks;
-    bit<16> rand_val = 0;
-
-    action set_ce() {
-        hdr.ipv4.ecn = ECN_CE;
-        job_ecn_marks.count(meta.counter_index);
-    }
+    bit<17> mark_threshold = 0;  // 0: never, 65536: always
 
     action mark_always() {
-        set_ce();
+        mark_threshold = 17w0x10000;
     }
 
     action mark_with_probability(bit<16> threshold) {
-        random(rand_val, 16w0, 16w0xFFFF);
-        if (rand_val < threshold) {
-            set_ce();
-        }
+        mark_threshold = (bit<17>) threshold;
     }
 
     action no_mark() {
+        mark_threshold = 0;
     }
 
     table ecn_profile {
@@ -38,6 +31,14 @@ control Ecn(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata
     apply {
         if (hdr.ipv4.isValid() && hdr.ipv4.ecn != ECN_NOT_ECT && hdr.ipv4.ecn != ECN_CE) {
             ecn_profile.apply();
+            if (mark_threshold != 0) {
+                bit<16> r;
+                random(r, 16w0, 16w0xFFFF);
+                if ((bit<17>) r < mark_threshold) {
+                    hdr.ipv4.ecn = ECN_CE;
+                    job_ecn_marks.count(meta.counter_index);
+                }
+            }
         }
     }
 }
