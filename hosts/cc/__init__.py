@@ -1,1 +1,38 @@
 """Congestion controllers (Reno, CUBIC, DCQCN), each with the optional MLTCP augmentation."""
+
+from __future__ import annotations
+
+from mlfc.hosts.cc.base import CongestionControl, MltcpTracker
+from mlfc.hosts.cc.cubic import Cubic, CubicParams
+from mlfc.hosts.cc.dcqcn import Dcqcn, DcqcnParams
+from mlfc.hosts.cc.reno import Reno, RenoParams
+
+ALGORITHMS = ("reno", "cubic", "dcqcn")
+
+
+def make_cc(
+    name: str, mss: int, mltcp: MltcpTracker | None = None, *, line_rate: float | None = None, now: float = 0.0
+) -> CongestionControl:
+    """A controller by name with its default parameters (``line_rate`` in bits/s is for DCQCN)."""
+    if name == "reno":
+        return Reno(mss, mltcp)
+    if name == "cubic":
+        return Cubic(mss, mltcp)
+    if name == "dcqcn":
+        params = DcqcnParams() if line_rate is None else DcqcnParams(line_rate=line_rate)
+        return Dcqcn(mss, mltcp, params, now=now)
+    raise ValueError(f"unknown congestion control {name!r}; choose one of {', '.join(ALGORITHMS)}")
+
+
+__all__ = [
+    "ALGORITHMS",
+    "CongestionControl",
+    "Cubic",
+    "CubicParams",
+    "Dcqcn",
+    "DcqcnParams",
+    "MltcpTracker",
+    "Reno",
+    "RenoParams",
+    "make_cc",
+]

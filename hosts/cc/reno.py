@@ -1,0 +1,73 @@
+"""Reno: AIMD on a byte-counted window (RFC 5681, with appropriate byte counting, RFC 3465).
+
+Defaults and sources: initial window 10 segments (RFC 6928); slow start adds the acknowledged bytes;
+congestion avoidance adds ``F * mss * acked / cwnd`` per ACK, i.e. ``cwnd += F / cwnd`` segments per
+acknowledged segment, F = 1 without MLTCP; a loss or an ECN echo halves the window (RFC 5681,
+RFC 3168); an RTO collapses it to one segment (RFC 5681 loss window). MLTCP scales only the
+congestion-avoidance increase; slow start and the halving are unchanged (arXiv 2402.09589).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlfc.hosts.cc.base import CongestionControl, MltcpTracker
+
+
+@dataclass(frozen=True, slots=True)
+class RenoParams:
+    initial_window: int = 10  # segments, RFC 6928
+    beta: float = 0.5  # multiplicative decrease, RFC 5681
+    min_window: int = 2  # segments, RFC 5681's floor for ssthresh
+    max_window: int = 1024  # segments; bounds memory and the receiver's socket buffer
+
+
+class Reno(CongestionControl):
+    name = "reno"
+
+    def __init__(self, mss: int, mltcp: MltcpTracker | None = None, params: RenoParams | None = None) -> None:
+        super().__init__(mss, mltcp)
+        self.params = p = params or RenoParams()
+        self._cwnd = float(p.initial_window * mss)
+        self.ssthresh = math.inf
+
+    @property
+    def cwnd(self) -> float:
+        return self._cwnd
+
+    @property
+    def in_slow_start(self) -> bool:
+        return self._cwnd < self.ssthresh
+
+    def _clamp(self) -> None:
+        self._cwnd = max(float(self.mss), min(self._cwnd, float(self.params.max_window * self.mss)))
+
+    def on_ack(self, acked_bytes: int, rtt: float | None, ece: bool, now: float) -> None:
+        if ece:
+            self._decrease()
+            return
+        if acked_bytes <= 0:
+            return
+        if self.in_slow_start:
+            room = self.ssthresh - self._cwnd
+            grow = min(float(acked_bytes), room)
+            self._cwnd += grow
+            acked_bytes -= int(grow)
+            if acked_bytes <= 0:
+                self._clamp()
+                return
+        self._cwnd += self.factor() * self.mss * acked_bytes / self._cwnd
+        self._clamp()
+
+    def _decrease(self) -> None:
+        self.ssthresh = max(self._cwnd * self.params.beta, float(self.params.min_window * self.mss))
+        self._cwnd = self.ssthresh
+        self._clamp()
+
+    def on_loss(self, now: float) -> None:
+        self._decrease()
+
+    def on_timeout(self, now: float) -> None:
+        self.ssthresh = max(self._cwnd * self.params.beta, float(self.params.min_window * self.mss))
+        self._cwnd = float(self.mss)

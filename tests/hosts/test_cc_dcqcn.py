@@ -1,0 +1,118 @@
+"""DCQCN's reaction point against the SIGCOMM'15 rules, and MLTCP's scaled R_AI / R_HAI."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlfc.hosts.cc import Dcqcn, DcqcnParams, MltcpTracker
+from mlfc.policy.mltcp import MltcpParams, mltcp_factor
+
+LINE = 1e9
+T = 55e-6 * 40  # the paper's 55 us at 40 Gb/s, scaled to 1 Gb/s
+
+
+def fresh(mltcp: MltcpTracker | None = None, **kw) -> Dcqcn:
+    return Dcqcn(1000, mltcp, DcqcnParams(line_rate=LINE, **kw), now=0.0)
+
+
+def test_defaults_scale_with_line_rate():
+    p = DcqcnParams(line_rate=LINE)
+    assert p.g == 1 / 256 and p.fast_recovery_steps == 5 and p.b == 10e6
+    assert p.k == p.t == pytest.approx(T)  # same number of packet times per period as the paper's 55 us at 40G
+    assert DcqcnParams(line_rate=40e9).t == pytest.approx(55e-6)
+    assert p.r_ai == LINE / 1000  # 40 Mb/s at 40 Gb/s
+    cc = fresh()
+    assert cc.rc == cc.rt == LINE and cc.pacing_rate == LINE / 8
+
+
+def test_cnp_cuts_rate_and_updates_alpha():
+    cc = fresh()
+    cc.on_cnp(0.0)
+    assert cc.rt == LINE
+    assert cc.rc == pytest.approx(LINE * (1 - 1.0 / 2))  # alpha starts at 1
+    assert cc.alpha == pytest.approx((1 - 1 / 256) * 1.0 + 1 / 256)
+    alpha, rc = cc.alpha, cc.rc
+    cc.on_cnp(1e-6)
+    assert cc.rt == rc
+    assert cc.rc == pytest.approx(rc * (1 - alpha / 2))
+    assert cc.alpha == pytest.approx((1 - 1 / 256) * alpha + 1 / 256)
+
+
+def test_alpha_decays_without_cnp_every_k():
+    cc = fresh(increase_timer=1.0)  # isolate the alpha timer
+    cc.on_cnp(0.0)
+    a = cc.alpha
+    cc.on_timer(0.5 * T)
+    assert cc.alpha == a
+    cc.on_timer(3.5 * T)
+    assert cc.alpha == pytest.approx(a * (1 - 1 / 256) ** 3)
+
+
+def test_recovery_phases():
+    cc = fresh(byte_counter=1e12)  # timer events only: T_count grows, BC stays 0
+    cc.on_cnp(0.0)
+    rt = cc.rt
+    # fast recovery: F = 5 timer events halve the distance to R_T, R_T fixed
+    for i in range(1, 6):
+        before = cc.rc
+        cc.on_timer(i * T + 1e-9)
+        assert cc.rt == rt
+        assert cc.rc == pytest.approx((rt + before) / 2)
+    cc.on_cnp(6 * T)  # restart from a known point, R_T below line rate
+    rt, rc = cc.rt, cc.rc
+    for i in range(1, 6):
+        cc.on_timer(6 * T + i * T + 1e-9)
+    rc = cc.rc
+    cc.on_timer(6 * T + 6 * T + 1e-9)  # 6th event: additive increase (BC = 0 <= F)
+    assert cc.rt == pytest.approx(rt + LINE / 1000)
+    assert cc.rc == pytest.approx((cc.rt + rc) / 2)
+
+
+def test_hyper_increase_when_both_counters_pass_f():
+    cc = fresh(byte_counter=1000.0, increase_timer=1.0)
+    cc.on_cnp(0.0)
+    cc.rc = cc.rt = 0.1 * LINE  # far from the cap
+    cc.on_sent(6000, 0.0)  # 6 byte-counter events; timer count still 0: fast recovery then additive
+    assert cc.bc_count == 6 and cc.t_count == 0
+    assert cc.rt == pytest.approx(0.1 * LINE + LINE / 1000)
+    cc.t_count = 6  # as if the timer had fired 6 times too
+    rt = cc.rt
+    cc.on_sent(1000, 0.0)  # BC = 7, T = 6: min - F = 1
+    assert cc.rt == pytest.approx(rt + 1 * 10 * LINE / 1000)
+
+
+@pytest.mark.parametrize("ratio", [0.0, 1.0])
+def test_mltcp_scales_additive_and_hyper_increase(ratio):
+    params = MltcpParams(slope=1.0, intercept=0.5)
+    tracker = MltcpTracker(params, idle_gap=None)
+    tracker.start_iteration(expected_bytes=1000)
+    tracker.on_sent(int(1000 * ratio), 0.0)
+    f = mltcp_factor(ratio, params)
+    cc = fresh(tracker, byte_counter=1000.0, increase_timer=1.0)
+    cc.on_cnp(0.0)
+    cc.rc = cc.rt = 0.1 * LINE
+    cc.on_sent(6000, 0.0)
+    assert cc.rt == pytest.approx(0.1 * LINE + f * LINE / 1000)  # F * R_AI
+    cc.t_count = 6
+    rt = cc.rt
+    cc.on_sent(1000, 0.0)
+    assert cc.rt == pytest.approx(rt + f * 10 * LINE / 1000)  # F * R_HAI
+
+
+def test_rates_capped_and_floored():
+    cc = fresh()
+    for i in range(1, 2000):
+        cc.on_timer(i * T + 1e-9)
+    assert cc.rc <= LINE and cc.rt <= LINE
+    for i in range(5000):
+        cc.on_cnp(1.0 + i * 1e-6)
+    assert cc.rc == pytest.approx(LINE / 1000)
+    cc.on_timeout(2.0)
+    assert cc.rc == LINE / 1000
+
+
+def test_timer_catch_up_is_bounded():
+    cc = fresh(byte_counter=1e12)
+    cc.on_cnp(0.0)
+    cc.on_timer(10.0)  # a 10 s stall would be 180k events
+    assert cc.t_count == cc.params.max_catch_up

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import pytest
+
+from mlfc.hosts.cc import MltcpTracker
+from mlfc.policy.mltcp import MltcpParams, mltcp_factor
+
+
+def test_ratio_from_declared_size_and_factor_from_policy():
+    params = MltcpParams(slope=2.0, intercept=0.25)
+    tr = MltcpTracker(params, idle_gap=None)
+    tr.start_iteration(expected_bytes=4000)
+    assert tr.ratio == 0 and tr.factor == 0.25
+    tr.on_sent(1000, 0.0)
+    assert tr.ratio == 0.25 and tr.factor == mltcp_factor(0.25, params) == 0.75
+    tr.on_sent(10_000, 0.0)
+    assert tr.ratio == 1.0 and tr.factor == 2.25  # clamped
+
+
+def test_bytes_per_iteration_learned_by_ewma():
+    tr = MltcpTracker(idle_gap=None, ewma_weight=0.5)
+    tr.start_iteration()
+    tr.on_sent(1000, 0.0)
+    assert tr.ratio == 0.0  # no estimate in the first iteration
+    tr.start_iteration()
+    assert tr.bytes_per_iteration == 1000
+    tr.on_sent(3000, 0.0)
+    assert tr.ratio == 1.0
+    tr.start_iteration()
+    assert tr.bytes_per_iteration == pytest.approx(0.5 * 1000 + 0.5 * 3000)
+
+
+def test_idle_gap_and_iteration_number_start_iterations():
+    tr = MltcpTracker(idle_gap=0.1)
+    tr.on_sent(500, 0.0)
+    tr.on_sent(500, 0.05)
+    assert tr.iterations_started == 0 and tr.bytes_this_iteration == 1000
+    tr.on_sent(200, 0.5)  # gap of 0.45 s > idle_gap
+    assert tr.iterations_started == 1 and tr.bytes_per_iteration == 1000 and tr.ratio == pytest.approx(0.2)
+    tr.note_iteration(7)
+    tr.note_iteration(7)
+    assert tr.iterations_started == 1
+    tr.note_iteration(8)
+    assert tr.iterations_started == 2 and tr.bytes_this_iteration == 0
+
+
+def test_rejects_bad_settings():
+    with pytest.raises(ValueError):
+        MltcpTracker(idle_gap=0)
+    with pytest.raises(ValueError):
+        MltcpTracker(ewma_weight=0)
+    with pytest.raises(ValueError):
+        MltcpTracker().start_iteration(expected_bytes=0)
