@@ -1,14 +1,16 @@
 """ECN marking with the DCQCN profile, checked against mlfc.policy.ecn.
 
-To know the queue depth each packet saw, the test holds the queue still: port 1's priority-1
-queue drains at 1 packet/s while a burst is sent, so packet i of the burst is enqueued behind
-about i packets (minus the few that left meanwhile, at most DRAINED_SLACK). Then the queue is
-opened and every packet collected in FIFO order.
+To know the queue depth each packet saw, the test slows port 1's priority-1 queue to RATE_PPS and
+sends a burst much faster than that, timing each send: packet i is enqueued behind i packets less
+those that left before it, at most RATE_PPS x (its send time - the burst's start) + 1. Every packet
+is then collected in FIFO order. (BMv2 stamps each packet's departure time when it is enqueued, so a
+queue cannot be held and then released: a later rate change does not reschedule queued packets.)
 """
 
 from __future__ import annotations
 
 import math
+import time
 
 from mlfc_base import MlfcTest, shim_packet
 from scapy.layers.inet import IP
@@ -16,44 +18,45 @@ from scapy.layers.inet import IP
 from mlfc.policy.ecn import EcnProfile, mark_probability
 from mlfc.wire import MlfcShim
 
-DRAINED_SLACK = 4  # packets that may leave the 1 pps queue while a burst is being sent
+RATE_PPS = 20
 
 
-class _HeldQueue(MlfcTest):
-    def hold(self, depth: int) -> None:
-        self.sw.cli(f"set_queue_depth {depth} 1 1", "set_queue_rate 1 1 1")
-
-    def release(self) -> None:
-        self.sw.cli("set_queue_rate 1000000 1 1")
-
-    def burst(self, pkts: list) -> list:
-        self.hold(len(pkts) + 64)
+class _SlowQueue(MlfcTest):
+    def burst(self, pkts: list) -> tuple[list, list[int]]:
+        """Send ``pkts`` into the slowed queue; return them as received (by sequence number) and, per
+        packet, how many may have left the queue before it arrived."""
+        self.sw.cli(f"set_queue_depth {len(pkts) + 64} 1 1", f"set_queue_rate {RATE_PPS} 1 1")
+        t0 = time.monotonic()
+        drained = []
         for p in pkts:
+            drained.append(math.ceil(RATE_PPS * (time.monotonic() - t0)) + 1)
             self.send(0, p)
-        self.release()
-        got = self.shims_received(1, len(pkts), timeout=30)
+        got = self.shims_received(1, len(pkts), timeout=len(pkts) / RATE_PPS + 10)
         self.assertEqual(len(got), len(pkts), "every packet of the burst is delivered")
         got.sort(key=lambda p: p[MlfcShim].chunk_seq)
-        return got
+        return got, drained
 
 
 def is_ce(pkt) -> bool:
     return pkt[IP].tos & 3 == 3
 
 
-class AboveKmaxEveryEctIsMarkedAndNeverNonEct(_HeldQueue):
+class AboveKmaxEveryEctIsMarkedAndNeverNonEct(_SlowQueue):
     def runTest(self) -> None:
         profile = EcnProfile(kmin=2, kmax=5, pmax=0.5)
         self.sw.set_ecn_profile(1, profile)
         pkts = [shim_packet(0, 1, job=1, seq=i, ecn=2 if i % 2 == 0 else 0) for i in range(40)]
-        got = self.burst(pkts)
+        got, drained = self.burst(pkts)
+        checked_above = 0
         for i, p in enumerate(got):
             if i % 2 == 1:
                 self.assertFalse(is_ce(p), f"non-ECT packet {i} was marked")
-            elif i > profile.kmax + DRAINED_SLACK:
+            elif i - drained[i] > profile.kmax:
                 self.assertTrue(is_ce(p), f"ECT packet {i} above Kmax was not marked")
+                checked_above += 1
             elif i <= profile.kmin:
                 self.assertFalse(is_ce(p), f"ECT packet {i} at or below Kmin was marked")
+        self.assertGreater(checked_above, 10, "the burst must build a queue above Kmax")
         marked = sum(is_ce(p) for p in got)
         self.assertEqual(self.sw.job_counter("job_ecn_marks", 1)[0], marked, "mark counter equals marks seen")
 
@@ -70,19 +73,20 @@ class BelowKminNothingIsMarked(MlfcTest):
         self.assertEqual(self.sw.job_counter("job_ecn_marks", 1)[0], 0)
 
 
-class MarkedFractionFollowsTheProfile(_HeldQueue):
+class MarkedFractionFollowsTheProfile(_SlowQueue):
     """Between Kmin and Kmax the number of marks must lie within 4 standard deviations (binomial)
     of what the profile predicts for the depths the packets saw."""
 
     def runTest(self) -> None:
-        profile = EcnProfile(kmin=50, kmax=650, pmax=0.4)
+        profile = EcnProfile(kmin=20, kmax=240, pmax=0.5)
         self.sw.set_ecn_profile(1, profile)
         n = profile.kmax + 1
-        got = self.burst([shim_packet(0, 1, job=1, seq=i, size=100) for i in range(n)])
-        band = [(i, p) for i, p in enumerate(got) if profile.kmin + DRAINED_SLACK < i <= profile.kmax]
+        got, drained = self.burst([shim_packet(0, 1, job=1, seq=i, size=100) for i in range(n)])
+        band = [(i, p) for i, p in enumerate(got) if profile.kmin < i - drained[i] and i <= profile.kmax]
+        self.assertGreater(len(band), 150, "most of the burst must be enqueued between Kmin and Kmax")
         marks = sum(is_ce(p) for _, p in band)
-        # The depth packet i saw lies in [i - DRAINED_SLACK, i]; the expectation is bracketed by both ends.
-        lo = sum(mark_probability(profile, i - DRAINED_SLACK) for i, _ in band)
+        # The depth packet i saw lies in [i - drained[i], i]; the expectation is bracketed by both ends.
+        lo = sum(mark_probability(profile, i - drained[i]) for i, _ in band)
         hi = sum(mark_probability(profile, i) for i, _ in band)
         sigma = math.sqrt(sum(mark_probability(profile, i) * (1 - mark_probability(profile, i)) for i, _ in band))
         print(f"marks {marks} of {len(band)}; expected {lo:.1f}..{hi:.1f}, sigma {sigma:.1f}")

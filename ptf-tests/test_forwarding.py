@@ -35,7 +35,7 @@ class ChecksumStaysValid(MlfcTest):
 
 class DroppedWithoutRouteOrTtl(MlfcTest):
     def runTest(self) -> None:
-        no_route = Ether(src=HOST_MAC[0], dst=SWITCH_MAC) / IP(src=HOST_IP[0], dst="10.9.9.9") / UDP() / b"x" * 40
+        no_route = Ether(src=HOST_MAC[0], dst=SWITCH_MAC) / IP(src=HOST_IP[0], dst="10.9.9.9") / UDP() / (b"x" * 40)
         self.send(0, no_route)
         expiring = tcp_packet(0, 1, 1, 2)
         expiring[IP].ttl = 1

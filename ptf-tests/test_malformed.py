@@ -3,11 +3,14 @@ class, never classified or selectively dropped, and counted per ingress port."""
 
 from __future__ import annotations
 
+import time
+
 import ptf.testutils as tu
 from mlfc_base import HOST_IP, HOST_MAC, SWITCH_MAC, MlfcTest, forwarded, shim_packet
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from mlfc.policy.drop import DropPolicy
 from mlfc.wire import SHIM_PORT_BASE, MlfcShim
 
 
@@ -43,14 +46,13 @@ class MalformedNeverJumpTheQueue(MlfcTest):
 
     def runTest(self) -> None:
         self.sw.add_job_priority(2, 6)
-        self.sw.cli("set_queue_rate 2 1 1")
+        self.sw.cli("set_queue_rate 5 1 1")
         lows = [shim_packet(0, 1, job=1, seq=i) for i in range(10)]
         for p in lows:
             self.send(0, p)
         liar = shim_packet(0, 1, job=2, version=3, seq=99)
         self.send(0, liar)
-        self.sw.cli("set_queue_rate 1000000 1 1")
-        got = self.receive_all(1, len(lows) + 1, timeout=10)
+        got = self.receive_all(1, len(lows) + 1, timeout=len(lows) / 5 + 5)
         self.assertEqual(len(got), len(lows) + 1)
         self.assertFalse(got[-1].haslayer(MlfcShim) and got[-1][MlfcShim].version == 1)
         self.assertEqual(bytes(got[-1][UDP].payload)[:1], b"\x30", "the malformed packet left last, unmodified")
@@ -58,18 +60,13 @@ class MalformedNeverJumpTheQueue(MlfcTest):
 
 class MalformedAreNeverSelectivelyDropped(MlfcTest):
     def runTest(self) -> None:
-        from mlfc.policy.drop import DropPolicy
-
         self.sw.set_drop_policy(DropPolicy(level_depths=(1, 2, 3), min_importance=(0, 8, 8, 8)))
-        self.sw.cli("set_queue_depth 4096 1 1", "set_queue_rate 1 1 1")
+        self.sw.cli("set_queue_depth 4096 1 1", "set_queue_rate 10 1 1")
         for i in range(10):
             self.send(0, shim_packet(0, 1, job=1, importance=15, seq=1000 + i))
-        import time
-
-        time.sleep(2.3)
+        time.sleep(0.25)  # a few leave: the recorded level is that of a queue about 8 deep
         liars = [shim_packet(0, 1, job=1, importance=0, version=v, seq=i) for i, v in enumerate((0, 2, 15))]
         for p in liars:
             self.send(0, p)
-        self.sw.cli("set_queue_rate 1000000 1 1")
-        got = self.receive_all(1, 10 + len(liars), timeout=15)
+        got = self.receive_all(1, 10 + len(liars), timeout=(10 + len(liars)) / 10 + 5)
         self.assertEqual(len(got), 10 + len(liars), "malformed packets are forwarded even under congestion")

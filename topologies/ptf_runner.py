@@ -49,8 +49,6 @@ def run_ptf(specs: list[str], log_dir: Path, timeout: float = 600) -> int:
                 params,
                 "--log-file",
                 str(log_dir / "ptf.log"),
-                "--pcap",
-                str(log_dir / "ptf.pcap"),
                 *[arg for i, p in enumerate(pairs) for arg in ("--interface", f"0-{i}@{p.test_side}")],
                 *specs,
             ]

@@ -16,6 +16,7 @@ const bit<8>  PROTO_UDP = 17;
 const bit<16> SHIM_PORT_BASE = 0x4D00;
 const bit<16> SHIM_PORT_MASK = 0xFF00;
 const bit<4>  SHIM_VERSION = 1;
+const bit<16> UDP_SHIM_MIN_LEN = 8 + 16;  // UDP header + shim: shorter UDP datagrams are truncated shims
 const bit<4>  MSG_DATA = 0;
 const bit<4>  MSG_ACK = 1;
 const bit<4>  MSG_CNP = 2;
@@ -32,7 +33,6 @@ const priority_t PRIORITY_CONTROL = 7;   // ACK/CNP: reserved, never given to a 
 const priority_t PRIORITY_DEFAULT = 1;   // untagged, malformed or unmatched traffic
 
 const bit<4> IMPORTANCE_PROTECTED = 8;   // importance >= 8 is never selectively dropped
-const bit<16> ECN_ALWAYS = 0xFFFF;       // placeholder: mark_always needs no threshold
 
 const bit<2> ECN_NOT_ECT = 0;
 const bit<2> ECN_CE = 3;

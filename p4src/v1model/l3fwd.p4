@@ -15,7 +15,7 @@ control L3Ingress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_me
     Forwarding() forwarding;
 
     apply {
-        if (!hdr.ipv4.isValid()) {
+        if (!hdr.ipv4.isValid() || hdr.ipv4.ihl != 5 || std_meta.checksum_error == 1) {
             mark_to_drop(std_meta);
             return;
         }
@@ -27,5 +27,6 @@ control L3Egress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_met
     apply { }
 }
 
+@pkginfo(name="mlfc-l3fwd", version="0.1.0")
 V1Switch(MlfcParser(), MlfcVerifyChecksum(), L3Ingress(), L3Egress(), MlfcComputeChecksum(),
          MlfcDeparser()) main;

@@ -28,8 +28,9 @@ control MlfcIngress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_
     SelectiveDrop() selective_drop;
 
     apply {
-        if (!hdr.ipv4.isValid()) {
-            // Hosts use static ARP (docs/dataplane.md): non-IPv4 frames are not forwarded.
+        // Hosts use static ARP (docs/dataplane.md): non-IPv4 frames are not forwarded. IPv4 with
+        // options or a bad header checksum is dropped too (the checksum is recomputed over 20 bytes).
+        if (!hdr.ipv4.isValid() || hdr.ipv4.ihl != 5 || std_meta.checksum_error == 1) {
             mark_to_drop(std_meta);
             return;
         }
@@ -51,5 +52,6 @@ control MlfcEgress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_m
     }
 }
 
+@pkginfo(name="mlfc", version="0.1.0")
 V1Switch(MlfcParser(), MlfcVerifyChecksum(), MlfcIngress(), MlfcEgress(), MlfcComputeChecksum(),
          MlfcDeparser()) main;

@@ -23,6 +23,14 @@ control Classifier(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_m
     }
 
     apply {
+        // A shim is truncated when the UDP length leaves less than 16 bytes for it (a padded short
+        // frame would otherwise yield a shim read from padding) or the frame ends inside it (the
+        // parser stops with PacketTooShort; p4c may drop the parser's own pessimistic status as a
+        // dead store, so the verdict is taken here). Truncation wins over a bad version or type.
+        if (hdr.udp.isValid() && (hdr.udp.dst_port & SHIM_PORT_MASK) == SHIM_PORT_BASE
+                && (std_meta.parser_error == error.PacketTooShort || hdr.udp.len < UDP_SHIM_MIN_LEN)) {
+            meta.shim_status = SHIM_TRUNCATED;
+        }
         if (meta.shim_status == SHIM_OK) {
             meta.tagged = 1;
             meta.job_id = hdr.mlfc.job_id;

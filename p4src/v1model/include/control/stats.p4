@@ -1,5 +1,5 @@
-// Counters: per job (index = job id, or 0 for ids >= MAX_JOBS) and per ingress port for shims
-// that could not be trusted.
+// Counters: per job (index = job id; index 0 = untracked: no job, or an id >= MAX_JOBS) and per
+// ingress port for shims that could not be trusted.
 control IngressStats(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata_t std_meta) {
     counter(MAX_JOBS, CounterType.packets_and_bytes) job_packets;
     counter(MAX_PORTS, CounterType.packets) shim_bad_header;
@@ -11,9 +11,7 @@ control IngressStats(inout headers_t hdr, inout mlfc_meta_t meta, inout standard
         } else {
             meta.counter_index = 0;
         }
-        if (meta.job_id != 0) {
-            job_packets.count(meta.counter_index);
-        }
+        job_packets.count(meta.counter_index);
         if (meta.shim_status == SHIM_BAD_HEADER) {
             shim_bad_header.count((bit<32>) std_meta.ingress_port);
         } else if (meta.shim_status == SHIM_TRUNCATED) {

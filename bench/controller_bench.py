@@ -1,0 +1,203 @@
+"""Controller benchmark against a real simple_switch_grpc (figures printed, not asserted).
+
+1. Batched install rate: synthetic entries over four tables, written by the library client
+   (encode + Write RPCs), compared with one update per RPC.
+2. Intent-to-entry-present latency: the daemon (a child process) receives an intent changing one
+   job's class; a second P4Runtime client polls until the switch holds the new entry. p50/p99.
+3. A large intent through the daemon (entries/s end to end) and the daemon's resident memory.
+
+    python bench/controller_bench.py [--intents 200] [--jobs 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import yaml
+
+from mlfc.controller import pipeline as names
+from mlfc.controller.bmv2 import Bmv2Process, free_port
+from mlfc.controller.entries import Lpm, Range, Ternary, entry
+from mlfc.controller.pipeline import Pipeline
+from mlfc.controller.process import ControllerProcess
+from mlfc.controller.sync import SwitchConnection
+from mlfc.proto import intent_pb2 as pb
+
+
+def synthetic_entries(pipeline: Pipeline, per_table: int) -> list:
+    out = []
+    for i in range(min(per_table, pipeline.table_size(names.ROUTES_V4))):
+        out.append(
+            entry(
+                names.ROUTES_V4,
+                {"hdr.ipv4.dst_addr": Lpm(0x0A000000 + i, 32)},
+                names.SET_NEXT_HOP,
+                {"port": 1 + i % 8, "src_mac": i, "dst_mac": i + 1},
+            )
+        )
+    for i in range(min(per_table, pipeline.table_size(names.FLOWS))):
+        out.append(
+            entry(
+                names.FLOWS,
+                {"hdr.ipv4.dst_addr": Ternary(0x0B000000 + i, 0xFFFFFFFF)},
+                names.SET_JOB,
+                {"job_id": 1 + i},
+                100,
+            )
+        )
+    for i in range(min(per_table, pipeline.table_size(names.JOB_PRIORITY))):
+        out.append(
+            entry(
+                names.JOB_PRIORITY, {"meta.job_id": Ternary(1 + i, 0xFFFF)}, names.SET_PRIORITY, {"priority": i % 7}, 30
+            )
+        )
+    for i in range(min(per_table * 3, pipeline.table_size(names.ECN_PROFILE))):
+        port, depth = divmod(i, 64)
+        out.append(
+            entry(
+                names.ECN_PROFILE,
+                {
+                    "std_meta.egress_port": Ternary(1 + port % 500, 0x1FF),
+                    "std_meta.enq_qdepth": Range(depth * 10, depth * 10 + 9),
+                },
+                names.MARK_WITH_PROBABILITY,
+                {"threshold": 100 + depth},
+                2,
+            )
+        )
+    return out
+
+
+def bench_install(pipeline: Pipeline, tmp: Path) -> None:
+    with Bmv2Process(device_id=1, log_dir=tmp) as sw, SwitchConnection(sw.grpc_addr, 1, pipeline=pipeline) as conn:
+        conn.load_pipeline()
+        entries = synthetic_entries(pipeline, 1024)
+        t0 = time.perf_counter()
+        for e in entries:
+            pipeline.encode(e)
+        encode_s = time.perf_counter() - t0
+        for batch in (5000, 1000):
+            conn.clear_entries()
+            t0 = time.perf_counter()
+            conn.write_entries(entries, batch_size=batch)
+            dt = time.perf_counter() - t0
+            print(f"install {len(entries)} entries, batch {batch}: {dt:.2f} s = {len(entries) / dt:,.0f} entries/s")
+        t0 = time.perf_counter()
+        held = conn.read_entries()
+        read_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        assert conn.reconcile(entries).empty
+        noop_s = time.perf_counter() - t0
+        print(
+            f"  encode only: {len(entries) / encode_s:,.0f} entries/s; read back {len(held)}: {read_s * 1000:.0f} ms;"
+            f" no-op reconcile: {noop_s * 1000:.0f} ms"
+        )
+        few = entries[:500]
+        conn.clear_entries()
+        t0 = time.perf_counter()
+        conn.write_entries(few, batch_size=1)
+        dt = time.perf_counter() - t0
+        print(f"install {len(few)} entries, one per RPC: {len(few) / dt:,.0f} entries/s (for comparison)")
+
+
+def percentile(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
+
+
+def bench_daemon(pipeline: Pipeline, tmp: Path, intents: int, jobs: int) -> None:
+    with Bmv2Process(device_id=1, log_dir=tmp) as sw:
+        doc = {
+            "pipeline": {"p4info": str(pipeline.p4info_path), "device_config": str(pipeline.device_config_path)},
+            "listen": {"intent": f"127.0.0.1:{free_port()}", "metrics": f"127.0.0.1:{free_port()}"},
+            "switches": [
+                {
+                    "name": "s1",
+                    "grpc_addr": sw.grpc_addr,
+                    "device_id": 1,
+                    "thrift_port": sw.thrift_port,
+                    "ports": [1, 2],
+                }
+            ],
+        }
+        cfg = tmp / "bench.yaml"
+        cfg.write_text(yaml.safe_dump(doc))
+        with ControllerProcess(cfg, tmp / "bench-controller.log", log_level="WARNING") as ctl:
+            ctl.wait_synced(0)
+            proc = psutil.Process(ctl.pid)
+            rss_idle = proc.memory_info().rss
+            base_jobs = [pb.JobIntent(job_id=j, priority=1) for j in range(2, 52)]  # 50 other jobs held throughout
+            apply_ms, present_ms = [], []
+            with SwitchConnection(sw.grpc_addr, 1, pipeline=pipeline, election_id=1) as observer:
+                for i in range(intents):
+                    prio = i % 6
+                    intent = pb.Intent(jobs=[pb.JobIntent(job_id=1, priority=prio), *base_jobs], source="bench")
+                    t0 = time.perf_counter()
+                    ctl.apply(intent)
+                    t_apply = time.perf_counter()
+                    while True:
+                        held = observer.read_entries([names.JOB_PRIORITY])
+                        if any(
+                            e.match_dict().get("meta.job_id") == Ternary(1, 0xFFFF)
+                            and e.params_dict()["priority"] == prio
+                            for e in held
+                        ):
+                            break
+                    t_present = time.perf_counter()
+                    apply_ms.append((t_apply - t0) * 1000)
+                    present_ms.append((t_present - t0) * 1000)
+            print(
+                f"intent -> Apply reply ({intents} intents, 51 jobs each): p50 {statistics.median(apply_ms):.1f} ms,"
+                f" p99 {percentile(apply_ms, 99):.1f} ms"
+            )
+            print(
+                f"intent -> entry present (read back by a 2nd client): p50 {statistics.median(present_ms):.1f} ms,"
+                f" p99 {percentile(present_ms, 99):.1f} ms"
+            )
+
+            big = pb.Intent(
+                jobs=[
+                    pb.JobIntent(job_id=j, priority=j % 7, windows=[pb.IterationWindow(first=0, last=9, priority=6)])
+                    for j in range(1, jobs // 2 + 1)
+                ],
+                source="bench-big",
+            )
+            for label, intent in (("install", big), ("delete", pb.Intent())):
+                t0 = time.perf_counter()
+                reply = ctl.apply(intent, timeout_s=60)
+                dt = time.perf_counter() - t0
+                n = (jobs // 2) * 2
+                print(
+                    f"daemon: {label} {n} job entries via one intent: {dt * 1000:.0f} ms = {n / dt:,.0f} entries/s"
+                    f" (reply: {reply.entries} entries per switch)"
+                )
+            rss = proc.memory_info().rss
+            status = Path(f"/proc/{ctl.pid}/status").read_text().splitlines()
+            peak_kb = int(next(line.split()[1] for line in status if line.startswith("VmHWM")))
+            print(
+                f"daemon resident memory: idle {rss_idle / 2**20:.1f} MiB, now {rss / 2**20:.1f} MiB,"
+                f" peak {peak_kb / 1024:.1f} MiB"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--intents", type=int, default=200)
+    parser.add_argument("--jobs", type=int, default=1000, help="job_priority entries in the large intent")
+    args = parser.parse_args()
+    logging.getLogger("finsy").setLevel(logging.ERROR)  # "gNMI is not implemented" on every connection
+    pipeline = Pipeline.load()
+    print(f"pipeline {pipeline.name}")
+    with tempfile.TemporaryDirectory(prefix="mlfc-bench-") as tmp:
+        bench_install(pipeline, Path(tmp))
+        bench_daemon(pipeline, Path(tmp), args.intents, args.jobs)
+
+
+if __name__ == "__main__":
+    main()

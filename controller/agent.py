@@ -1,0 +1,335 @@
+"""The daemon's per-switch agent: keep one switch converged on the desired state, forever.
+
+Lifecycle (one asyncio task per switch):
+
+  connect + arbitrate ──► not primary? log, wait for promotion up to the backoff delay, reconnect
+        │ primary
+        ▼
+  restore: pipeline (if the cookie differs: a new or restarted switch), queue settings,
+           full read-back + diff + write
+        │
+        ▼
+  serve: on a new desired state -> diff + write; every audit period -> cookie check + full
+         read-back + repair; in parallel the telemetry loop reads counters
+        │ channel down / primary lost / switch error
+        ▼
+  close, back off (exponential, capped), start over — a restarted switch is restored in full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import grpc
+
+from mlfc.controller import pipeline as names
+from mlfc.controller.config import ControllerSettings, QueueSettings, SwitchConfig
+from mlfc.controller.entries import EntryKey, TableEntry
+from mlfc.controller.pipeline import Pipeline
+from mlfc.controller.reconcile import Diff, apply_diff, count_by_table, diff
+from mlfc.controller.switch import CounterValue, SwitchClient, SwitchError
+from mlfc.controller.thrift import QueueAdapter, QueueConfigError
+
+LOG = logging.getLogger(__name__)
+
+JOB_COUNTERS = (names.JOB_PACKETS, names.JOB_DROPS, names.JOB_ECN_MARKS)
+PORT_COUNTERS = (names.SHIM_BAD_HEADER, names.SHIM_TRUNCATED)
+_CONNECTION_CODES = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"}
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    generation: int
+    entries: tuple[TableEntry, ...]
+    job_ids: tuple[int, ...] = ()
+
+
+@dataclass
+class AgentStats:
+    """What Status and /metrics report about one switch."""
+
+    connected: bool = False
+    primary: bool = False
+    pipeline: str = ""
+    applied_generation: int = -1  # -1: nothing applied yet (generation 0 is the defaults)
+    entries: dict[str, int] = field(default_factory=dict)
+    last_error: str = ""
+    pipeline_loads: int = 0  # the switch came up without our pipeline (new, restarted or replaced)
+    connects: int = 0
+    queue_error: str = ""
+    writes: dict[str, int] = field(default_factory=lambda: {"insert": 0, "modify": 0, "delete": 0})
+    write_rpcs: int = 0
+    reconcile_seconds: float = 0.0  # last reconcile, read-back included
+    counters: dict[str, dict[int, CounterValue]] = field(default_factory=dict)
+    counters_at: float = 0.0
+
+
+class Backoff:
+    def __init__(self, lo: float, hi: float) -> None:
+        self.lo, self.hi = lo, hi
+        self.current = lo
+
+    def next(self) -> float:
+        delay = self.current
+        self.current = min(self.hi, self.current * 2)
+        return delay
+
+    def reset(self) -> None:
+        self.current = self.lo
+
+
+class SwitchAgent:
+    def __init__(
+        self,
+        sw: SwitchConfig,
+        pipeline: Pipeline,
+        settings: ControllerSettings,
+        queue_adapter: QueueAdapter,
+        queues: Mapping[int, QueueSettings],
+        desired: DesiredState,
+    ) -> None:
+        self.config = sw
+        self.pipeline = pipeline
+        self.settings = settings
+        self.queue_adapter = queue_adapter
+        self.queues = dict(queues)
+        self.client = SwitchClient(
+            sw.name, sw.grpc_addr, pipeline, sw.device_id, sw.election_id or settings.election_id
+        )
+        self.stats = AgentStats()
+        self._desired = desired
+        self._desired_changed = asyncio.Event()
+        self._applied = asyncio.Condition()
+        self._installed: dict[EntryKey, TableEntry] | None = None  # model of the switch; None = read it
+        self._queues_ok = False
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    # ---- interface for the daemon ---------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.run(), name=f"agent:{self.name}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def set_desired(self, desired: DesiredState) -> None:
+        self._desired = desired
+        self._desired_changed.set()
+
+    @property
+    def desired(self) -> DesiredState:
+        return self._desired
+
+    async def wait_applied(self, generation: int, timeout_s: float) -> bool:
+        """True once this switch holds ``generation`` (or a later one); False on timeout."""
+        async with self._applied:
+            try:
+                await asyncio.wait_for(
+                    self._applied.wait_for(lambda: self.stats.applied_generation >= generation), timeout_s
+                )
+            except TimeoutError:
+                return False
+        return True
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        backoff = Backoff(self.settings.reconnect_min_s, self.settings.reconnect_max_s)
+        while True:
+            try:
+                await self.client.connect(timeout_s=max(5.0, self.settings.reconnect_max_s))
+                self.stats.connects += 1
+                self._set_link(True)
+                if not self.client.primary:
+                    await self._wait_for_primary(backoff.next())
+                    continue
+                backoff.reset()
+                await self._restore()
+                await self._serve()
+            except asyncio.CancelledError:
+                raise
+            except (SwitchError, QueueConfigError, grpc.RpcError, OSError) as exc:
+                self._error(str(exc))
+            except Exception as exc:  # a bug must not silently stop a switch's reconciliation forever
+                LOG.exception("%s: unexpected error", self.name)
+                self._error(f"internal error: {exc!r}")
+            finally:
+                await self.client.close()
+                self._set_link(False)
+            delay = backoff.next()
+            LOG.debug("%s: reconnecting in %.2gs", self.name, delay)
+            await asyncio.sleep(delay)
+
+    async def _wait_for_primary(self, delay: float) -> None:
+        """Another controller is primary: wait for finsy to report a promotion, else reconnect later."""
+        self._error(
+            f"not primary (election id {self.client.election_id}, primary holds {self.client.primary_election_id}); "
+            f"retrying in {delay:.2g}s"
+        )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.client.wait_role_change(), delay)
+        if self.client.primary:
+            LOG.info("%s: became primary", self.name)
+            await self._restore()
+            await self._serve()
+
+    async def _restore(self) -> None:
+        """Everything a fresh (or restarted) switch needs: pipeline, queues, all entries."""
+        t0 = time.monotonic()
+        if await self.client.load_pipeline():
+            self.stats.pipeline_loads += 1
+        self.stats.pipeline = self.pipeline.name
+        self._installed = None
+        await self._configure_queues()
+        d = await self._reconcile(full=True)
+        LOG.info("%s: in sync after %.0f ms (%s)", self.name, (time.monotonic() - t0) * 1000, d.summary())
+
+    async def _serve(self) -> None:
+        telemetry = asyncio.create_task(self._telemetry_loop(), name=f"telemetry:{self.name}")
+        retry = Backoff(self.settings.reconnect_min_s, self.settings.reconnect_max_s)
+        next_audit = time.monotonic() + self.settings.audit_interval_s
+        next_retry: float | None = None
+        try:
+            while True:
+                if not self.client.connected or not self.client.primary:
+                    self._error("connection lost" if not self.client.connected else "primary role lost")
+                    return
+                wake_at = next_audit if next_retry is None else min(next_audit, next_retry)
+                await self._wait_event(wake_at - time.monotonic())
+                if not self.client.connected or not self.client.primary:
+                    continue
+                now = time.monotonic()
+                try:
+                    if now >= next_audit:
+                        next_audit = now + self.settings.audit_interval_s
+                        await self._audit()
+                    elif self._desired_changed.is_set() or next_retry is not None:
+                        self._desired_changed.clear()
+                        await self._reconcile(full=self.settings.read_back_on_apply or next_retry is not None)
+                    next_retry = None
+                    retry.reset()
+                except SwitchError as exc:
+                    if exc.code in _CONNECTION_CODES:
+                        raise
+                    # E.g. a rejected batch: the switch may hold part of it. Re-read and retry.
+                    self._installed = None
+                    next_retry = time.monotonic() + retry.next()
+                    self._error(f"{exc} (retrying)")
+        finally:
+            telemetry.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await telemetry
+
+    async def _wait_event(self, timeout_s: float) -> None:
+        waits = [
+            asyncio.ensure_future(self._desired_changed.wait()),
+            asyncio.ensure_future(self.client.wait_role_change()),
+        ]
+        try:
+            await asyncio.wait(waits, timeout=max(0.0, timeout_s), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+
+    async def _audit(self) -> None:
+        """Repair drift: a pipeline replaced behind our back, entries changed by someone else."""
+        if not await self.client.has_our_pipeline():
+            LOG.warning("%s: pipeline missing or replaced; restoring", self.name)
+            self.stats.pipeline = ""
+            await self._restore()
+            return
+        if not self._queues_ok:
+            await self._configure_queues()
+        d = await self._reconcile(full=True)
+        if not d.empty:
+            LOG.warning("%s: audit repaired drift (%s)", self.name, d.summary())
+
+    async def _configure_queues(self) -> None:
+        try:
+            await self.queue_adapter.configure(self.queues)
+            self._queues_ok = True
+            self.stats.queue_error = ""
+        except QueueConfigError as exc:
+            # Entries matter more than shaping: keep going, retry at the next audit.
+            self._queues_ok = False
+            self.stats.queue_error = str(exc)
+            LOG.warning("%s: queue settings: %s", self.name, exc)
+
+    async def _reconcile(self, full: bool) -> Diff:
+        desired = self._desired
+        t0 = time.monotonic()
+        if full or self._installed is None:
+            self._installed = {e.key: e for e in await self.client.read_entries()}
+        d = diff(desired.entries, self._installed.values())
+        if not d.empty:
+            try:
+                self.stats.write_rpcs += await self.client.apply(d, self.settings.write_batch)
+            except SwitchError:
+                self._installed = None
+                raise
+            self._installed = apply_diff(self._installed.values(), d)
+            self.stats.writes["insert"] += len(d.inserts)
+            self.stats.writes["modify"] += len(d.modifies)
+            self.stats.writes["delete"] += len(d.deletes)
+            LOG.info("%s: generation %d written (%s)", self.name, desired.generation, d.summary())
+        self.stats.reconcile_seconds = time.monotonic() - t0
+        self.stats.entries = count_by_table(self._installed.values())
+        self.stats.last_error = ""
+        async with self._applied:
+            self.stats.applied_generation = desired.generation
+            self._applied.notify_all()
+        return d
+
+    # ---- telemetry ------------------------------------------------------------------------------
+
+    def counter_requests(self) -> dict[str, list[int]]:
+        job_size = self.pipeline.counter_size(names.JOB_PACKETS)
+        jobs = sorted({0, *(j for j in self._desired.job_ids if j < job_size)})
+        ports = sorted(p for p in self.config.port_numbers if p < self.pipeline.counter_size(names.SHIM_BAD_HEADER))
+        return {**{c: jobs for c in JOB_COUNTERS}, **{c: ports for c in PORT_COUNTERS}}
+
+    async def _telemetry_loop(self) -> None:
+        while True:
+            try:
+                self.stats.counters = await self.client.read_many_counters(self.counter_requests())
+                self.stats.counters_at = time.time()
+            except SwitchError as exc:
+                LOG.debug("%s: counter read failed: %s", self.name, exc)
+            await asyncio.sleep(self.settings.counter_interval_s)
+
+    # ---- status helpers -------------------------------------------------------------------------
+
+    def refresh(self) -> AgentStats:
+        """The stats with the live connection state."""
+        self.stats.connected = self.client.connected
+        self.stats.primary = self.client.primary
+        return self.stats
+
+    def _set_link(self, up: bool) -> None:
+        self.refresh()
+        if not up:
+            # Unknown until the next restore: a restarted switch holds nothing.
+            self.stats.pipeline = ""
+            self.stats.applied_generation = -1
+            self._installed = None
+
+    def _error(self, message: str) -> None:
+        """Record for Status; log only when it changes (a switch down for hours logs once)."""
+        if not message.startswith(f"{self.name}:"):
+            message = f"{self.name}: {message}"
+        if message != self.stats.last_error:
+            LOG.warning("%s", message)
+        self.stats.last_error = message

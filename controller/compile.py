@@ -1,0 +1,458 @@
+"""Intent + deployment file -> the table entries every switch should hold.
+
+Two steps, both pure: ``validate_intent`` turns the protobuf into a checked ``Policy`` (raising a
+``ValidationError`` that names the field), ``compile_switch`` turns a policy into ``TableEntry``
+values with the shared policy functions of mlfc/policy/ (never reimplemented here).
+
+Entry priorities (P4Runtime: higher wins) in ``job_priority``: an iteration window of a job beats the
+job-wide entry, which beats the job-0 guard, which beats the interleaving bands. In ``ecn_profile``
+a port's own profile beats the every-port profile; it covers all depths (``no_mark`` in its gaps)
+so the every-port ranges never leak into a port with its own profile.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from google.protobuf.message import Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from mlfc.controller import pipeline as names
+from mlfc.controller.config import MAX_PORT, DeploymentConfig, SwitchConfig, parse_prefix
+from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary, entry
+from mlfc.controller.errors import ValidationError, join
+from mlfc.controller.pipeline import Pipeline
+from mlfc.policy import drop, ecn, priority
+from mlfc.policy.priority import PolicyError
+from mlfc.proto import intent_pb2 as pb
+
+MAX_JOB_ID = 0xFFFF  # bit<16> job_id_t; 0 means "no job"
+MAX_ITERATION = priority.MAX_ITERATION
+PORT_MASK = 0x1FF  # bit<9>
+IPV4_MASK = 0xFFFFFFFF
+
+# job_priority entry priorities: higher wins (windows > job > job-0 guard > interleaving bands).
+PRIO_WINDOW = 40
+PRIO_JOB = 30
+PRIO_NO_JOB_GUARD = 20
+PRIO_BAND = 10
+# ecn_profile: a port's own profile beats the every-port profile.
+PRIO_ECN_PORT = 2
+PRIO_ECN_ANY = 1
+# Tables with ternary/range keys need a non-zero priority even when entries never overlap.
+PRIO_SINGLE = 1
+
+EVERY_SWITCH = ""
+EVERY_PORT = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    first: int
+    last: int
+    priority: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlowMatch:
+    src: ipaddress.IPv4Network | None
+    dst: ipaddress.IPv4Network | None
+    protocol: int
+    src_port: int
+    dst_port: int
+
+    @property
+    def specificity(self) -> int:
+        """Number of matched bits: a more specific flow entry wins over a broader one."""
+        return (
+            (self.src.prefixlen if self.src else 0)
+            + (self.dst.prefixlen if self.dst else 0)
+            + (8 if self.protocol else 0)
+            + (16 if self.src_port else 0)
+            + (16 if self.dst_port else 0)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    job_id: int
+    priority: int
+    windows: tuple[Window, ...] = ()
+    flows: tuple[FlowMatch, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A validated intent with the deployment defaults filled in."""
+
+    jobs: tuple[Job, ...] = ()
+    drop_policy: drop.DropPolicy = field(default_factory=drop.DropPolicy)
+    # (switch or "", port or 0) -> profile; ("", 0) always present (the deployment default).
+    ecn: Mapping[tuple[str, int], ecn.EcnProfile] = field(default_factory=dict)
+    interleaving: bool = False
+    source: str = ""
+
+    def ecn_for_switch(self, switch: str) -> dict[int, ecn.EcnProfile]:
+        """port -> profile for one switch (port 0: every port); a named switch beats ``""``."""
+        ports: dict[int, ecn.EcnProfile] = {}
+        for (sw, port), profile in self.ecn.items():
+            if sw == EVERY_SWITCH and port not in ports:
+                ports[port] = profile
+        for (sw, port), profile in self.ecn.items():
+            if sw == switch:
+                ports[port] = profile
+        return ports
+
+
+@dataclass(frozen=True)
+class CompiledIntent:
+    policy: Policy
+    entries: Mapping[str, tuple[TableEntry, ...]]  # switch name -> desired entries
+
+    @property
+    def entries_per_switch(self) -> int:
+        return max((len(e) for e in self.entries.values()), default=0)
+
+
+# ---- validation ---------------------------------------------------------------------------------
+
+
+def validate_intent(intent: pb.Intent, config: DeploymentConfig) -> Policy:
+    """Check every field of ``intent``; raise ``ValidationError`` naming the first bad one."""
+    _reject_unknown_fields(intent, "")
+    jobs = tuple(_job(j, join("jobs", i)) for i, j in enumerate(intent.jobs))
+    _check_jobs_disjoint(jobs)
+
+    drop_policy = config.defaults.drop_policy
+    if intent.HasField("drop_policy"):
+        drop_policy = _policy_call(
+            lambda: drop.DropPolicy(tuple(intent.drop_policy.level_depths), tuple(intent.drop_policy.min_importance)),
+            "drop_policy",
+        )
+
+    ecn_map: dict[tuple[str, int], ecn.EcnProfile] = {(EVERY_SWITCH, EVERY_PORT): config.defaults.ecn}
+    seen: dict[tuple[str, int], int] = {}
+    for i, port_ecn in enumerate(intent.ecn):
+        path = join("ecn", i)
+        key = _ecn_target(port_ecn, path, config)
+        if key in seen:
+            raise ValidationError(path, f"same switch/port as ecn[{seen[key]}]")
+        seen[key] = i
+        if not port_ecn.HasField("profile"):
+            raise ValidationError(join(path, "profile"), "required")
+        p = port_ecn.profile
+        ecn_map[key] = _policy_call(lambda p=p: ecn.EcnProfile(p.kmin, p.kmax, p.pmax), join(path, "profile"))
+
+    interleaving = intent.interleaving or config.defaults.interleaving
+    return Policy(jobs, drop_policy, ecn_map, interleaving, intent.source)
+
+
+def default_policy(config: DeploymentConfig) -> Policy:
+    """What the switches hold before any intent arrives: the deployment file's defaults."""
+    return validate_intent(pb.Intent(), config)
+
+
+def _reject_unknown_fields(msg: Message, path: str) -> None:
+    """A newer client's field we do not understand must not be silently dropped."""
+    unknown = UnknownFieldSet(msg)
+    if len(unknown):
+        numbers = sorted({f.field_number for f in unknown})
+        where = path or type(msg).__name__
+        raise ValidationError(where, f"unknown field number(s) {numbers} in {type(msg).__name__}")
+    for fd, value in msg.ListFields():
+        if fd.message_type is None or fd.message_type.GetOptions().map_entry:
+            continue
+        if fd.is_repeated:
+            for i, item in enumerate(value):
+                _reject_unknown_fields(item, join(join(path, fd.name), i))
+        else:
+            _reject_unknown_fields(value, join(path, fd.name))
+
+
+def _job(j: pb.JobIntent, path: str) -> Job:
+    if j.job_id == 0:
+        raise ValidationError(join(path, "job_id"), "0 means 'no job' on the switch; job ids are 1..65535")
+    if j.job_id > MAX_JOB_ID:
+        raise ValidationError(join(path, "job_id"), f"{j.job_id} out of range 1..{MAX_JOB_ID}")
+    prio = _priority(j.priority, join(path, "priority"))
+    windows: list[Window] = []
+    for k, w in enumerate(j.windows):
+        wpath = join(join(path, "windows"), k)
+        if w.first > w.last:
+            raise ValidationError(join(wpath, "first"), f"first={w.first} > last={w.last}")
+        window = Window(w.first, w.last, _priority(w.priority, join(wpath, "priority")))
+        for m, other in enumerate(windows):
+            if window.first <= other.last and other.first <= window.last:
+                raise ValidationError(wpath, f"iterations {w.first}..{w.last} overlap windows[{m}]")
+        windows.append(window)
+    flows = tuple(_flow(f, join(join(path, "flows"), k)) for k, f in enumerate(j.flows))
+    return Job(j.job_id, prio, tuple(windows), flows)
+
+
+def _priority(value: int, path: str) -> int:
+    return _policy_call(lambda: priority.check_job_priority(value, path.rsplit(".", 1)[-1]), path)
+
+
+def _flow(f: pb.Flow, path: str) -> FlowMatch:
+    src = parse_prefix(f.src, join(path, "src")) if f.src else None
+    dst = parse_prefix(f.dst, join(path, "dst")) if f.dst else None
+    if f.protocol > 0xFF:
+        raise ValidationError(join(path, "protocol"), f"{f.protocol} out of range 0..255")
+    for name in ("src_port", "dst_port"):
+        if getattr(f, name) > 0xFFFF:
+            raise ValidationError(join(path, name), f"{getattr(f, name)} out of range 0..65535")
+    return FlowMatch(src, dst, f.protocol, f.src_port, f.dst_port)
+
+
+def _check_jobs_disjoint(jobs: tuple[Job, ...]) -> None:
+    by_id: dict[int, int] = {}
+    by_flow: dict[FlowMatch, str] = {}
+    for i, job in enumerate(jobs):
+        if job.job_id in by_id:
+            raise ValidationError(
+                join(join("jobs", i), "job_id"), f"duplicate of jobs[{by_id[job.job_id]}] ({job.job_id})"
+            )
+        by_id[job.job_id] = i
+        for k, flow in enumerate(job.flows):
+            where = f"jobs[{i}].flows[{k}]"
+            if flow in by_flow:
+                raise ValidationError(where, f"same 5-tuple as {by_flow[flow]}")
+            by_flow[flow] = where
+
+
+def _ecn_target(port_ecn: pb.PortEcn, path: str, config: DeploymentConfig) -> tuple[str, int]:
+    sw_name = port_ecn.switch
+    if sw_name != EVERY_SWITCH and sw_name not in config.switch_names:
+        known = ", ".join(config.switch_names)
+        raise ValidationError(join(path, "switch"), f"unknown switch {sw_name!r} (known: {known})")
+    port = port_ecn.port
+    if port > MAX_PORT:
+        raise ValidationError(join(path, "port"), f"{port} out of range 0..{MAX_PORT} (0: every port)")
+    if port != EVERY_PORT and sw_name != EVERY_SWITCH:
+        ports = config.switch(sw_name).port_numbers
+        if ports and port not in ports:
+            raise ValidationError(join(path, "port"), f"{port} is not a port of {sw_name} ({list(ports)})")
+    return (sw_name, port)
+
+
+def _policy_call(build, path: str):  # type: ignore[no-untyped-def]
+    try:
+        return build()
+    except PolicyError as exc:
+        raise ValidationError(path, str(exc)) from None
+
+
+# ---- compilation ----------------------------------------------------------------------------
+
+
+def compile_intent(intent: pb.Intent, config: DeploymentConfig, pipeline: Pipeline | None = None) -> CompiledIntent:
+    """Validate, then compile for every switch; with ``pipeline``, also check table capacities."""
+    policy = validate_intent(intent, config)
+    return compile_policy(policy, config, pipeline)
+
+
+def compile_policy(policy: Policy, config: DeploymentConfig, pipeline: Pipeline | None = None) -> CompiledIntent:
+    per_switch = {sw.name: tuple(compile_switch(policy, sw)) for sw in config.switches}
+    if pipeline is not None:
+        for sw_name, entries in per_switch.items():
+            check_capacity(entries, pipeline, sw_name)
+    return CompiledIntent(policy, per_switch)
+
+
+def compile_switch(policy: Policy, sw: SwitchConfig) -> list[TableEntry]:
+    """Every entry one switch should hold: its static routes plus the policy."""
+    out: list[TableEntry] = []
+    out += route_entries(sw)
+    out += flow_entries(policy.jobs)
+    out += job_priority_entries(policy.jobs, policy.interleaving)
+    out += drop_entries(policy.drop_policy)
+    out += ecn_entries(policy.ecn_for_switch(sw.name))
+    return out
+
+
+def route_entries(sw: SwitchConfig) -> list[TableEntry]:
+    out = []
+    for i, r in enumerate(sw.routes_v4):
+        # A /0 route is the LPM don't-care: P4Runtime wants the field omitted.
+        match = (
+            {"hdr.ipv4.dst_addr": Lpm(int(r.prefix.network_address), r.prefix.prefixlen)} if r.prefix.prefixlen else {}
+        )
+        out.append(
+            entry(
+                names.ROUTES_V4,
+                match,
+                names.SET_NEXT_HOP,
+                {"port": r.port, "src_mac": r.src_mac, "dst_mac": r.dst_mac},
+                origin=f"{sw.name}.routes_v4[{i}]",
+            )
+        )
+    return out
+
+
+def flow_entries(jobs: tuple[Job, ...]) -> list[TableEntry]:
+    out = []
+    for job in jobs:
+        for k, f in enumerate(job.flows):
+            match: dict[str, Match] = {}
+            if f.src and f.src.prefixlen:
+                match["hdr.ipv4.src_addr"] = Ternary(int(f.src.network_address), int(f.src.netmask))
+            if f.dst and f.dst.prefixlen:
+                match["hdr.ipv4.dst_addr"] = Ternary(int(f.dst.network_address), int(f.dst.netmask))
+            if f.protocol:
+                match["hdr.ipv4.protocol"] = Ternary(f.protocol, 0xFF)
+            if f.src_port:
+                match["meta.l4_src_port"] = Ternary(f.src_port, 0xFFFF)
+            if f.dst_port:
+                match["meta.l4_dst_port"] = Ternary(f.dst_port, 0xFFFF)
+            out.append(
+                entry(
+                    names.FLOWS,
+                    match,
+                    names.SET_JOB,
+                    {"job_id": job.job_id},
+                    priority=1 + f.specificity,
+                    origin=f"job {job.job_id} flows[{k}]",
+                )
+            )
+    return out
+
+
+def job_priority_entries(jobs: tuple[Job, ...], interleaving: bool) -> list[TableEntry]:
+    out = []
+    for job in jobs:
+        job_match = {"meta.job_id": Ternary(job.job_id, 0xFFFF)}
+        out.append(
+            entry(
+                names.JOB_PRIORITY,
+                job_match,
+                names.SET_PRIORITY,
+                {"priority": job.priority},
+                PRIO_JOB,
+                origin=f"job {job.job_id}",
+            )
+        )
+        for k, w in enumerate(job.windows):
+            match: dict[str, Match] = dict(job_match)
+            if (w.first, w.last) != (0, MAX_ITERATION):  # the full range is a don't-care: omitted
+                match["meta.iteration"] = Range(w.first, w.last)
+            out.append(
+                entry(
+                    names.JOB_PRIORITY,
+                    match,
+                    names.SET_PRIORITY,
+                    {"priority": w.priority},
+                    PRIO_WINDOW,
+                    origin=f"job {job.job_id} windows[{k}]",
+                )
+            )
+    if interleaving:
+        # Untagged/unknown traffic (job 0) has progress 0 and would otherwise fall into band 0.
+        out.append(
+            entry(
+                names.JOB_PRIORITY,
+                {"meta.job_id": Ternary(0, 0xFFFF)},
+                names.SET_PRIORITY,
+                {"priority": priority.PRIORITY_DEFAULT},
+                PRIO_NO_JOB_GUARD,
+                origin="interleaving: job 0",
+            )
+        )
+        for band in priority.interleaving_bands():
+            out.append(
+                entry(
+                    names.JOB_PRIORITY,
+                    {"meta.progress": Range(band.lo, band.hi)},
+                    names.SET_PRIORITY,
+                    {"priority": band.priority},
+                    PRIO_BAND,
+                    origin=f"interleaving band {band.lo}..{band.hi}",
+                )
+            )
+    return out
+
+
+def drop_entries(policy: drop.DropPolicy) -> list[TableEntry]:
+    out = []
+    for lo, hi, level in drop.level_ranges(policy):
+        out.append(
+            entry(
+                names.CONGESTION_LEVELS,
+                {"std_meta.deq_qdepth": Range(lo, hi)},
+                names.SET_LEVEL,
+                {"l": level},
+                PRIO_SINGLE,
+                origin=f"drop level {level}",
+            )
+        )
+    for level in range(1, drop.NUM_LEVELS):
+        out.append(
+            entry(
+                names.DROP_THRESHOLD,
+                {"meta.level": Exact(level)},
+                names.SET_MIN_IMPORTANCE,
+                {"importance": policy.min_importance[level]},
+                PRIO_SINGLE,
+                origin=f"drop threshold {level}",
+            )
+        )
+    return out
+
+
+def ecn_entries(profiles: Mapping[int, ecn.EcnProfile]) -> list[TableEntry]:
+    out = []
+    for port, profile in sorted(profiles.items()):
+        ranges = ecn.compile_profile(profile)
+        match_port: dict[str, Match] = {}
+        prio = PRIO_ECN_ANY
+        if port != EVERY_PORT:
+            match_port = {"std_meta.egress_port": Ternary(port, PORT_MASK)}
+            prio = PRIO_ECN_PORT
+        origin = f"ecn port {port or 'any'}"
+        for r in ranges:
+            match = {**match_port, "std_meta.enq_qdepth": Range(r.lo, r.hi)}
+            if r.always:
+                out.append(entry(names.ECN_PROFILE, match, names.MARK_ALWAYS, {}, prio, origin))
+            else:
+                out.append(
+                    entry(
+                        names.ECN_PROFILE, match, names.MARK_WITH_PROBABILITY, {"threshold": r.threshold}, prio, origin
+                    )
+                )
+        if port != EVERY_PORT:
+            for lo, hi in _gaps(ranges):
+                match = dict(match_port)
+                if (lo, hi) != (0, ecn.MAX_QDEPTH):  # the full range is a don't-care: omitted
+                    match["std_meta.enq_qdepth"] = Range(lo, hi)
+                out.append(entry(names.ECN_PROFILE, match, names.NO_MARK, {}, prio, origin))
+    return out
+
+
+def _gaps(ranges: list[ecn.MarkRange]) -> list[tuple[int, int]]:
+    """Depths in 0..MAX_QDEPTH not covered by ``ranges`` (sorted, disjoint)."""
+    gaps = []
+    nxt = 0
+    for r in ranges:
+        if r.lo > nxt:
+            gaps.append((nxt, r.lo - 1))
+        nxt = r.hi + 1
+    if nxt <= ecn.MAX_QDEPTH:
+        gaps.append((nxt, ecn.MAX_QDEPTH))
+    return gaps
+
+
+def check_capacity(entries: tuple[TableEntry, ...], pipeline: Pipeline, switch: str) -> None:
+    counts: dict[str, int] = {}
+    for e in entries:
+        counts[e.table] = counts.get(e.table, 0) + 1
+    for table, n in counts.items():
+        size = pipeline.table_size(table)
+        if size and n > size:
+            field_name = {
+                names.FLOWS: "jobs.flows",
+                names.JOB_PRIORITY: "jobs",
+                names.ROUTES_V4: "routes_v4",
+                names.ECN_PROFILE: "ecn",
+            }.get(table, table)
+            raise ValidationError(field_name, f"{switch}: {n} entries for {table} exceed its size {size}")

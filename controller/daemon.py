@@ -1,0 +1,169 @@
+"""The controller daemon: one agent per switch, the intent API, the metrics endpoint.
+
+Write semantics of an intent (docs/controller.md): validate and compile it for every switch first
+(a bad intent raises ``ValidationError`` and changes nothing); then it becomes the desired state
+(a new generation) and each switch's agent diffs and writes it. A switch that fails a write, is
+unreachable or restarts keeps being reconciled until it holds the current generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+import grpc
+
+from mlfc.controller.agent import JOB_COUNTERS, DesiredState, SwitchAgent
+from mlfc.controller.compile import CompiledIntent, compile_intent, compile_policy, default_policy
+from mlfc.controller.config import DeploymentConfig
+from mlfc.controller.intent_server import start_intent_server
+from mlfc.controller.metrics import start_metrics_server
+from mlfc.controller.pipeline import JOB_DROPS, JOB_ECN_MARKS, JOB_PACKETS, Pipeline
+from mlfc.controller.thrift import adapter_for, queue_settings
+from mlfc.proto import intent_pb2 as pb
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    generation: int
+    entries: int  # per switch (the largest switch's count)
+    unconverged: tuple[str, ...]  # connected switches that did not confirm in time
+
+
+class Daemon:
+    def __init__(self, config: DeploymentConfig, pipeline: Pipeline | None = None) -> None:
+        self.config = config
+        self.pipeline = pipeline or Pipeline.load(config.p4info, config.device_config)
+        self.generation = 0  # generation 0: the deployment file's defaults, before any intent
+        self.intent = pb.Intent()
+        self.compiled: CompiledIntent = compile_policy(default_policy(config), config, self.pipeline)
+        self.started_at = time.time()
+        self.agents: dict[str, SwitchAgent] = {
+            sw.name: SwitchAgent(
+                sw,
+                self.pipeline,
+                config.controller,
+                adapter_for(sw),
+                queue_settings(sw, config.defaults.queue),
+                self._desired_for(sw.name),
+            )
+            for sw in config.switches
+        }
+        self._apply_lock = asyncio.Lock()
+        self._stop = asyncio.Event()
+        self._grpc_server: grpc.aio.Server | None = None
+        self._metrics_server: object | None = None
+        self.intent_port: int | None = None
+        self.metrics_port: int | None = None
+
+    def _desired_for(self, switch: str) -> DesiredState:
+        job_ids = tuple(j.job_id for j in self.compiled.policy.jobs)
+        return DesiredState(self.generation, self.compiled.entries[switch], job_ids)
+
+    # ---- intents --------------------------------------------------------------------------------
+
+    async def apply(self, intent: pb.Intent, timeout_s: float | None = None) -> ApplyResult:
+        """Validate + compile (raises ``ValidationError``), publish, then wait up to ``timeout_s``
+        for every connected switch to hold it."""
+        async with self._apply_lock:
+            compiled = compile_intent(intent, self.config, self.pipeline)
+            self.generation += 1
+            self.intent = pb.Intent()
+            self.intent.CopyFrom(intent)
+            self.compiled = compiled
+            generation = self.generation
+            for name, agent in self.agents.items():
+                agent.set_desired(self._desired_for(name))
+        LOG.info(
+            "intent generation %d accepted from %r: %d job(s), %d entries per switch",
+            generation,
+            intent.source,
+            len(compiled.policy.jobs),
+            compiled.entries_per_switch,
+        )
+        timeout_s = self.config.controller.apply_timeout_s if timeout_s is None else timeout_s
+        live = [a for a in self.agents.values() if a.client.primary]
+        done = await asyncio.gather(*(a.wait_applied(generation, timeout_s) for a in live))
+        unconverged = tuple(a.name for a, ok in zip(live, done, strict=True) if not ok)
+        if unconverged:
+            LOG.warning("generation %d not confirmed within %.1fs by %s", generation, timeout_s, ", ".join(unconverged))
+        return ApplyResult(generation, compiled.entries_per_switch, unconverged)
+
+    def status(self) -> pb.StatusReply:
+        reply = pb.StatusReply(generation=self.generation)
+        totals: dict[int, dict[str, int]] = {}
+        for agent in self.agents.values():
+            st = agent.refresh()
+            reply.switches.append(
+                pb.SwitchStatus(
+                    name=agent.name,
+                    connected=st.connected,
+                    primary=st.primary,
+                    pipeline=st.pipeline if st.connected else "",
+                    applied_generation=max(0, st.applied_generation),
+                    entries=st.entries,
+                    last_error=st.last_error or st.queue_error,
+                )
+            )
+            for counter in JOB_COUNTERS:
+                for job, value in st.counters.get(counter, {}).items():
+                    t = totals.setdefault(job, {"packets": 0, "bytes": 0, "ecn_marks": 0, "drops": 0})
+                    if counter == JOB_PACKETS:
+                        t["packets"] += value.packets
+                        t["bytes"] += value.bytes
+                    elif counter == JOB_ECN_MARKS:
+                        t["ecn_marks"] += value.packets
+                    elif counter == JOB_DROPS:
+                        t["drops"] += value.packets
+        for job, t in sorted(totals.items()):
+            reply.jobs.append(pb.JobCounters(job_id=job, **t))
+        return reply
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        LOG.info("pipeline %s (%s); %d switch(es)", self.pipeline.name, self.pipeline.p4info_path, len(self.agents))
+        self._grpc_server, self.intent_port = await start_intent_server(self, self.config.controller.intent_addr)
+        self._metrics_server, self.metrics_port = start_metrics_server(self, self.config.controller.metrics_addr)
+        for agent in self.agents.values():
+            agent.start()
+        LOG.info("intent API on %s, metrics on %s", self.intent_address, self.metrics_address)
+
+    @property
+    def intent_address(self) -> str:
+        host = self.config.controller.intent_addr.rsplit(":", 1)[0]
+        return f"{host}:{self.intent_port}"
+
+    @property
+    def metrics_address(self) -> str:
+        host = self.config.controller.metrics_addr.rsplit(":", 1)[0]
+        return f"{host}:{self.metrics_port}"
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Start, serve until ``request_stop()``, stop."""
+        await self.start()
+        try:
+            await self._stop.wait()
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        for agent in self.agents.values():
+            await agent.stop()
+        if self._grpc_server is not None:
+            await self._grpc_server.stop(grace=0.5)
+            self._grpc_server = None
+        if self._metrics_server is not None:
+            with contextlib.suppress(Exception):
+                self._metrics_server.shutdown()  # type: ignore[attr-defined]
+                self._metrics_server.server_close()  # type: ignore[attr-defined]
+            self._metrics_server = None
+        LOG.info("stopped")

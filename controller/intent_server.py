@@ -1,0 +1,55 @@
+"""The intent API (mlfc/proto/intent.proto) served with grpc.aio on the daemon's event loop."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import grpc
+
+from mlfc.controller.errors import ValidationError
+from mlfc.proto import intent_pb2 as pb
+from mlfc.proto import intent_pb2_grpc as pb_grpc
+
+if TYPE_CHECKING:
+    from mlfc.controller.daemon import Daemon
+
+LOG = logging.getLogger(__name__)
+
+UNCONVERGED_METADATA = "mlfc-unconverged"  # trailing metadata: switches that did not confirm in time
+
+
+class IntentServicer(pb_grpc.IntentServiceServicer):
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+
+    async def Apply(self, request: pb.Intent, context: grpc.aio.ServicerContext) -> pb.ApplyReply:
+        timeout_s = self.daemon.config.controller.apply_timeout_s
+        remaining = context.time_remaining()
+        if remaining is not None:
+            timeout_s = max(0.0, min(timeout_s, remaining - 0.05))  # answer before the caller gives up
+        try:
+            result = await self.daemon.apply(request, timeout_s)
+        except ValidationError as exc:
+            LOG.warning("intent from %r rejected: %s", request.source, exc)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        if result.unconverged:
+            context.set_trailing_metadata(((UNCONVERGED_METADATA, ",".join(result.unconverged)),))
+        return pb.ApplyReply(generation=result.generation, entries=result.entries)
+
+    async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext) -> pb.GetReply:
+        return pb.GetReply(intent=self.daemon.intent, generation=self.daemon.generation)
+
+    async def Status(self, request: pb.StatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusReply:
+        return self.daemon.status()
+
+
+async def start_intent_server(daemon: Daemon, addr: str) -> tuple[grpc.aio.Server, int]:
+    """Bind ``addr`` (host:port; port 0 picks a free one) and start serving; returns (server, port)."""
+    server = grpc.aio.server()
+    pb_grpc.add_IntentServiceServicer_to_server(IntentServicer(daemon), server)
+    port = server.add_insecure_port(addr)
+    if port == 0:
+        raise OSError(f"cannot listen on {addr}")
+    await server.start()
+    return server, port

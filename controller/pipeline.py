@@ -1,0 +1,228 @@
+"""The compiled pipeline (P4Info + BMv2 JSON) and the names the controller relies on.
+
+The table/action/counter names below are the contract of docs/dataplane.md. ``Pipeline`` loads the
+artifacts once into a finsy ``P4Schema``, checks the contract against the P4Info (so a renamed
+table fails at start-up, not at the first write), and converts ``TableEntry`` values to and from
+P4Runtime protobufs: encoding goes through finsy (``P4TableEntry.encode_entry``), decoding reads
+the protobuf ids directly because it is on the hot path of every read-back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import finsy as fy
+from finsy.p4schema import P4MatchType
+from finsy.proto import p4r
+
+from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary
+
+# ---- the dataplane contract (docs/dataplane.md) ---------------------------------------------
+
+ROUTES_V4 = "MlfcIngress.forwarding.routes_v4"
+FLOWS = "MlfcIngress.classifier.flows"
+JOB_PRIORITY = "MlfcIngress.queueing.job_priority"
+DROP_THRESHOLD = "MlfcIngress.selective_drop.drop_threshold"
+CONGESTION_LEVELS = "MlfcEgress.congestion.congestion_levels"
+ECN_PROFILE = "MlfcEgress.ecn.ecn_profile"
+
+SET_NEXT_HOP = "MlfcIngress.forwarding.set_next_hop"
+SET_JOB = "MlfcIngress.classifier.set_job"
+SET_PRIORITY = "MlfcIngress.queueing.set_priority"
+SET_MIN_IMPORTANCE = "MlfcIngress.selective_drop.set_min_importance"
+SET_LEVEL = "MlfcEgress.congestion.set_level"
+MARK_WITH_PROBABILITY = "MlfcEgress.ecn.mark_with_probability"
+MARK_ALWAYS = "MlfcEgress.ecn.mark_always"
+NO_MARK = "MlfcEgress.ecn.no_mark"
+
+JOB_PACKETS = "MlfcIngress.stats.job_packets"
+JOB_DROPS = "MlfcIngress.selective_drop.job_drops"
+JOB_ECN_MARKS = "MlfcEgress.ecn.job_ecn_marks"
+SHIM_BAD_HEADER = "MlfcIngress.stats.shim_bad_header"
+SHIM_TRUNCATED = "MlfcIngress.stats.shim_truncated"
+
+# table -> {match field: kind}; the compiler only emits these fields.
+TABLE_KEYS: dict[str, dict[str, str]] = {
+    ROUTES_V4: {"hdr.ipv4.dst_addr": "lpm"},
+    FLOWS: {
+        "hdr.ipv4.src_addr": "ternary",
+        "hdr.ipv4.dst_addr": "ternary",
+        "hdr.ipv4.protocol": "ternary",
+        "meta.l4_src_port": "ternary",
+        "meta.l4_dst_port": "ternary",
+    },
+    JOB_PRIORITY: {"meta.job_id": "ternary", "meta.iteration": "range", "meta.progress": "range"},
+    DROP_THRESHOLD: {"std_meta.egress_spec": "ternary", "meta.level": "exact"},
+    CONGESTION_LEVELS: {"std_meta.egress_port": "ternary", "std_meta.deq_qdepth": "range"},
+    ECN_PROFILE: {"std_meta.egress_port": "ternary", "meta.priority": "ternary", "std_meta.enq_qdepth": "range"},
+}
+TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
+    ROUTES_V4: (SET_NEXT_HOP,),
+    FLOWS: (SET_JOB,),
+    JOB_PRIORITY: (SET_PRIORITY,),
+    DROP_THRESHOLD: (SET_MIN_IMPORTANCE,),
+    CONGESTION_LEVELS: (SET_LEVEL,),
+    ECN_PROFILE: (MARK_WITH_PROBABILITY, MARK_ALWAYS, NO_MARK),
+}
+COUNTERS = (JOB_PACKETS, JOB_DROPS, JOB_ECN_MARKS, SHIM_BAD_HEADER, SHIM_TRUNCATED)
+TABLES = tuple(TABLE_KEYS)
+
+_KINDS = {
+    P4MatchType.EXACT: "exact",
+    P4MatchType.LPM: "lpm",
+    P4MatchType.TERNARY: "ternary",
+    P4MatchType.RANGE: "range",
+    P4MatchType.OPTIONAL: "optional",
+}
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_P4INFO = Path("p4src/build/mlfc.p4info.txtpb")
+DEFAULT_BMV2_JSON = Path("p4src/build/mlfc.json")
+
+
+class PipelineError(RuntimeError):
+    """The artifacts are missing or do not carry the tables/actions/counters the controller needs."""
+
+
+def default_artifact(relative: Path) -> Path:
+    """``p4src/build/...`` relative to the working directory, else to this repository checkout."""
+    return relative.resolve() if relative.exists() else REPO_ROOT / relative
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Loaded artifacts: the P4Info schema (names, ids, widths) and the device config bytes."""
+
+    p4info_path: Path
+    device_config_path: Path
+    schema: fy.P4Schema
+
+    @classmethod
+    def load(cls, p4info: Path | str | None = None, device_config: Path | str | None = None) -> Pipeline:
+        p4info_path = Path(p4info) if p4info else default_artifact(DEFAULT_P4INFO)
+        config_path = Path(device_config) if device_config else default_artifact(DEFAULT_BMV2_JSON)
+        for what, path in (("P4Info", p4info_path), ("BMv2 JSON", config_path)):
+            if not path.is_file():
+                raise PipelineError(f"{what} not found: {path} (run `make p4`)")
+        try:
+            schema = fy.P4Schema(p4info_path, config_path)
+            schema.p4info  # noqa: B018 - parse now so a bad file fails here
+        except Exception as exc:
+            raise PipelineError(f"cannot load {p4info_path}: {exc}") from exc
+        pipeline = cls(p4info_path, config_path, schema)
+        pipeline.check_contract()
+        return pipeline
+
+    @property
+    def name(self) -> str:
+        """What the switch reports as loaded: the P4Info package name (or file stem) and cookie."""
+        return f"{self.schema.name or self.p4info_path.name.split('.')[0]}@{self.cookie:#018x}"
+
+    @property
+    def cookie(self) -> int:
+        return self.schema.p4cookie
+
+    # ---- contract ---------------------------------------------------------------------------
+
+    def check_contract(self) -> None:
+        """Fail early with every missing or changed name listed."""
+        problems: list[str] = []
+        for table_name, keys in TABLE_KEYS.items():
+            table = self.schema.tables.get(table_name)
+            if table is None:
+                problems.append(f"table {table_name} missing")
+                continue
+            for field_name, kind in keys.items():
+                fld = table.match_fields.get(field_name)
+                if fld is None:
+                    problems.append(f"{table_name}: match field {field_name} missing")
+                elif _KINDS.get(fld.match_type) != kind:
+                    problems.append(f"{table_name}: {field_name} is {fld.match_type}, expected {kind}")
+            for action in TABLE_ACTIONS[table_name]:
+                if table.actions.get(action) is None:
+                    problems.append(f"{table_name}: action {action} missing")
+        for counter in COUNTERS:
+            if self.schema.counters.get(counter) is None:
+                problems.append(f"counter {counter} missing")
+        if problems:
+            raise PipelineError(f"{self.p4info_path} does not match docs/dataplane.md: " + "; ".join(problems))
+
+    def table_size(self, table: str) -> int:
+        return self.schema.tables[table].size
+
+    def counter_size(self, counter: str) -> int:
+        return self.schema.counters[counter].size
+
+    def field_width(self, table: str, field_name: str) -> int:
+        return self.schema.tables[table].match_fields[field_name].bitwidth
+
+    # ---- encoding -----------------------------------------------------------------------------
+
+    def encode(self, e: TableEntry) -> p4r.TableEntry:
+        """``TableEntry`` -> P4Runtime ``TableEntry`` (finsy checks names and widths)."""
+        match = fy.P4TableMatch({name: _finsy_value(m) for name, m in e.match})
+        action = fy.P4TableAction(e.action, **dict(e.params))
+        return fy.P4TableEntry(e.table, match=match, action=action, priority=e.priority).encode_entry(self.schema)
+
+    @cached_property
+    def _names_by_id(
+        self,
+    ) -> tuple[dict[int, tuple[str, dict[int, tuple[str, int]]]], dict[int, tuple[str, dict[int, str]]]]:
+        """table id -> (name, {field id: (name, max value)}), action id -> (name, {param id: name})."""
+        tables = {
+            t.id: (t.name, {f.id: (f.name, (1 << f.bitwidth) - 1) for f in t.match_fields}) for t in self.schema.tables
+        }
+        actions = {a.id: (a.name, {p.id: p.name for p in a.params}) for a in self.schema.actions}
+        return tables, actions
+
+    def decode(self, msg: p4r.TableEntry) -> TableEntry:
+        """P4Runtime ``TableEntry`` -> ``TableEntry`` with full P4Info names."""
+        tables, actions = self._names_by_id
+        table_name, fields = tables[msg.table_id]
+        match: list[tuple[str, Match]] = []
+        for fm in msg.match:
+            name, full = fields[fm.field_id]
+            kind = fm.WhichOneof("field_match_type")
+            # BMv2 reads back omitted (don't-care) fields as full ranges / zero masks: drop them again.
+            if kind == "ternary":
+                mask = _int(fm.ternary.mask)
+                if mask:
+                    match.append((name, Ternary(_int(fm.ternary.value), mask)))
+            elif kind == "range":
+                lo, hi = _int(fm.range.low), _int(fm.range.high)
+                if (lo, hi) != (0, full):
+                    match.append((name, Range(lo, hi)))
+            elif kind == "exact":
+                match.append((name, Exact(_int(fm.exact.value))))
+            elif kind == "lpm":
+                if fm.lpm.prefix_len:
+                    match.append((name, Lpm(_int(fm.lpm.value), fm.lpm.prefix_len)))
+            else:
+                raise PipelineError(f"{table_name}: unsupported match kind {kind}")
+        action_msg = msg.action.action
+        action_name, params = actions[action_msg.action_id]
+        values = tuple(sorted((params[p.param_id], _int(p.value)) for p in action_msg.params))
+        return TableEntry(table_name, tuple(sorted(match)), action_name, values, msg.priority)
+
+    def decode_all(self, msgs: Iterable[p4r.TableEntry]) -> list[TableEntry]:
+        return [self.decode(m) for m in msgs]
+
+
+def _int(data: bytes) -> int:
+    return int.from_bytes(data, "big")
+
+
+def _finsy_value(m: Match) -> object:
+    match m:
+        case Exact(v):
+            return v
+        case Lpm(v, p):
+            return (v, p)
+        case Ternary(v, mask):
+            return (v, mask)
+        case Range(lo, hi):
+            return (lo, hi)
+    raise TypeError(f"not a match: {m!r}")

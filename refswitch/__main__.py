@@ -1,0 +1,5 @@
+import sys
+
+from mlfc.refswitch.cli import main
+
+sys.exit(main())

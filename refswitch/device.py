@@ -1,0 +1,108 @@
+"""One switch's forwarding state: the pipeline config the controller pushed, its tables, counters,
+register and traffic manager. The dataplane and the P4Runtime server share one ``Device``."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from finsy.proto import p4r
+
+from mlfc.refswitch import p4info as p4info_mod
+from mlfc.refswitch.errors import Code, P4RuntimeError, invalid
+from mlfc.refswitch.pipeline import RandomSource, default_rng
+from mlfc.refswitch.state import SwitchState
+from mlfc.refswitch.tables import Tables
+from mlfc.refswitch.tm import TrafficManager
+
+NO_PIPELINE = "No forwarding pipeline config set for this device"  # PI's wording (finsy matches on it)
+_Action = p4r.SetForwardingPipelineConfigRequest
+
+
+def check_config(config: p4r.ForwardingPipelineConfig) -> p4info_mod.P4InfoIndex:
+    """Accept our committed artifacts only: the P4Info must be the committed one (by content) and
+    describe the model's program; a non-empty device config must be the committed BMv2 JSON."""
+    committed = p4info_mod.committed_p4info()
+    if committed is not None and config.p4info != committed:
+        raise invalid(f"P4Info differs from the committed {p4info_mod.COMMITTED_P4INFO.name}: "
+                      "this switch runs mlfc.p4 only")
+    index = p4info_mod.index_p4info(config.p4info)
+    committed_json = p4info_mod.committed_device_config()
+    if config.p4_device_config and committed_json is not None:
+        try:
+            same = json.loads(config.p4_device_config) == json.loads(committed_json)
+        except (ValueError, UnicodeDecodeError):
+            same = False
+        if not same:
+            raise invalid(f"device config is not the committed {p4info_mod.COMMITTED_DEVICE_CONFIG.name}")
+    return index
+
+
+class Device:
+    def __init__(self, device_id: int, tm: TrafficManager, rng: RandomSource | None = None) -> None:
+        self.device_id = device_id
+        self.tm = tm
+        self.rng = rng or default_rng()
+        self.lock = threading.RLock()  # P4Runtime writes and pipeline changes
+        self.index: p4info_mod.P4InfoIndex | None = None
+        self.config: p4r.ForwardingPipelineConfig | None = None
+        self._saved: tuple[p4r.ForwardingPipelineConfig, p4info_mod.P4InfoIndex] | None = None
+        self.tables = Tables()
+        self.state = SwitchState()
+
+    @property
+    def configured(self) -> bool:
+        return self.config is not None
+
+    def require_pipeline(self) -> p4info_mod.P4InfoIndex:
+        if self.index is None:
+            raise P4RuntimeError(Code.FAILED_PRECONDITION, NO_PIPELINE)
+        return self.index
+
+    def set_pipeline(self, action: int, config: p4r.ForwardingPipelineConfig) -> None:
+        with self.lock:
+            if action == _Action.UNSPECIFIED:
+                raise invalid("Invalid SetForwardingPipeline action")
+            if action == _Action.COMMIT:
+                if self._saved is None:
+                    raise P4RuntimeError(Code.FAILED_PRECONDITION, "COMMIT without a saved config (VERIFY_AND_SAVE)")
+                self._activate(*self._saved, keep_state=False)
+                self._saved = None
+                return
+            index = check_config(config)
+            if action == _Action.VERIFY:
+                return
+            if action == _Action.VERIFY_AND_SAVE:
+                self._saved = (config, index)
+            elif action == _Action.VERIFY_AND_COMMIT:
+                self._activate(config, index, keep_state=False)
+            elif action == _Action.RECONCILE_AND_COMMIT:
+                # Same program by construction (check_config), so the forwarding state is preserved.
+                self._activate(config, index, keep_state=self.configured)
+            else:
+                raise invalid(f"Invalid SetForwardingPipeline action {action}")
+
+    def _activate(self, config: p4r.ForwardingPipelineConfig, index: p4info_mod.P4InfoIndex, keep_state: bool) -> None:
+        stored = p4r.ForwardingPipelineConfig()
+        stored.CopyFrom(config)
+        if not keep_state:
+            # As BMv2: a new pipeline starts with empty tables, initial defaults, zero counters/registers.
+            self.tables = Tables()
+            self.state = SwitchState()
+        self.index = index
+        self.config = stored
+
+    def get_pipeline(self, response_type: int) -> p4r.ForwardingPipelineConfig:
+        out = p4r.ForwardingPipelineConfig()
+        if self.config is None:
+            raise P4RuntimeError(Code.FAILED_PRECONDITION, NO_PIPELINE)
+        req = p4r.GetForwardingPipelineConfigRequest
+        if response_type in (req.ALL, req.P4INFO_AND_COOKIE):
+            out.p4info.CopyFrom(self.config.p4info)
+        if response_type in (req.ALL, req.DEVICE_CONFIG_AND_COOKIE):
+            out.p4_device_config = self.config.p4_device_config
+        if response_type not in (req.ALL, req.P4INFO_AND_COOKIE, req.DEVICE_CONFIG_AND_COOKIE, req.COOKIE_ONLY):
+            raise invalid("Invalid response_type in GetForwardingPipelineConfigRequest")
+        if self.config.HasField("cookie"):
+            out.cookie.CopyFrom(self.config.cookie)
+        return out

@@ -1,0 +1,235 @@
+"""mlfc.p4's ingress and egress as pure functions of (packet, port, tables, state).
+
+``ingress`` is MlfcIngress (Forwarding, Classifier, Queueing, IngressStats, SelectiveDrop) and decides
+drop or (egress port, priority queue); ``egress`` is MlfcEgress (CongestionMonitor, Ecn) plus the
+deparser and checksum update, given the queue depths the traffic manager observed. ``process`` runs
+both for a packet that meets empty queues: the per-packet decision the differential tests compare.
+
+Intended differences from the P4 program as written (docs/refswitch.md, "Where the model and the P4
+program differ"): a bad IPv4 header checksum drops the packet, the checksum covers IPv4 options, and
+a shim payload shorter than 16 bytes is truncated whatever its first byte says.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from mlfc.refswitch import packet as pk
+from mlfc.refswitch.program import (
+    CONGESTION_LEVELS,
+    DROP_PORT,
+    DROP_THRESHOLD,
+    ECN_PROFILE,
+    FLOWS,
+    JOB_DROPS,
+    JOB_ECN_MARKS,
+    JOB_PACKETS,
+    JOB_PRIORITY,
+    MARK_ALWAYS,
+    MARK_WITH_PROBABILITY,
+    MAX_JOBS,
+    NUM_QUEUES,
+    QDEPTH_BITS,
+    ROUTES_V4,
+    SET_JOB,
+    SET_NEXT_HOP,
+    SHIM_BAD_HEADER,
+    SHIM_TRUNCATED,
+)
+from mlfc.refswitch.state import SwitchState
+from mlfc.refswitch.tables import Tables
+from mlfc.wire import IMPORTANCE_PROTECTED, MsgType
+
+PRIORITY_CONTROL = 7  # ACK/CNP; reserved (define.p4)
+PRIORITY_DEFAULT = 1
+ECN_NOT_ECT = 0
+ECN_CE = 3
+MAX_QDEPTH = (1 << QDEPTH_BITS) - 1
+
+# Why a packet was dropped (None: forwarded).
+DROP_NOT_IPV4 = "not_ipv4"
+DROP_BAD_CHECKSUM = "bad_ipv4_checksum"
+DROP_TTL = "ttl_expired"
+DROP_NO_ROUTE = "no_route"
+DROP_SELECTIVE = "selective_drop"
+DROP_QUEUE_FULL = "queue_full"  # traffic manager: tail drop
+DROP_PRIORITY_RANGE = "priority_out_of_range"  # traffic manager: priority >= number of queues
+
+RandomSource = Callable[[], int]  # 16-bit uniform numbers, as v1model's random(r, 0, 0xFFFF)
+
+
+@dataclass(slots=True)
+class IngressResult:
+    parsed: pk.Parsed
+    ingress_port: int
+    egress_port: int | None  # None: dropped in ingress
+    priority: int
+    drop_reason: str | None = None
+    job_id: int = 0
+    counter_index: int = 0
+    src_mac: int = 0
+    dst_mac: int = 0
+    ttl: int = 0
+
+    @property
+    def length(self) -> int:
+        return len(self.parsed.frame)
+
+
+@dataclass(slots=True)
+class Decision:
+    """What the switch did with one packet."""
+
+    egress_port: int | None  # None: dropped
+    priority: int
+    drop_reason: str | None
+    ecn_marked: bool = False
+    out: bytes | None = None
+    job_id: int = 0
+    shim_status: int = pk.SHIM_NONE
+    enq_depth: int = 0
+    deq_depth: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def dropped(self) -> bool:
+        return self.egress_port is None
+
+
+def _dropped(parsed: pk.Parsed, port: int, reason: str) -> IngressResult:
+    return IngressResult(parsed, port, None, PRIORITY_DEFAULT, reason)
+
+
+def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState) -> IngressResult:
+    p = pk.parse(frame)
+    if not p.ipv4_valid:
+        # Hosts use static ARP: non-IPv4 frames are not forwarded (and not counted).
+        return _dropped(p, ingress_port, DROP_NOT_IPV4)
+    if not pk.ipv4_checksum_ok(p):
+        return _dropped(p, ingress_port, DROP_BAD_CHECKSUM)
+
+    # Forwarding
+    egress_spec = DROP_PORT
+    reason: str | None = None
+    src_mac = dst_mac = 0
+    ttl = p.ttl
+    if p.ttl <= 1:
+        reason = DROP_TTL
+    else:
+        action, params = tables[ROUTES_V4].lookup((p.dst_addr,))
+        if action == SET_NEXT_HOP:
+            egress_spec, src_mac, dst_mac = params
+            ttl = p.ttl - 1
+            if egress_spec == DROP_PORT:
+                reason = DROP_NO_ROUTE
+        else:
+            reason = DROP_NO_ROUTE
+
+    # Classifier
+    status = p.shim_status
+    shim = p.shim
+    tagged = status == pk.SHIM_OK
+    job_id = iteration = importance = progress = 0
+    if shim is not None:
+        job_id, iteration, importance, progress = shim.job_id, shim.iteration, shim.importance, shim.progress
+    elif status == pk.SHIM_NONE:
+        action, params = tables[FLOWS].lookup((p.src_addr, p.dst_addr, p.protocol, p.l4_src_port, p.l4_dst_port))
+        if action == SET_JOB:
+            job_id = params[0]
+
+    # Queueing
+    if tagged and shim.msg_type != MsgType.DATA:
+        priority = PRIORITY_CONTROL
+    elif status in (pk.SHIM_OK, pk.SHIM_NONE):
+        priority = tables[JOB_PRIORITY].lookup((job_id, iteration, progress))[1][0]
+        if priority == PRIORITY_CONTROL:  # reserved: a job entry can never claim it
+            priority = PRIORITY_CONTROL - 1
+    else:
+        priority = PRIORITY_DEFAULT
+
+    # IngressStats: counted before any drop decision below (and after forwarding's drops)
+    counter_index = job_id if job_id < MAX_JOBS else 0
+    length = len(frame)
+    if job_id != 0:
+        state.count(JOB_PACKETS, counter_index, length)
+    if status == pk.SHIM_BAD_HEADER:
+        state.count(SHIM_BAD_HEADER, ingress_port, length)
+    elif status == pk.SHIM_TRUNCATED:
+        state.count(SHIM_TRUNCATED, ingress_port, length)
+
+    # SelectiveDrop: tagged DATA below the protected class, headed for a real port
+    if tagged and shim.msg_type == MsgType.DATA and importance < IMPORTANCE_PROTECTED and egress_spec != DROP_PORT:
+        level = state.congestion_level[egress_spec * NUM_QUEUES + priority]
+        min_importance = tables[DROP_THRESHOLD].lookup((egress_spec, level))[1][0]
+        if importance < min_importance:
+            egress_spec = DROP_PORT
+            reason = DROP_SELECTIVE
+            state.count(JOB_DROPS, counter_index, length)
+
+    return IngressResult(
+        p, ingress_port, None if egress_spec == DROP_PORT else egress_spec, priority, reason,
+        job_id, counter_index, src_mac, dst_mac, ttl,
+    )
+
+
+def egress(
+    ing: IngressResult,
+    enq_depth: int,
+    deq_depth: int,
+    tables: Tables,
+    state: SwitchState,
+    rng: RandomSource,
+) -> Decision:
+    """Egress for a packet ingress forwarded, with the depths of its priority queue (packets)."""
+    port = ing.egress_port
+    assert port is not None, "egress runs only for forwarded packets"
+    p = ing.parsed
+    enq_depth = min(enq_depth, MAX_QDEPTH)
+    deq_depth = min(deq_depth, MAX_QDEPTH)
+
+    # CongestionMonitor: the level of this (port, queue) as this packet leaves it
+    level = tables[CONGESTION_LEVELS].lookup((port, deq_depth))[1][0]
+    state.congestion_level[port * NUM_QUEUES + ing.priority] = level
+
+    # Ecn: ECT packets only
+    marked = False
+    dscp_ecn = p.dscp_ecn
+    ecn = dscp_ecn & 3
+    if ecn not in (ECN_NOT_ECT, ECN_CE):
+        action, params = tables[ECN_PROFILE].lookup((port, ing.priority, enq_depth))
+        if action == MARK_ALWAYS or (action == MARK_WITH_PROBABILITY and rng() < params[0]):
+            marked = True
+            dscp_ecn |= ECN_CE
+            state.count(JOB_ECN_MARKS, ing.counter_index, ing.length)
+
+    out = pk.rewrite(p, ing.src_mac, ing.dst_mac, ing.ttl, dscp_ecn)
+    return Decision(port, ing.priority, None, marked, out, ing.job_id, p.shim_status, enq_depth, deq_depth)
+
+
+def dropped_decision(ing: IngressResult, reason: str | None = None) -> Decision:
+    return Decision(None, ing.priority, reason or ing.drop_reason, False, None, ing.job_id, ing.parsed.shim_status)
+
+
+def default_rng(seed: int | None = None) -> RandomSource:
+    r = random.Random(seed)
+    return lambda: r.getrandbits(16)
+
+
+def process(
+    frame: bytes,
+    ingress_port: int,
+    tables: Tables,
+    state: SwitchState,
+    *,
+    enq_depth: int = 0,
+    deq_depth: int = 0,
+    rng: RandomSource | None = None,
+) -> Decision:
+    """Ingress then egress for a packet that finds its queue at ``enq_depth`` and leaves ``deq_depth``
+    behind (both 0: an idle switch, one packet at a time)."""
+    ing = ingress(frame, ingress_port, tables, state)
+    if ing.egress_port is None:
+        return dropped_decision(ing)
+    return egress(ing, enq_depth, deq_depth, tables, state, rng or default_rng())

@@ -1,0 +1,310 @@
+"""Match-action tables with P4Runtime semantics: exact/lpm/ternary/range keys, priorities, defaults.
+
+Entries are validated as PI (BMv2's P4Runtime server) validates them, so an entry the model accepts is
+one BMv2 accepts and vice versa. Lookups read an immutable snapshot that writers replace atomically, so
+the dataplane thread never takes the writers' lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from mlfc.refswitch.errors import Code, P4RuntimeError, invalid
+from mlfc.refswitch.program import ACTIONS, TABLES, TableSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Exact:
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lpm:
+    value: int
+    prefix_len: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ternary:
+    value: int
+    mask: int
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    lo: int
+    hi: int
+
+
+Match = Exact | Lpm | Ternary | Range
+MatchKey = tuple[Match | None, ...]  # one per table field, None = don't care (omitted in P4Runtime)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    match: MatchKey
+    priority: int
+    action: str
+    params: tuple[int, ...]  # in the action's parameter order
+    controller_metadata: int = 0
+    metadata: bytes = b""
+    # Compiled form for lookups: (field index, mask, value) and (field index, lo, hi) checks.
+    masked: tuple[tuple[int, int, int], ...] = field(default=(), compare=False, repr=False)
+    ranged: tuple[tuple[int, int, int], ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def key(self) -> tuple[MatchKey, int]:
+        return (self.match, self.priority)
+
+    def params_dict(self) -> dict[str, int]:
+        return {p.name: v for p, v in zip(ACTIONS[self.action].params, self.params, strict=True)}
+
+
+def _full(width: int) -> int:
+    return (1 << width) - 1
+
+
+def _check_width(value: int, width: int, what: str) -> None:
+    if not 0 <= value <= _full(width):
+        raise invalid(f"{what}: value {value:#x} does not fit within {width} bits")
+
+
+def make_match(spec: TableSpec, match: Mapping[str, Match]) -> MatchKey:
+    """Validate a match (field name -> Match, don't-care fields absent) the way PI does."""
+    names = {f.name for f in spec.fields}
+    for name in match:
+        if name not in names:
+            raise invalid(f"{spec.name}: unknown field in match key: {name}")
+    key: list[Match | None] = []
+    for f in spec.fields:
+        m = match.get(f.name)
+        what = f"{spec.name}: {f.name}"
+        if m is None:
+            if f.kind == "exact":
+                raise invalid(f"{what}: missing non-ternary field in match key")
+            key.append(None)
+            continue
+        expected = {"exact": Exact, "lpm": Lpm, "ternary": Ternary, "range": Range}[f.kind]
+        if not isinstance(m, expected):
+            raise invalid(f"{what}: invalid match type (field is {f.kind})")
+        if isinstance(m, Exact):
+            _check_width(m.value, f.bitwidth, what)
+        elif isinstance(m, Lpm):
+            _check_width(m.value, f.bitwidth, what)
+            if m.prefix_len < 0 or m.prefix_len > f.bitwidth:
+                raise invalid(f"{what}: prefix length {m.prefix_len} out of range 1..{f.bitwidth}")
+            if m.prefix_len == 0:
+                raise invalid(f"{what}: invalid representation of 'don't care' LPM match, omit the field instead")
+            if m.value & _full(f.bitwidth - m.prefix_len):
+                raise invalid(f"{what}: invalid LPM value, incorrect number of trailing zeros")
+        elif isinstance(m, Ternary):
+            _check_width(m.value, f.bitwidth, what)
+            _check_width(m.mask, f.bitwidth, what)
+            if m.mask == 0:
+                raise invalid(f"{what}: invalid representation of 'don't care' ternary match, omit the field")
+            if m.value & ~m.mask:
+                raise invalid(f"{what}: invalid ternary value, make sure value & mask == value")
+        else:
+            _check_width(m.lo, f.bitwidth, what)
+            _check_width(m.hi, f.bitwidth, what)
+            if m.lo == 0 and m.hi == _full(f.bitwidth):
+                raise invalid(f"{what}: invalid representation of 'don't care' range match, omit the field")
+            if m.lo > m.hi:
+                raise invalid(f"{what}: invalid range value, make sure low <= high")
+        key.append(m)
+    return tuple(key)
+
+
+def check_priority(spec: TableSpec, priority: int) -> None:
+    if spec.needs_priority and priority <= 0:
+        raise invalid(f"{spec.name}: zero priority for ternary match")
+    if not spec.needs_priority and priority != 0:
+        raise invalid(f"{spec.name}: non-zero priority for non-ternary match")
+    if priority > 0x7FFFFFFF:
+        raise invalid(f"{spec.name}: priority {priority} out of range (int32)")
+
+
+def make_params(spec: TableSpec, action: str, params: Mapping[str, int]) -> tuple[int, ...]:
+    if action not in ACTIONS:
+        raise invalid(f"unknown action {action}")
+    if action not in spec.actions:
+        raise invalid(f"{spec.name}: invalid action for table: {action}")
+    aspec = ACTIONS[action]
+    if len(params) != len(aspec.params):
+        raise invalid(f"{action}: unexpected number of action parameters ({len(params)}, expected {len(aspec.params)})")
+    out = []
+    for p in aspec.params:
+        if p.name not in params:
+            raise invalid(f"{action}: unknown action parameter (missing {p.name})")
+        _check_width(params[p.name], p.bitwidth, f"{action}.{p.name}")
+        out.append(params[p.name])
+    return tuple(out)
+
+
+def compile_entry(spec: TableSpec, entry: Entry) -> Entry:
+    masked, ranged = [], []
+    for i, (f, m) in enumerate(zip(spec.fields, entry.match, strict=True)):
+        if m is None:
+            continue
+        if isinstance(m, Exact):
+            masked.append((i, _full(f.bitwidth), m.value))
+        elif isinstance(m, Lpm):
+            mask = _full(f.bitwidth) ^ _full(f.bitwidth - m.prefix_len)
+            masked.append((i, mask, m.value))
+        elif isinstance(m, Ternary):
+            masked.append((i, m.mask, m.value))
+        else:
+            ranged.append((i, m.lo, m.hi))
+    return Entry(entry.match, entry.priority, entry.action, entry.params, entry.controller_metadata,
+                 entry.metadata, tuple(masked), tuple(ranged))
+
+
+def make_entry(
+    table: str,
+    match: Mapping[str, Match],
+    action: str,
+    params: Mapping[str, int] | None = None,
+    priority: int = 0,
+    controller_metadata: int = 0,
+    metadata: bytes = b"",
+) -> Entry:
+    """A validated, compiled entry from names (tests and the P4Runtime codec both come here)."""
+    spec = TABLES[table]
+    key = make_match(spec, match)
+    check_priority(spec, priority)
+    values = make_params(spec, action, params or {})
+    return compile_entry(spec, Entry(key, priority, action, values, controller_metadata, metadata))
+
+
+class Table:
+    """One table's entries and default action."""
+
+    def __init__(self, spec: TableSpec) -> None:
+        self.spec = spec
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[MatchKey, int], tuple[int, Entry]] = {}  # key -> (insertion seq, entry)
+        self._seq = 0
+        self._snapshot: tuple[Entry, ...] = ()
+        self._lpm_only = all(f.kind == "lpm" for f in spec.fields) and len(spec.fields) == 1
+        self._lpm: tuple[tuple[int, int, dict[int, Entry]], ...] = ()  # (prefix len, mask, value -> entry)
+        self.default: tuple[str, tuple[int, ...]] = self.initial_default
+
+    @property
+    def initial_default(self) -> tuple[str, tuple[int, ...]]:
+        return (self.spec.default_action, make_params(self.spec, self.spec.default_action,
+                                                      dict(self.spec.default_params)))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entries(self) -> list[Entry]:
+        return [e for _, e in sorted(self._entries.values(), key=lambda se: se[0])]
+
+    def get(self, key: tuple[MatchKey, int]) -> Entry | None:
+        found = self._entries.get(key)
+        return found[1] if found else None
+
+    def insert(self, entry: Entry) -> None:
+        with self._lock:
+            if entry.key in self._entries:
+                raise P4RuntimeError(Code.ALREADY_EXISTS, f"{self.spec.name}: match entry exists, use MODIFY")
+            if len(self._entries) >= self.spec.size:
+                raise P4RuntimeError(Code.RESOURCE_EXHAUSTED, f"{self.spec.name}: table full ({self.spec.size})")
+            self._seq += 1
+            self._entries[entry.key] = (self._seq, entry)
+            self._rebuild()
+
+    def modify(self, entry: Entry) -> None:
+        with self._lock:
+            old = self._entries.get(entry.key)
+            if old is None:
+                raise P4RuntimeError(Code.NOT_FOUND, f"{self.spec.name}: cannot find match entry")
+            self._entries[entry.key] = (old[0], entry)
+            self._rebuild()
+
+    def delete(self, key: tuple[MatchKey, int]) -> None:
+        with self._lock:
+            if self._entries.pop(key, None) is None:
+                raise P4RuntimeError(Code.NOT_FOUND, f"{self.spec.name}: cannot find match entry")
+            self._rebuild()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.default = self.initial_default
+            self._rebuild()
+
+    def set_default(self, action: str, params: Mapping[str, int]) -> None:
+        if self.spec.const_default:
+            raise P4RuntimeError(Code.PERMISSION_DENIED,
+                                 f"cannot set / reset default action for {self.spec.name}, which has a const default")
+        self.default = (action, make_params(self.spec, action, params))
+
+    def reset_default(self) -> None:
+        if self.spec.const_default:
+            raise P4RuntimeError(Code.PERMISSION_DENIED,
+                                 f"cannot set / reset default action for {self.spec.name}, which has a const default")
+        self.default = self.initial_default
+
+    def _rebuild(self) -> None:
+        ordered = sorted(self._entries.values(), key=lambda se: (-se[1].priority, se[0]))
+        if self._lpm_only:
+            width = self.spec.fields[0].bitwidth
+            by_len: dict[int, dict[int, Entry]] = {}
+            for _, e in ordered:
+                m = e.match[0]
+                plen = m.prefix_len if isinstance(m, Lpm) else 0
+                by_len.setdefault(plen, {})[m.value if isinstance(m, Lpm) else 0] = e
+            self._lpm = tuple(
+                (plen, _full(width) ^ _full(width - plen), by_len[plen]) for plen in sorted(by_len, reverse=True)
+            )
+        self._snapshot = tuple(e for _, e in ordered)
+
+    def lookup(self, values: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
+        """The action (name, params) the table applies to a key: hit entry or default."""
+        if self._lpm_only:
+            v = values[0]
+            for _, mask, by_value in self._lpm:
+                e = by_value.get(v & mask)
+                if e is not None:
+                    return (e.action, e.params)
+            return self.default
+        for e in self._snapshot:  # highest priority first; equal priorities: first inserted wins
+            for i, mask, value in e.masked:
+                if values[i] & mask != value:
+                    break
+            else:
+                for i, lo, hi in e.ranged:
+                    if not lo <= values[i] <= hi:
+                        break
+                else:
+                    return (e.action, e.params)
+        return self.default
+
+
+class Tables:
+    """Every table of the program, by name."""
+
+    def __init__(self, specs: Iterable[TableSpec] = TABLES.values()) -> None:
+        self.by_name: dict[str, Table] = {s.name: Table(s) for s in specs}
+
+    def __getitem__(self, name: str) -> Table:
+        return self.by_name[name]
+
+    def insert(
+        self,
+        table: str,
+        match: Mapping[str, Match],
+        action: str,
+        params: Mapping[str, int] | None = None,
+        priority: int = 0,
+    ) -> Entry:
+        entry = make_entry(table, match, action, params, priority)
+        self.by_name[table].insert(entry)
+        return entry
+
+    def clear(self) -> None:
+        for t in self.by_name.values():
+            t.clear()

@@ -1,0 +1,326 @@
+"""Against real simple_switch_grpc processes: the library client, and the daemon (as a child process)
+installing, modifying and deleting via intents, restoring restarted switches, handling a rival
+primary, and exporting counters of real packets."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import yaml
+from controller_helpers import BMV2_JSON, P4INFO, config_doc, needs_artifacts, switch_doc
+
+from mlfc.controller import compile as comp
+from mlfc.controller import pipeline as names
+from mlfc.controller.bmv2 import Bmv2Process, free_port
+from mlfc.controller.config import parse_config
+from mlfc.controller.entries import Ternary, entry
+from mlfc.controller.pipeline import Pipeline
+from mlfc.controller.process import ControllerProcess
+from mlfc.controller.sync import SwitchConnection
+from mlfc.proto import intent_pb2 as pb
+
+pytestmark = [pytest.mark.bmv2, needs_artifacts, pytest.mark.timeout(120)]
+
+PIPELINE = Pipeline.load(P4INFO, BMV2_JSON) if P4INFO.is_file() and BMV2_JSON.is_file() else None
+
+INTENT_A = pb.Intent(
+    source="test-a",
+    jobs=[
+        pb.JobIntent(job_id=7, priority=5, windows=[pb.IterationWindow(first=10, last=20, priority=6)]),
+        pb.JobIntent(job_id=8, priority=2, flows=[pb.Flow(dst="10.0.2.0/24", protocol=17, dst_port=4791)]),
+        pb.JobIntent(job_id=9, priority=0),
+    ],
+    ecn=[pb.PortEcn(switch="s1", port=3, profile=pb.EcnProfile(kmin=8, kmax=40, pmax=0.1))],
+)
+# B modifies job 7 (class and window), deletes job 9 and job 8's flow, adds job 10 and interleaving.
+INTENT_B = pb.Intent(
+    source="test-b",
+    jobs=[
+        pb.JobIntent(job_id=7, priority=3, windows=[pb.IterationWindow(first=10, last=30, priority=6)]),
+        pb.JobIntent(job_id=8, priority=2),
+        pb.JobIntent(job_id=10, priority=4),
+    ],
+    drop_policy=pb.DropPolicy(level_depths=[10, 20, 30], min_importance=[0, 2, 4, 8]),
+    interleaving=True,
+)
+
+
+def daemon_config(tmp_path: Path, switches: list[Bmv2Process], **controller: Any) -> Path:
+    docs = [switch_doc(f"s{sw.device_id}", sw.grpc_port, sw.device_id, thrift_port=sw.thrift_port) for sw in switches]
+    doc = config_doc(
+        *docs,
+        pipeline={"p4info": str(P4INFO), "device_config": str(BMV2_JSON)},
+        listen={"intent": f"127.0.0.1:{free_port()}", "metrics": f"127.0.0.1:{free_port()}"},
+        controller={
+            "counter_interval_s": 0.2,
+            "audit_interval_s": 2.0,
+            "reconnect_min_s": 0.05,
+            "reconnect_max_s": 0.5,
+            **controller,
+        },
+    )
+    path = tmp_path / "deployment.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture
+def controller_factory(tmp_path: Path) -> Iterator[Callable[..., ControllerProcess]]:
+    started: list[ControllerProcess] = []
+
+    def start(switches: list[Bmv2Process], **controller: Any) -> ControllerProcess:
+        ctl = ControllerProcess(daemon_config(tmp_path, switches, **controller), tmp_path / "controller.log")
+        started.append(ctl)
+        return ctl.start()
+
+    yield start
+    for ctl in started:
+        code = ctl.stop()
+        assert code == 0, f"daemon did not stop cleanly ({code}): {ctl.tail()}"
+
+
+def expected(ctl: ControllerProcess, intent: pb.Intent, switch: str) -> set:
+    return set(comp.compile_intent(intent, ctl.config, PIPELINE).entries[switch])
+
+
+def observer(sw: Bmv2Process) -> SwitchConnection:
+    """A second P4Runtime client with a lower election id: a backup that can read."""
+    return SwitchConnection(sw.grpc_addr, sw.device_id, pipeline=PIPELINE, election_id=1).connect()
+
+
+def read_back(sw: Bmv2Process) -> set:
+    with observer(sw) as conn:
+        return set(conn.read_entries())
+
+
+def metric(ctl: ControllerProcess, name: str, **labels: str) -> float:
+    text = urllib.request.urlopen(f"http://{ctl.config.controller.metrics_addr}/metrics", timeout=5).read().decode()
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        m = re.fullmatch(rf"{name}\{{(.*)\}} (\S+)", line)
+        if m and ",".join(sorted(m.group(1).split(","))) == want:
+            return float(m.group(2))
+    raise KeyError(f"{name}{{{want}}} not in /metrics")
+
+
+def eventually(check: Callable[[], bool], timeout_s: float = 15.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or check}")
+        time.sleep(0.05)
+
+
+# ---- the library client -----------------------------------------------------------------------------
+
+
+def test_switch_connection_round_trip(bmv2_factory) -> None:
+    sw = bmv2_factory(device_id=1)
+    config = parse_config(config_doc(switch_doc("s1", sw.grpc_port, 1)))
+    desired_a = list(comp.compile_intent(INTENT_A, config, PIPELINE).entries["s1"])
+    desired_b = list(comp.compile_intent(INTENT_B, config, PIPELINE).entries["s1"])
+    with SwitchConnection(sw.grpc_addr, 1, P4INFO, BMV2_JSON) as conn:
+        assert conn.primary
+        assert conn.pipeline_cookie() is None
+        assert conn.load_pipeline() is True
+        assert conn.load_pipeline() is False  # same cookie: not reloaded
+        assert conn.pipeline_cookie() == PIPELINE.cookie
+        conn.write_entries(desired_a)
+        assert set(conn.read_entries()) == set(desired_a)  # the switch's canonical form equals ours
+        job7 = entry(names.JOB_PRIORITY, {"meta.job_id": Ternary(7, 0xFFFF)}, names.SET_PRIORITY, {"priority": 1}, 30)
+        conn.modify_entries([job7])
+        assert job7 in conn.read_entries([names.JOB_PRIORITY])
+        d = conn.reconcile(desired_b)
+        assert len(d.inserts) and len(d.deletes) and len(d.modifies)
+        assert set(conn.read_entries()) == set(desired_b)
+        assert conn.reconcile(desired_b).empty  # idempotent
+        assert conn.read_counter(names.JOB_PACKETS, 7) == (0, 0)
+        assert set(conn.read_counters(names.SHIM_TRUNCATED)) == set(range(PIPELINE.counter_size(names.SHIM_TRUNCATED)))
+        with pytest.raises(Exception, match="ALREADY_EXISTS"):
+            conn.write_entries([desired_b[0]])
+        conn.delete_entries([desired_b[0]])
+        assert desired_b[0] not in conn.read_entries()
+        assert conn.clear_entries() == len(desired_b) - 1
+        assert conn.read_entries() == []
+
+
+# ---- the daemon ---------------------------------------------------------------------------------------
+
+
+def test_daemon_installs_modifies_and_deletes_on_two_switches(bmv2_factory, controller_factory) -> None:
+    s1, s2 = bmv2_factory(device_id=1), bmv2_factory(device_id=2)
+    ctl = controller_factory([s1, s2])
+    ctl.wait_synced(0)
+    assert read_back(s1) == expected(ctl, pb.Intent(), "s1")  # routes + default policies
+
+    reply = ctl.apply(INTENT_A)
+    assert reply.generation == 1
+    assert reply.entries == len(expected(ctl, INTENT_A, "s1"))
+    # Apply returns once written: read straight away.
+    assert read_back(s1) == expected(ctl, INTENT_A, "s1")
+    assert read_back(s2) == expected(ctl, INTENT_A, "s2")
+    assert expected(ctl, INTENT_A, "s1") != expected(ctl, INTENT_A, "s2")  # s1 has its own ECN port profile
+
+    writes_before = metric(ctl, "mlfc_entry_writes_total", switch="s1", op="insert")
+    reply = ctl.apply(INTENT_B)
+    assert reply.generation == 2
+    for sw, name in ((s1, "s1"), (s2, "s2")):
+        assert read_back(sw) == expected(ctl, INTENT_B, name)
+    # Only the difference was written: entries common to A and B were not re-inserted.
+    a, b = expected(ctl, INTENT_A, "s1"), expected(ctl, INTENT_B, "s1")
+    new_keys = {e.key for e in b} - {e.key for e in a}
+    assert metric(ctl, "mlfc_entry_writes_total", switch="s1", op="insert") - writes_before == len(new_keys)
+
+    # A bad intent is refused with the field named, and changes nothing anywhere.
+    bad = pb.Intent(jobs=[pb.JobIntent(job_id=7, priority=3), pb.JobIntent(job_id=11, priority=7)])
+    with pytest.raises(grpc.RpcError) as err:
+        ctl.apply(bad)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details().startswith("jobs[1].priority:")
+    assert ctl.get().generation == 2
+    assert ctl.get().intent == INTENT_B
+    assert read_back(s1) == expected(ctl, INTENT_B, "s1")
+
+    # Re-applying the same intent writes nothing (idempotent).
+    total = sum(metric(ctl, "mlfc_entry_writes_total", switch="s1", op=op) for op in ("insert", "modify", "delete"))
+    assert ctl.apply(INTENT_B).generation == 3
+    assert (
+        sum(metric(ctl, "mlfc_entry_writes_total", switch="s1", op=op) for op in ("insert", "modify", "delete"))
+        == total
+    )
+
+    st = ctl.status()
+    s1_status = next(s for s in st.switches if s.name == "s1")
+    assert s1_status.entries[names.JOB_PRIORITY] == sum(1 for e in b if e.table == names.JOB_PRIORITY)
+    assert s1_status.last_error == ""  # queue settings via Thrift went through too
+    out = subprocess.run(
+        [sys.executable, "-m", "mlfc.controller.cli", "status", "--addr", ctl.intent_addr],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "switch s1: connected, primary" in out and "switch s2: connected, primary" in out
+    assert "job_priority=" in out
+
+
+def test_restarted_switch_is_restored_in_full(bmv2_factory, controller_factory) -> None:
+    s1, s2 = bmv2_factory(device_id=1), bmv2_factory(device_id=2)
+    ctl = controller_factory([s1, s2])
+    ctl.wait_synced(0)
+    generation = ctl.apply(INTENT_A).generation
+    assert metric(ctl, "mlfc_pipeline_loads_total", switch="s1") == 1
+
+    s1.restart()  # SIGKILL + start: comes back with no pipeline and no entries
+    started = time.monotonic()
+    ctl.wait_synced(generation, timeout_s=20)
+    restore_s = time.monotonic() - started
+    with observer(s1) as conn:
+        assert conn.pipeline_cookie() == PIPELINE.cookie
+        assert set(conn.read_entries()) == expected(ctl, INTENT_A, "s1")
+    assert metric(ctl, "mlfc_pipeline_loads_total", switch="s1") == 2
+    assert metric(ctl, "mlfc_pipeline_loads_total", switch="s2") == 1  # the other switch was left alone
+    assert read_back(s2) == expected(ctl, INTENT_A, "s2")
+    print(f"restore after restart: {restore_s * 1000:.0f} ms")
+
+    # An intent sent while a switch is down is applied when it comes back.
+    s2.stop()
+    reply = ctl.apply(INTENT_B, timeout_s=10)
+    assert read_back(s1) == expected(ctl, INTENT_B, "s1")
+    s2.start()
+    ctl.wait_synced(reply.generation, timeout_s=20)
+    assert read_back(s2) == expected(ctl, INTENT_B, "s2")
+
+
+def test_lost_primary_role_is_retried_and_state_repaired(bmv2_factory, controller_factory) -> None:
+    s1 = bmv2_factory(device_id=1)
+    ctl = controller_factory([s1])
+    generation = ctl.apply(INTENT_A).generation
+    ctl.wait_synced(generation)
+
+    rival = SwitchConnection(s1.grpc_addr, 1, pipeline=PIPELINE, election_id=1000).connect()
+    try:
+        assert rival.primary
+        eventually(lambda: not ctl.status().switches[0].primary, what="daemon to notice it lost the primary role")
+        # Logged, then retried: it reconnects and re-arbitrates (as backup) with backoff.
+        eventually(lambda: "not primary" in ctl.status().switches[0].last_error, what="re-arbitration as backup")
+        rival.clear_entries()  # the rival wipes the tables while it is primary
+    finally:
+        rival.close()
+    ctl.wait_synced(generation, timeout_s=20)
+    eventually(lambda: read_back(s1) == expected(ctl, INTENT_A, "s1"), what="entries repaired after regaining primary")
+
+
+def test_start_up_reconciles_what_the_switch_already_holds(bmv2_factory, controller_factory) -> None:
+    s1 = bmv2_factory(device_id=1)
+    config = parse_config(config_doc(switch_doc("s1", s1.grpc_port, 1)))
+    defaults = list(comp.compile_intent(pb.Intent(), config, PIPELINE).entries["s1"])
+    stray = entry(names.JOB_PRIORITY, {"meta.job_id": Ternary(99, 0xFFFF)}, names.SET_PRIORITY, {"priority": 6}, 30)
+    route = next(e for e in defaults if e.table == names.ROUTES_V4)
+    wrong_route = entry(route.table, route.match_dict(), route.action, {**route.params_dict(), "port": 2})
+    with SwitchConnection(s1.grpc_addr, 1, pipeline=PIPELINE) as conn:
+        conn.load_pipeline()
+        conn.write_entries([e for e in defaults if e is not route] + [wrong_route, stray])
+
+    ctl = controller_factory([s1])
+    ctl.wait_synced(0)
+    assert read_back(s1) == set(defaults)
+    assert metric(ctl, "mlfc_pipeline_loads_total", switch="s1") == 0  # same cookie: kept, not reloaded
+    assert metric(ctl, "mlfc_entry_writes_total", switch="s1", op="delete") == 1
+    assert metric(ctl, "mlfc_entry_writes_total", switch="s1", op="modify") == 1
+    assert metric(ctl, "mlfc_entry_writes_total", switch="s1", op="insert") == 0
+
+
+# ---- telemetry of real packets (veth pair, needs root) ---------------------------------------------------
+
+
+@pytest.fixture
+def veth_pair() -> Iterator[tuple[str, str]]:
+    a, b = f"mlfcv{time.monotonic_ns() % 100000}a", f"mlfcv{time.monotonic_ns() % 100000}b"
+    subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
+    try:
+        for dev in (a, b):
+            subprocess.run(["ip", "link", "set", dev, "up"], check=True)
+            subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1"], check=False)
+        yield a, b
+    finally:
+        subprocess.run(["ip", "link", "del", a], check=False)
+
+
+@pytest.mark.root
+def test_counters_of_real_packets_reach_status_and_metrics(bmv2_factory, controller_factory, veth_pair) -> None:
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.sendrecv import sendp
+
+    from mlfc.wire import SHIM_PORT_BASE, MlfcShim
+
+    switch_side, host_side = veth_pair
+    s1 = bmv2_factory(device_id=1, interfaces={1: switch_side})
+    ctl = controller_factory([s1])
+    ctl.apply(pb.Intent(jobs=[pb.JobIntent(job_id=7, priority=5)]))
+    ctl.wait_synced()
+
+    tagged = (
+        Ether()
+        / IP(src="10.0.1.1", dst="10.0.2.1")
+        / UDP(sport=SHIM_PORT_BASE, dport=SHIM_PORT_BASE)
+        / MlfcShim(job_id=7, iteration=1)
+        / (b"x" * 100)
+    )
+    bad_shim = Ether() / IP(src="10.0.1.1", dst="10.0.2.1") / UDP(sport=1, dport=SHIM_PORT_BASE) / MlfcShim(version=3)
+    sendp([tagged] * 5 + [bad_shim] * 2, iface=host_side, verbose=False)
+
+    eventually(lambda: any(j.job_id == 7 and j.packets == 5 for j in ctl.status().jobs), what="job 7 counters")
+    job7 = next(j for j in ctl.status().jobs if j.job_id == 7)
+    assert job7.bytes == 5 * len(tagged)
+    eventually(lambda: metric(ctl, "mlfc_port_shim_errors_total", switch="s1", port="1", kind="bad_header") == 2)
+    assert metric(ctl, "mlfc_job_packets_total", switch="s1", job="7") == 5

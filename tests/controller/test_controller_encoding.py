@@ -1,0 +1,129 @@
+"""Entry encoding against the committed P4Info (offline: finsy's P4Schema, no switch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from controller_helpers import BMV2_JSON, P4INFO, make_config, needs_artifacts, switch_doc
+from finsy.proto import p4r
+
+from mlfc.controller import compile as comp
+from mlfc.controller import pipeline as names
+from mlfc.controller.entries import Exact, Lpm, Range, Ternary, entry
+from mlfc.controller.errors import ValidationError
+from mlfc.controller.pipeline import Pipeline, PipelineError
+from mlfc.controller.reconcile import Diff, to_updates
+from mlfc.proto import intent_pb2 as pb
+
+pytestmark = needs_artifacts
+
+CONFIG = make_config(switch_doc("s1", 50051, 1), switch_doc("s2", 50052, 2))
+RICH = pb.Intent(
+    jobs=[
+        pb.JobIntent(
+            job_id=7,
+            priority=5,
+            windows=[pb.IterationWindow(first=3, last=9, priority=6), pb.IterationWindow(first=10, last=0xFFFFFFFF)],
+            flows=[pb.Flow(src="10.0.1.0/24", dst="10.0.2.1", protocol=17, src_port=0, dst_port=4791)],
+        ),
+        pb.JobIntent(job_id=65535, priority=0),
+    ],
+    drop_policy=pb.DropPolicy(level_depths=[8, 16, 24], min_importance=[0, 1, 2, 3]),
+    ecn=[pb.PortEcn(switch="s1", port=3, profile=pb.EcnProfile(kmin=2, kmax=10, pmax=0.5))],
+    interleaving=True,
+)
+
+
+@pytest.fixture(scope="module")
+def pipeline() -> Pipeline:
+    return Pipeline.load(P4INFO, BMV2_JSON)
+
+
+def test_contract_holds(pipeline: Pipeline) -> None:
+    pipeline.check_contract()
+    assert pipeline.table_size(names.JOB_PRIORITY) == 1024
+    assert pipeline.table_size(names.ECN_PROFILE) == 4096
+    assert pipeline.counter_size(names.JOB_PACKETS) == 4096
+    assert pipeline.field_width(names.ECN_PROFILE, "std_meta.enq_qdepth") == 19
+    assert pipeline.name.startswith("mlfc@0x")
+
+
+def test_every_compiled_entry_round_trips(pipeline: Pipeline) -> None:
+    compiled = comp.compile_intent(RICH, CONFIG, pipeline)
+    for entries in compiled.entries.values():
+        assert {e.table for e in entries} == set(names.TABLES)
+        for e in entries:
+            msg = pipeline.encode(e)
+            assert pipeline.decode(msg) == e, str(e)
+
+
+def test_wire_form_of_a_route_and_a_ternary_range_entry(pipeline: Pipeline) -> None:
+    route = entry(
+        names.ROUTES_V4,
+        {"hdr.ipv4.dst_addr": Lpm(0x0A000200, 24)},
+        names.SET_NEXT_HOP,
+        {"port": 3, "src_mac": 0x0A, "dst_mac": 0x0B0C},
+    )
+    msg = pipeline.encode(route)
+    table = pipeline.schema.tables[names.ROUTES_V4]
+    assert msg.table_id == table.id
+    (fm,) = msg.match
+    assert fm.field_id == table.match_fields["hdr.ipv4.dst_addr"].id
+    assert (fm.lpm.value, fm.lpm.prefix_len) == (bytes([10, 0, 2, 0]), 24)
+    assert msg.action.action.action_id == pipeline.schema.actions[names.SET_NEXT_HOP].id
+    # P4Runtime canonical byte strings: no leading zero bytes.
+    params = pipeline.schema.actions[names.SET_NEXT_HOP].params
+    got = {params[p.param_id].name: p.value for p in msg.action.action.params}
+    assert got == {"port": b"\x03", "src_mac": b"\x0a", "dst_mac": b"\x0b\x0c"}
+
+    jp = entry(
+        names.JOB_PRIORITY,
+        {"meta.job_id": Ternary(7, 0xFFFF), "meta.iteration": Range(3, 9)},
+        names.SET_PRIORITY,
+        {"priority": 6},
+        40,
+    )
+    msg = pipeline.encode(jp)
+    assert msg.priority == 40
+    kinds = sorted(fm.WhichOneof("field_match_type") for fm in msg.match)
+    assert kinds == ["range", "ternary"]  # meta.progress is a don't-care: omitted
+
+
+def test_values_that_do_not_fit_are_refused(pipeline: Pipeline) -> None:
+    too_wide = entry(
+        names.ROUTES_V4,
+        {"hdr.ipv4.dst_addr": Lpm(1, 32)},
+        names.SET_NEXT_HOP,
+        {"port": 512, "src_mac": 0, "dst_mac": 0},
+    )
+    with pytest.raises(ValueError, match="bitwidth 9: 512"):
+        pipeline.encode(too_wide)
+    unknown = entry(names.JOB_PRIORITY, {"meta.job_id": Exact(1)}, "MlfcIngress.queueing.nope", {}, 1)
+    with pytest.raises(ValueError, match="nope"):
+        pipeline.encode(unknown)
+
+
+def test_updates_are_ordered_delete_modify_insert(pipeline: Pipeline) -> None:
+    def jp(job: int):
+        return entry(names.JOB_PRIORITY, {"meta.job_id": Ternary(job, 0xFFFF)}, names.SET_PRIORITY, {"priority": 1}, 30)
+
+    ups = to_updates(Diff(inserts=(jp(1),), modifies=(jp(2),), deletes=(jp(3), jp(4))), pipeline)
+    U = p4r.Update
+    assert [u.type for u in ups] == [U.DELETE, U.DELETE, U.MODIFY, U.INSERT]
+
+
+def test_capacity_is_checked_before_anything_is_written(pipeline: Pipeline) -> None:
+    intent = pb.Intent(jobs=[pb.JobIntent(job_id=i, priority=1) for i in range(1, 1100)])
+    with pytest.raises(ValidationError, match=r"^jobs: s1: 1099 entries .* exceed its size 1024"):
+        comp.compile_intent(intent, CONFIG, pipeline)
+
+
+def test_contract_violations_are_listed(tmp_path: Path) -> None:
+    text = P4INFO.read_text().replace("MlfcIngress.queueing.job_priority", "MlfcIngress.queueing.job_prio")
+    bad = tmp_path / "bad.p4info.txtpb"
+    bad.write_text(text)
+    with pytest.raises(PipelineError, match=r"table MlfcIngress\.queueing\.job_priority missing"):
+        Pipeline.load(bad, BMV2_JSON)
+    with pytest.raises(PipelineError, match="not found"):
+        Pipeline.load(tmp_path / "missing.txtpb", BMV2_JSON)

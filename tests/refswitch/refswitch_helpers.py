@@ -1,0 +1,149 @@
+"""Packets and table entries shared by the reference-switch tests (addresses as in ptf-tests/mlfc_base.py).
+
+Policies come from mlfc.policy (compile_profile, level_ranges, DropPolicy); these helpers only place
+their output into the tables the way docs/dataplane.md says the controller does.
+"""
+
+from __future__ import annotations
+
+from scapy.layers.inet import IP, TCP, UDP
+from scapy.layers.l2 import Ether
+
+from mlfc.policy.drop import NUM_LEVELS, DropPolicy, level_ranges
+from mlfc.policy.ecn import MAX_QDEPTH, EcnProfile, compile_profile
+from mlfc.refswitch import program as P
+from mlfc.refswitch.tables import Entry, Exact, Lpm, Range, Ternary, make_entry
+from mlfc.wire import SHIM_PORT_BASE, MlfcShim, MsgType
+
+PORTS = (0, 1, 2)
+HOST_MAC = {0: "00:00:00:00:00:10", 1: "00:00:00:00:00:11", 2: "00:00:00:00:00:12"}
+HOST_IP = {0: "10.0.0.10", 1: "10.0.0.11", 2: "10.0.0.12"}
+SWITCH_MAC = "00:aa:bb:00:00:01"
+PORT_MASK = 0x1FF
+
+
+def mac(text: str) -> int:
+    return int(text.replace(":", ""), 16)
+
+
+def ip(text: str) -> int:
+    a, b, c, d = (int(x) for x in text.split("."))
+    return (a << 24) | (b << 16) | (c << 8) | d
+
+
+def shim_packet(src: int = 0, dst: int = 1, *, job: int = 1, iteration: int = 0, importance: int = 0,
+                progress: int = 0, msg_type: int = MsgType.DATA, seq: int = 0, ecn: int = 2, version: int = 1,
+                payload: bytes = b"", size: int = 200, udp_dport: int = SHIM_PORT_BASE + 1) -> Ether:
+    pkt = (
+        Ether(src=HOST_MAC[src], dst=SWITCH_MAC)
+        / IP(src=HOST_IP[src], dst=HOST_IP[dst], ttl=64, tos=ecn)
+        / UDP(sport=SHIM_PORT_BASE + 2, dport=udp_dport, chksum=0)
+        / MlfcShim(version=version, msg_type=msg_type, job_id=job, iteration=iteration, importance=importance,
+                   progress=progress, chunk_seq=seq)
+        / payload
+    )
+    pad = size - len(pkt)
+    return pkt / (b"\x00" * pad) if pad > 0 else pkt
+
+
+def tcp_packet(src: int, dst: int, sport: int, dport: int, size: int = 200, ecn: int = 0) -> Ether:
+    pkt = (
+        Ether(src=HOST_MAC[src], dst=SWITCH_MAC)
+        / IP(src=HOST_IP[src], dst=HOST_IP[dst], ttl=64, tos=ecn)
+        / TCP(sport=sport, dport=dport, flags="A")
+    )
+    return pkt / (b"\x00" * max(0, size - len(pkt)))
+
+
+def truncated_shim(src: int, dst: int, length: int, first: int = 0x10) -> Ether:
+    return (
+        Ether(src=HOST_MAC[src], dst=SWITCH_MAC)
+        / IP(src=HOST_IP[src], dst=HOST_IP[dst])
+        / UDP(sport=1000, dport=SHIM_PORT_BASE + 3, chksum=0)
+        / (bytes([first]) + b"\x10" * (length - 1) if length else b"")
+    )
+
+
+def forwarded(pkt: Ether, out_port: int, *, ce: bool = False) -> bytes:
+    """What the switch should emit for ``pkt`` routed to host ``out_port`` (computed by scapy)."""
+    out = pkt.copy()
+    out[Ether].src = SWITCH_MAC
+    out[Ether].dst = HOST_MAC[out_port]
+    out[IP].ttl -= 1
+    if ce:
+        out[IP].tos = (out[IP].tos & 0xFC) | 3
+    del out[IP].chksum
+    return bytes(Ether(bytes(out)))
+
+
+# ---- entries ------------------------------------------------------------------------------------
+
+
+def route(prefix: str, port: int, dst_mac: str, src_mac: str = SWITCH_MAC) -> Entry:
+    addr, _, plen = prefix.partition("/")
+    return make_entry(P.ROUTES_V4, {"hdr.ipv4.dst_addr": Lpm(ip(addr), int(plen or 32))}, P.SET_NEXT_HOP,
+                      {"port": port, "src_mac": mac(src_mac), "dst_mac": mac(dst_mac)})
+
+
+def host_routes() -> list[Entry]:
+    return [route(f"{HOST_IP[p]}/32", p, HOST_MAC[p]) for p in PORTS]
+
+
+def flow(job: int, priority: int = 1, src: str | None = None, dst: str | None = None, protocol: int | None = None,
+         src_port: int | None = None, dst_port: int | None = None) -> Entry:
+    match = {}
+    for name, value, width in (("hdr.ipv4.src_addr", src and ip(src), 32), ("hdr.ipv4.dst_addr", dst and ip(dst), 32),
+                               ("hdr.ipv4.protocol", protocol, 8), ("meta.l4_src_port", src_port, 16),
+                               ("meta.l4_dst_port", dst_port, 16)):
+        if value is not None:
+            match[name] = Ternary(value, (1 << width) - 1)
+    return make_entry(P.FLOWS, match, P.SET_JOB, {"job_id": job}, priority)
+
+
+def job_priority(job: int | None, klass: int, *, iterations: tuple[int, int] | None = None,
+                 progress: tuple[int, int] | None = None, priority: int = 1) -> Entry:
+    match = {}
+    if job is not None:
+        match["meta.job_id"] = Ternary(job, 0xFFFF)
+    if iterations is not None:
+        match["meta.iteration"] = Range(*iterations)
+    if progress is not None:
+        match["meta.progress"] = Range(*progress)
+    return make_entry(P.JOB_PRIORITY, match, P.SET_PRIORITY, {"priority": klass}, priority)
+
+
+def _depth_match(lo: int, hi: int) -> Range | None:
+    return None if (lo, hi) == (0, MAX_QDEPTH) else Range(lo, hi)
+
+
+def ecn_entries(profile: EcnProfile, port: int | None = None, klass: int | None = None) -> list[Entry]:
+    """``ecn_profile`` entries for ``mlfc.policy.ecn.compile_profile(profile)``."""
+    out = []
+    for i, r in enumerate(compile_profile(profile)):
+        match: dict = {}
+        if port is not None:
+            match["std_meta.egress_port"] = Ternary(port, PORT_MASK)
+        if klass is not None:
+            match["meta.priority"] = Ternary(klass, 0x7)
+        if (depth := _depth_match(r.lo, r.hi)) is not None:
+            match["std_meta.enq_qdepth"] = depth
+        if r.always:
+            out.append(make_entry(P.ECN_PROFILE, match, P.MARK_ALWAYS, priority=i + 1))
+        else:
+            out.append(make_entry(P.ECN_PROFILE, match, P.MARK_WITH_PROBABILITY, {"threshold": r.threshold}, i + 1))
+    return out
+
+
+def drop_entries(policy: DropPolicy, port: int | None = None) -> list[tuple[str, Entry]]:
+    """``congestion_levels`` and ``drop_threshold`` entries for a DropPolicy (mlfc.policy.drop)."""
+    out = []
+    port_match = {"std_meta.egress_port": Ternary(port, PORT_MASK)} if port is not None else {}
+    for lo, hi, level in level_ranges(policy):
+        out.append((P.CONGESTION_LEVELS, make_entry(
+            P.CONGESTION_LEVELS, {**port_match, "std_meta.deq_qdepth": Range(lo, hi)}, P.SET_LEVEL, {"l": level}, 1)))
+    spec_match = {"std_meta.egress_spec": Ternary(port, PORT_MASK)} if port is not None else {}
+    for level in range(NUM_LEVELS):
+        out.append((P.DROP_THRESHOLD, make_entry(
+            P.DROP_THRESHOLD, {**spec_match, "meta.level": Exact(level)}, P.SET_MIN_IMPORTANCE,
+            {"importance": policy.min_importance[level]}, 1)))
+    return out

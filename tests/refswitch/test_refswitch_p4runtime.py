@@ -1,0 +1,332 @@
+"""The P4Runtime service: arbitration, pipeline config, table writes/reads with PI's error codes,
+counters, and the controller's own client library (finsy) driving it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+import pytest
+from finsy.proto import p4r
+from refswitch_helpers import HOST_IP, HOST_MAC, flow, host_routes, job_priority, route, shim_packet
+
+from mlfc.refswitch import pipeline as pl
+from mlfc.refswitch import program as P
+from mlfc.refswitch.client import ClientError, P4RuntimeClient
+from mlfc.refswitch.errors import Code
+from mlfc.refswitch.p4info import build_p4info, committed_device_config, committed_p4info, default_p4info
+from mlfc.refswitch.server import RefSwitchServer, SwitchOptions
+from mlfc.refswitch.tables import Exact, Range, Ternary, make_entry
+
+DEVICE_CONFIG = committed_device_config() or b""
+INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
+
+
+@pytest.fixture
+def switch():
+    with RefSwitchServer(SwitchOptions(grpc_addr="127.0.0.1:0", admin_port=0)) as sw:
+        yield sw
+
+
+@pytest.fixture
+def client(switch):
+    c = P4RuntimeClient(switch.grpc_addr, election_id=10)
+    assert c.arbitrate().status.code == Code.OK
+    c.set_pipeline(default_p4info(), DEVICE_CONFIG)
+    yield c
+    c.close()
+
+
+def codes(err: ClientError) -> list[int]:
+    return [d.canonical_code for d in err.details]
+
+
+def test_capabilities(switch):
+    with P4RuntimeClient(switch.grpc_addr) as c:
+        assert c.stub.Capabilities(p4r.CapabilitiesRequest()).p4runtime_api_version == "1.3.0"
+
+
+def test_without_a_pipeline_everything_is_a_failed_precondition(switch):
+    with P4RuntimeClient(switch.grpc_addr) as c:
+        for call in (c.get_pipeline, lambda: c.read([p4r.Entity(table_entry=p4r.TableEntry())]),
+                     lambda: c.write([], election=False)):
+            with pytest.raises(ClientError) as exc:
+                call()
+            assert exc.value.code == grpc.StatusCode.FAILED_PRECONDITION
+            assert "No forwarding pipeline config" in exc.value.message
+
+
+def test_arbitration_primary_backup_duplicate_and_failover(switch):
+    a, b, c = (P4RuntimeClient(switch.grpc_addr) for _ in range(3))
+    try:
+        up = a.arbitrate(10)
+        assert (up.status.code, up.election_id.low) == (Code.OK, 10)
+        up = b.arbitrate(5)
+        assert (up.status.code, up.election_id.low) == (Code.ALREADY_EXISTS, 10), "backup, told the primary's id"
+        with pytest.raises(ClientError) as exc:
+            c.arbitrate(10)
+        assert exc.value.code == grpc.StatusCode.INVALID_ARGUMENT and "Election id already exists" in exc.value.message
+        # A backup's writes and pipeline pushes are refused.
+        b.election_id = 5
+        with pytest.raises(ClientError) as exc:
+            b.set_pipeline(default_p4info(), DEVICE_CONFIG)
+        assert exc.value.code == grpc.StatusCode.PERMISSION_DENIED
+        # The backup raises its id: it becomes primary and both streams hear about it.
+        up = b.arbitrate(20)
+        assert (up.status.code, up.election_id.low) == (Code.OK, 20)
+        note = a.next_arbitration()
+        assert (note.status.code, note.election_id.low) == (Code.ALREADY_EXISTS, 20)
+        b.set_pipeline(default_p4info(), DEVICE_CONFIG)
+        # The primary goes away: the remaining stream is primary again.
+        b.close()
+        note = a.next_arbitration()
+        assert (note.status.code, note.election_id.low) == (Code.OK, 10)
+        a.index = b.index
+        a.insert(P.ROUTES_V4, host_routes())  # the new primary's writes are accepted
+    finally:
+        for x in (a, b, c):
+            x.close()
+
+
+def test_arbitration_with_a_wrong_device_id(switch):
+    with P4RuntimeClient(switch.grpc_addr, device_id=7) as c, pytest.raises(ClientError) as exc:
+        c.arbitrate(1)
+    assert exc.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_pipeline_must_be_ours(client):
+    info = default_p4info()
+    info.tables[0].match_fields[0].bitwidth += 1
+    with pytest.raises(ClientError) as exc:
+        client.set_pipeline(info, DEVICE_CONFIG)
+    assert exc.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    extra = default_p4info()
+    extra.tables.add().preamble.name = "MlfcIngress.other"
+    with pytest.raises(ClientError) as exc:
+        client.set_pipeline(extra, DEVICE_CONFIG)
+    assert exc.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(ClientError) as exc:
+        client.set_pipeline(default_p4info(), DEVICE_CONFIG, action=p4r.SetForwardingPipelineConfigRequest.UNSPECIFIED)
+    assert exc.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    if DEVICE_CONFIG:
+        with pytest.raises(ClientError) as exc:
+            client.set_pipeline(default_p4info(), b'{"program": "something else"}')
+        assert exc.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_pipeline_actions_and_get_config(client):
+    req = p4r.SetForwardingPipelineConfigRequest
+    client.set_pipeline(default_p4info(), DEVICE_CONFIG, cookie=0x1234)
+    client.insert(P.ROUTES_V4, host_routes())
+    got = client.get_pipeline(p4r.GetForwardingPipelineConfigRequest.COOKIE_ONLY)
+    assert got.cookie.cookie == 0x1234 and not got.HasField("p4info")
+    assert client.get_pipeline().p4info == default_p4info()
+    client.set_pipeline(default_p4info(), DEVICE_CONFIG, action=req.VERIFY)
+    client.set_pipeline(default_p4info(), DEVICE_CONFIG, action=req.RECONCILE_AND_COMMIT, cookie=0x1234)
+    assert len(client.read_table(P.ROUTES_V4)) == 3, "reconcile keeps the forwarding state"
+    client.set_pipeline(default_p4info(), DEVICE_CONFIG, action=req.VERIFY_AND_SAVE)
+    assert len(client.read_table(P.ROUTES_V4)) == 3, "saved, not yet committed"
+    client.set_pipeline(p4r.ForwardingPipelineConfig().p4info, action=req.COMMIT)
+    assert client.read_table(P.ROUTES_V4) == [], "a committed pipeline starts empty"
+
+
+def _entries():
+    return [
+        (P.ROUTES_V4, route("10.1.0.0/16", 1, HOST_MAC[1])),
+        (P.FLOWS, flow(42, 3, src=HOST_IP[0], dst=HOST_IP[1], protocol=6, dst_port=5001)),
+        (P.JOB_PRIORITY, job_priority(7, 5, iterations=(10, 20), progress=(0, 3), priority=9)),
+        (P.DROP_THRESHOLD, make_entry(P.DROP_THRESHOLD, {"std_meta.egress_spec": Ternary(1, 0x1FF),
+                                                         "meta.level": Exact(2)}, P.SET_MIN_IMPORTANCE,
+                                      {"importance": 4}, 1)),
+        (P.CONGESTION_LEVELS, make_entry(P.CONGESTION_LEVELS, {"std_meta.deq_qdepth": Range(16, 31)}, P.SET_LEVEL,
+                                         {"l": 1}, 1)),
+        (P.ECN_PROFILE, make_entry(P.ECN_PROFILE, {"std_meta.enq_qdepth": Range(33, (1 << 19) - 1)}, P.MARK_ALWAYS,
+                                   priority=2)),
+        (P.ECN_PROFILE, make_entry(P.ECN_PROFILE, {"std_meta.enq_qdepth": Range(5, 32)}, P.MARK_WITH_PROBABILITY,
+                                   {"threshold": 1000}, 1)),
+    ]
+
+
+def test_write_and_read_back_every_match_kind(client, switch):
+    from mlfc.refswitch import codec
+
+    for table, e in _entries():
+        client.insert(table, [e])
+    for table, e in _entries():
+        assert codec.encode_entry(client.index, table, e) in client.read_table(table)
+        assert switch.device.tables[table].get(e.key) == e
+    all_tables = client.read([p4r.Entity(table_entry=p4r.TableEntry())])
+    assert len(all_tables) == len(_entries())
+
+
+def test_duplicate_missing_and_batch_errors(client, switch):
+    r1, r2 = route("10.1.0.0/16", 1, HOST_MAC[1]), route("10.2.0.0/16", 2, HOST_MAC[2])
+    client.insert(P.ROUTES_V4, [r1])
+    with pytest.raises(ClientError) as exc:
+        client.insert(P.ROUTES_V4, [r1])
+    assert exc.value.code == grpc.StatusCode.UNKNOWN and codes(exc.value) == [Code.ALREADY_EXISTS]
+    with pytest.raises(ClientError) as exc:
+        client.write([client.table_update(MODIFY, P.ROUTES_V4, r2)])
+    assert codes(exc.value) == [Code.NOT_FOUND]
+    r3 = route("10.3.0.0/16", 0, HOST_MAC[0])
+    with pytest.raises(ClientError) as exc:
+        client.write([client.table_update(INSERT, P.ROUTES_V4, r2), client.table_update(INSERT, P.ROUTES_V4, r1),
+                      client.table_update(DELETE, P.ROUTES_V4, r3), client.table_update(INSERT, P.ROUTES_V4, r3)])
+    assert codes(exc.value) == [Code.OK, Code.ALREADY_EXISTS, Code.NOT_FOUND, Code.OK]
+    assert len(client.read_table(P.ROUTES_V4)) == 3, "updates that succeeded in a failed batch are applied"
+    client.write([client.table_update(MODIFY, P.ROUTES_V4, route("10.3.0.0/16", 2, HOST_MAC[2]))])
+    assert switch.device.tables[P.ROUTES_V4].lookup((0x0A030001,))[1][0] == 2
+    client.write([client.table_update(DELETE, P.ROUTES_V4, r3)])
+    assert len(client.read_table(P.ROUTES_V4)) == 2
+
+
+def _raw_update(client, table: str, entry, mutate) -> p4r.Update:
+    update = client.table_update(INSERT, table, entry)
+    mutate(update.entity.table_entry)
+    return update
+
+
+@pytest.mark.parametrize(("table", "mutate", "code"), [
+    (P.ROUTES_V4, lambda te: setattr(te.match[0].lpm, "prefix_len", 8), Code.INVALID_ARGUMENT),  # trailing bits
+    (P.ROUTES_V4, lambda te: setattr(te.match[0].lpm, "prefix_len", 0), Code.INVALID_ARGUMENT),
+    (P.ROUTES_V4, lambda te: setattr(te, "priority", 5), Code.INVALID_ARGUMENT),
+    (P.ROUTES_V4, lambda te: setattr(te, "table_id", 0x02FFFFFF), Code.INVALID_ARGUMENT),
+    (P.ROUTES_V4, lambda te: setattr(te.match[0], "field_id", 9), Code.INVALID_ARGUMENT),
+    (P.ROUTES_V4, lambda te: setattr(te.match[0].lpm, "value", b"\x01" * 5), Code.INVALID_ARGUMENT),
+    (P.ROUTES_V4, lambda te: te.action.action.params.pop(), Code.INVALID_ARGUMENT),
+    (P.ROUTES_V4, lambda te: setattr(te.action.action.params[0], "value", b"\x02\x00"), Code.INVALID_ARGUMENT),
+    (P.ROUTES_V4, lambda te: setattr(te.action.action, "action_id", 0x01FFFFFF), Code.INVALID_ARGUMENT),
+    (P.ROUTES_V4, lambda te: te.ClearField("action"), Code.INVALID_ARGUMENT),
+    (P.ROUTES_V4, lambda te: setattr(te, "idle_timeout_ns", 1000), Code.INVALID_ARGUMENT),
+    (P.FLOWS, lambda te: setattr(te, "priority", 0), Code.INVALID_ARGUMENT),
+    (P.FLOWS, lambda te: setattr(te.match[0].ternary, "mask", b"\x00"), Code.INVALID_ARGUMENT),
+    (P.FLOWS, lambda te: setattr(te.match[0].ternary, "mask", b"\xff\x00\x00\x00"), Code.INVALID_ARGUMENT),
+    (P.JOB_PRIORITY, lambda te: setattr(te.match[1].range, "low", b"\x30"), Code.INVALID_ARGUMENT),  # low > high
+    (P.JOB_PRIORITY, lambda te: (setattr(te.match[1].range, "low", b"\x00"),
+                                 setattr(te.match[1].range, "high", b"\xff" * 4)), Code.INVALID_ARGUMENT),
+    (P.DROP_THRESHOLD, lambda te: te.match.pop(), Code.INVALID_ARGUMENT),  # the exact field is missing
+    (P.DROP_THRESHOLD, lambda te: te.match[0].ClearField("ternary") or te.match[0].exact.SetInParent(),
+     Code.INVALID_ARGUMENT),
+])
+def test_invalid_entries_are_rejected_like_pi(client, table, mutate, code):
+    entry = dict(_entries())[table]
+    with pytest.raises(ClientError) as exc:
+        client.write([_raw_update(client, table, entry, mutate)])
+    assert codes(exc.value) == [code], exc.value
+
+
+def test_wrong_action_for_table(client):
+    update = client.table_update(INSERT, P.ROUTES_V4, route("10.1.0.0/16", 1, HOST_MAC[1]))
+    update.entity.table_entry.action.action.action_id = client.index.action_ids[P.MARK_ALWAYS]
+    del update.entity.table_entry.action.action.params[:]
+    with pytest.raises(ClientError) as exc:
+        client.write([update])
+    assert codes(exc.value) == [Code.INVALID_ARGUMENT]
+
+
+def test_default_actions(client, switch):
+    from mlfc.refswitch import codec
+
+    te = codec.encode_default(client.index, P.JOB_PRIORITY, P.SET_PRIORITY, (3,))
+    client.write([p4r.Update(type=MODIFY, entity=p4r.Entity(table_entry=te))])
+    read = client.read([p4r.Entity(table_entry=p4r.TableEntry(table_id=te.table_id, is_default_action=True))])
+    assert read[0].table_entry == te
+    assert switch.device.tables[P.JOB_PRIORITY].default == (P.SET_PRIORITY, (3,))
+    reset = p4r.TableEntry(table_id=te.table_id, is_default_action=True)
+    client.write([p4r.Update(type=MODIFY, entity=p4r.Entity(table_entry=reset))])
+    assert switch.device.tables[P.JOB_PRIORITY].default == (P.SET_PRIORITY, (1,))
+    const = codec.encode_default(client.index, P.ROUTES_V4, P.DROP, ())
+    for utype, code in ((MODIFY, Code.PERMISSION_DENIED), (INSERT, Code.INVALID_ARGUMENT),
+                        (DELETE, Code.INVALID_ARGUMENT)):
+        with pytest.raises(ClientError) as exc:
+            client.write([p4r.Update(type=utype, entity=p4r.Entity(table_entry=const))])
+        assert codes(exc.value) == [code]
+
+
+def test_counters_read_and_write(client, switch):
+    dev = switch.device
+    for e in host_routes():
+        dev.tables[P.ROUTES_V4].insert(e)
+    pkts = [bytes(shim_packet(0, 1, job=21, size=150 + i)) for i in range(3)]
+    for p in pkts:
+        pl.process(p, 0, dev.tables, dev.state)
+    assert client.read_counter(P.JOB_PACKETS) == {21: (3, sum(map(len, pkts)))}
+    assert client.read_counter(P.JOB_PACKETS, 21) == {21: (3, sum(map(len, pkts)))}
+    cid = client.index.counters
+    wildcard = client.read([p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=next(
+        i for i, s in cid.items() if s.name == P.JOB_PACKETS)))])
+    assert len(wildcard) == P.MAX_JOBS, "a wildcard index returns every cell"
+    everything = client.read([p4r.Entity(counter_entry=p4r.CounterEntry())])
+    assert len(everything) == sum(s.size for s in P.COUNTERS.values())
+    with pytest.raises(ClientError) as exc:
+        client.read_counter(P.JOB_PACKETS, P.MAX_JOBS)
+    assert exc.value.code == grpc.StatusCode.OUT_OF_RANGE
+    reset = p4r.CounterEntry(counter_id=next(i for i, s in cid.items() if s.name == P.JOB_PACKETS))
+    reset.index.index = 21
+    client.write([p4r.Update(type=MODIFY, entity=p4r.Entity(counter_entry=reset))])
+    assert client.read_counter(P.JOB_PACKETS) == {}
+
+
+def test_registers_and_things_outside_our_p4info(client):
+    for entity in (p4r.Entity(register_entry=p4r.RegisterEntry(register_id=0x16000001)),):
+        with pytest.raises(ClientError) as exc:
+            client.read([entity])
+        assert exc.value.code == grpc.StatusCode.UNIMPLEMENTED
+        with pytest.raises(ClientError) as exc:
+            client.write([p4r.Update(type=MODIFY, entity=entity)])
+        assert codes(exc.value) == [Code.UNIMPLEMENTED]
+    with pytest.raises(ClientError) as exc:
+        client.read([p4r.Entity(meter_entry=p4r.MeterEntry(meter_id=0x14000001))])
+    assert exc.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(ClientError) as exc:
+        client.read([p4r.Entity(table_entry=p4r.TableEntry(table_id=0x02000001))])
+    assert exc.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    with pytest.raises(ClientError) as exc:
+        client.read([p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=0x12000001))])
+    assert exc.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    req = p4r.WriteRequest(device_id=1, atomicity=p4r.WriteRequest.DATAPLANE_ATOMIC)
+    req.election_id.low = 10
+    with pytest.raises(grpc.RpcError) as rpc:
+        client.stub.Write(req)
+    assert rpc.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    with pytest.raises(grpc.RpcError) as rpc:
+        client.stub.Write(p4r.WriteRequest(device_id=3))
+    assert rpc.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_finsy_drives_it_like_the_controller(switch, tmp_path):
+    """finsy (the controller's P4Runtime library): arbitration, pipeline push, writes, reads."""
+    import finsy as fy
+    from google.protobuf import text_format
+
+    p4info_path = tmp_path / "mlfc.p4info.txtpb"
+    p4info_path.write_text(text_format.MessageToString(default_p4info()))
+    config_path = tmp_path / "mlfc.json"
+    config_path.write_bytes(DEVICE_CONFIG or b"{}")
+
+    async def scenario() -> tuple[list, list, bool]:
+        opts = fy.SwitchOptions(p4info=p4info_path, p4blob=config_path)
+        async with fy.Switch("refswitch", switch.grpc_addr, opts) as sw:
+            await sw.insert([fy.P4TableEntry(P.ROUTES_V4, match=fy.P4TableMatch({"hdr.ipv4.dst_addr": "10.0.0.11/32"}),
+                                             action=fy.P4TableAction(P.SET_NEXT_HOP, port=1, src_mac=1, dst_mac=2))])
+            entries = [e async for e in sw.read(fy.P4TableEntry(P.ROUTES_V4))]
+            counters = [c async for c in sw.read(fy.P4CounterEntry(P.JOB_PACKETS, index=5))]
+            return entries, counters, sw.is_primary
+
+    entries, counters, primary = asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert primary
+    assert len(entries) == 1 and entries[0].action.args == {"port": 1, "src_mac": 1, "dst_mac": 2}
+    assert len(counters) == 1
+    deadline = time.monotonic() + 5
+    while switch.p4runtime.arbiter.count() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert switch.p4runtime.arbiter.count() == 0, "the stream is cleaned up when the client leaves"
+    assert switch.device.tables[P.ROUTES_V4].lookup((0x0A00000B,)) == (P.SET_NEXT_HOP, (1, 1, 2))
+
+
+@pytest.mark.skipif(committed_p4info() is None, reason="p4src/build/mlfc.p4info.txtpb missing: run `make p4`")
+def test_model_p4info_is_what_p4c_emits():
+    """The model's independent statement of the program (refswitch/program.py) equals p4c's P4Info:
+    same names, ids, aliases, match fields, widths, actions, counters, register and order."""
+    assert build_p4info() == committed_p4info()

@@ -1,0 +1,351 @@
+"""The pure pipeline (mlfc.refswitch.pipeline): the PTF scenarios of ptf-tests/, packet by packet,
+with the expected behaviour taken from docs/dataplane.md and mlfc.policy."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from refswitch_helpers import (
+    HOST_IP,
+    HOST_MAC,
+    PORTS,
+    SWITCH_MAC,
+    drop_entries,
+    ecn_entries,
+    flow,
+    forwarded,
+    host_routes,
+    job_priority,
+    route,
+    shim_packet,
+    tcp_packet,
+    truncated_shim,
+)
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import ARP, Ether
+
+from mlfc.policy.drop import DropPolicy, congestion_level, should_drop
+from mlfc.policy.ecn import EcnProfile, compile_profile, compiled_probability, mark_probability
+from mlfc.policy.priority import interleaving_bands
+from mlfc.refswitch import pipeline as pl
+from mlfc.refswitch import program as P
+from mlfc.refswitch.state import SwitchState
+from mlfc.refswitch.tables import Tables
+from mlfc.wire import IMPORTANCE_LEVELS, MsgType
+
+
+@pytest.fixture
+def sw() -> tuple[Tables, SwitchState]:
+    tables, state = Tables(), SwitchState()
+    for e in host_routes():
+        tables[P.ROUTES_V4].insert(e)
+    return tables, state
+
+
+def run(sw, pkt, port: int = 0, **kw) -> pl.Decision:
+    tables, state = sw
+    return pl.process(bytes(pkt), port, tables, state, **kw)
+
+
+def install(sw, entries) -> None:
+    for item in entries:
+        table, e = item if isinstance(item, tuple) else (None, item)
+        sw[0][table or _table_of(e)].insert(e)
+
+
+def _table_of(e) -> str:
+    for spec in P.TABLES.values():
+        if e.action in spec.actions:
+            return spec.name
+    raise AssertionError(e)
+
+
+# ---- forwarding ------------------------------------------------------------------------------------
+
+
+def test_routed_to_every_port_with_rewrite(sw):
+    for src in PORTS:
+        for dst in PORTS:
+            if src != dst:
+                pkt = tcp_packet(src, dst, 1234, 80)
+                d = run(sw, pkt, src)
+                assert (d.egress_port, d.out) == (dst, forwarded(pkt, dst))
+
+
+def test_checksum_is_recomputed_after_ttl_decrement(sw):
+    d = run(sw, shim_packet(0, 2, job=3))
+    ip_hdr = Ether(d.out)[IP]
+    reported = ip_hdr.chksum
+    del ip_hdr.chksum
+    assert IP(bytes(ip_hdr)).chksum == reported
+    assert ip_hdr.ttl == 63
+
+
+def test_longest_prefix_wins(sw):
+    install(sw, [route("10.1.0.0/16", 1, HOST_MAC[1]), route("10.1.2.0/24", 2, HOST_MAC[2]),
+                 route("10.0.0.0/8", 0, HOST_MAC[0])])
+    for dst, port in (("10.1.9.9", 1), ("10.1.2.3", 2), ("10.200.0.1", 0)):
+        pkt = Ether(src=HOST_MAC[0], dst=SWITCH_MAC) / IP(src=HOST_IP[0], dst=dst) / UDP(dport=9) / (b"y" * 40)
+        assert run(sw, pkt).egress_port == port
+
+
+@pytest.mark.parametrize(("pkt", "reason"), [
+    (Ether() / IP(src=HOST_IP[0], dst="10.9.9.9") / UDP() / (b"x" * 40), pl.DROP_NO_ROUTE),
+    (Ether() / IP(src=HOST_IP[0], dst=HOST_IP[1], ttl=1) / UDP() / b"x", pl.DROP_TTL),
+    (Ether() / IP(src=HOST_IP[0], dst=HOST_IP[1], ttl=0) / UDP() / b"x", pl.DROP_TTL),
+    (Ether(dst="ff:ff:ff:ff:ff:ff") / ARP(pdst=HOST_IP[1]), pl.DROP_NOT_IPV4),
+    (Ether(type=0x0800) / b"\x45\x00\x00", pl.DROP_NOT_IPV4),  # ipv4 header cut short: parser error
+    (b"\x00" * 10, pl.DROP_NOT_IPV4),
+])
+def test_dropped_without_route_ttl_or_ipv4(sw, pkt, reason):
+    d = run(sw, pkt)
+    assert d.dropped and d.drop_reason == reason
+
+
+def test_route_to_the_drop_port_drops(sw):
+    install(sw, [route("10.3.0.0/16", P.DROP_PORT, HOST_MAC[1])])
+    assert run(sw, Ether() / IP(dst="10.3.0.1") / UDP() / b"x").dropped
+
+
+def test_bad_ipv4_checksum_is_dropped(sw):
+    pkt = bytearray(bytes(tcp_packet(0, 1, 1, 2)))
+    pkt[24] ^= 0xFF  # corrupt the header checksum
+    d = run(sw, bytes(pkt))
+    assert d.dropped and d.drop_reason == pl.DROP_BAD_CHECKSUM
+    assert not any(sw[1].snapshot().values())
+
+
+def test_checksum_covers_ipv4_options(sw):
+    pkt = Ether() / IP(src=HOST_IP[0], dst=HOST_IP[1], options=b"\x01\x01\x01\x00") / UDP() / (b"z" * 30)
+    d = run(sw, pkt)
+    out = Ether(d.out)
+    assert out[IP].ihl == 6
+    reported = out[IP].chksum
+    del out[IP].chksum
+    assert IP(bytes(out[IP])).chksum == reported
+
+
+# ---- classification and counters -------------------------------------------------------------------
+
+
+def test_shim_job_is_counted(sw):
+    pkts = [shim_packet(0, 1, job=21, seq=i, size=150 + i) for i in range(5)]
+    for p in pkts:
+        assert run(sw, p).out == forwarded(p, 1)
+    assert sw[1].counter(P.JOB_PACKETS, 21) == (5, sum(len(p) for p in pkts))
+
+
+def test_five_tuple_flow_gets_its_job(sw):
+    install(sw, [flow(42, src=HOST_IP[0], dst=HOST_IP[1], protocol=6, dst_port=5001)])
+    matching = [tcp_packet(0, 1, 40000 + i, 5001, size=300) for i in range(4)]
+    for p in matching:
+        assert run(sw, p).job_id == 42
+    assert run(sw, tcp_packet(0, 1, 40000, 5002)).job_id == 0
+    assert run(sw, tcp_packet(2, 1, 40000, 5001), 2).job_id == 0
+    assert sw[1].counter(P.JOB_PACKETS, 42) == (4, 4 * 300)
+    assert sw[1].counter(P.JOB_PACKETS, 0) == (0, 0), "packets without a job are not counted"
+
+
+def test_wildcard_flow_and_large_job_ids(sw):
+    install(sw, [flow(7, dst=HOST_IP[2])])
+    for i in range(3):
+        run(sw, tcp_packet(0, 2, 1000 + i, 80))
+    assert sw[1].counter(P.JOB_PACKETS, 7)[0] == 3
+    run(sw, shim_packet(0, 1, job=60000))
+    assert sw[1].counter(P.JOB_PACKETS, 0)[0] == 1, "ids >= 4096 share index 0"
+
+
+def test_flow_priority_order_and_first_inserted_on_ties(sw):
+    install(sw, [flow(1, 1, dst=HOST_IP[1]), flow(2, 5, dst=HOST_IP[1], dst_port=80), flow(3, 5, dst=HOST_IP[1])])
+    assert run(sw, tcp_packet(0, 1, 9, 80)).job_id == 2
+    assert run(sw, tcp_packet(0, 1, 9, 81)).job_id == 3  # both priority 5 match nothing else: 3 beats 1
+
+
+# ---- malformed shims ------------------------------------------------------------------------------
+
+
+def test_malformed_are_forwarded_counted_and_never_classified(sw):
+    install(sw, [job_priority(5, 6, priority=1), flow(9, 1, dst=HOST_IP[1])])
+    bad = [shim_packet(0, 1, job=5, version=2), shim_packet(0, 1, job=5, msg_type=9)]
+    short = [truncated_shim(2, 1, n) for n in (0, 1, 8, 15)]
+    for p in bad:
+        d = run(sw, p, 0)
+        assert (d.egress_port, d.out, d.priority, d.job_id) == (1, forwarded(p, 1), pl.PRIORITY_DEFAULT, 0)
+    for p in short:
+        d = run(sw, p, 2)
+        assert (d.egress_port, d.out, d.priority, d.job_id) == (1, forwarded(p, 1), pl.PRIORITY_DEFAULT, 0)
+    assert sw[1].counter(P.SHIM_BAD_HEADER, 0)[0] == 2
+    assert sw[1].counter(P.SHIM_TRUNCATED, 2)[0] == len(short)
+    assert sw[1].counter(P.SHIM_TRUNCATED, 0)[0] == 0
+    assert sw[1].counter(P.JOB_PACKETS, 5)[0] == 0
+    assert sw[1].counter(P.JOB_PACKETS, 9)[0] == 0, "a malformed shim is not classified by the 5-tuple either"
+
+
+def test_short_payload_is_truncated_whatever_its_first_byte(sw):
+    run(sw, truncated_shim(0, 1, 5, first=0x30), 0)
+    assert sw[1].counter(P.SHIM_TRUNCATED, 0)[0] == 1
+    assert sw[1].counter(P.SHIM_BAD_HEADER, 0)[0] == 0
+
+
+def test_malformed_are_never_selectively_dropped(sw):
+    policy = DropPolicy(level_depths=(1, 2, 3), min_importance=(0, 8, 8, 8))
+    install(sw, drop_entries(policy))
+    for v in (0, 2, 15):
+        _leave(sw, 10)
+        assert not run(sw, shim_packet(0, 1, job=1, importance=0, version=v)).dropped
+    _leave(sw, 10)
+    assert run(sw, shim_packet(0, 1, job=1, importance=0)).dropped, "a valid low-importance shim is dropped"
+
+
+# ---- priority classes ------------------------------------------------------------------------------
+
+
+def test_control_class_default_class_and_job_classes(sw):
+    install(sw, [job_priority(1, 1), job_priority(2, 5), job_priority(1, 6, iterations=(10, 20), priority=2),
+                 job_priority(3, 7), job_priority(4, 0), flow(2, dst=HOST_IP[2])])
+    cases = [
+        (shim_packet(0, 1, job=1, iteration=5), 1),
+        (shim_packet(0, 1, job=1, iteration=15), 6),
+        (shim_packet(0, 1, job=1, iteration=21), 1),
+        (shim_packet(0, 1, job=2), 5),
+        (shim_packet(0, 1, job=3), 6),  # 7 is reserved: lowered to 6
+        (shim_packet(0, 1, job=4), 0),  # below the default: demoted
+        (shim_packet(0, 1, job=99), pl.PRIORITY_DEFAULT),
+        (shim_packet(0, 1, job=2, msg_type=MsgType.ACK, payload=b"\x00" * 4), 7),
+        (shim_packet(0, 1, job=4, msg_type=MsgType.CNP), 7),
+        (tcp_packet(0, 2, 1, 2), 5),  # untagged, classified by the 5-tuple as job 2
+        (tcp_packet(0, 1, 1, 2), pl.PRIORITY_DEFAULT),
+    ]
+    for pkt, klass in cases:
+        assert run(sw, pkt).priority == klass, pkt.summary()
+
+
+def test_progress_bands_from_policy(sw):
+    bands = interleaving_bands(levels=4, base=2)
+    install(sw, [job_priority(8, b.priority, progress=(b.lo, b.hi), priority=2) for b in bands])
+    for progress in range(16):
+        expected = next(b.priority for b in bands if b.lo <= progress <= b.hi)
+        assert run(sw, shim_packet(0, 1, job=8, progress=progress)).priority == expected
+
+
+def test_changed_default_action_applies_to_unmatched(sw):
+    sw[0][P.JOB_PRIORITY].set_default(P.SET_PRIORITY, {"priority": 3})
+    assert run(sw, shim_packet(0, 1, job=77)).priority == 3
+    sw[0][P.JOB_PRIORITY].reset_default()
+    assert run(sw, shim_packet(0, 1, job=77)).priority == 1
+
+
+# ---- ECN -------------------------------------------------------------------------------------------
+
+
+def _ce(d: pl.Decision) -> bool:
+    return d.out is not None and Ether(d.out)[IP].tos & 3 == 3
+
+
+def test_ecn_above_kmax_always_below_kmin_never(sw):
+    profile = EcnProfile(kmin=2, kmax=5, pmax=0.5)
+    install(sw, ecn_entries(profile, port=1))
+    observed = 0
+    for depth in range(0, 40):
+        ect = run(sw, shim_packet(0, 1, job=1, ecn=2), enq_depth=depth)
+        observed += _ce(ect)
+        non_ect = run(sw, shim_packet(0, 1, job=1, ecn=0), enq_depth=depth)
+        assert not _ce(non_ect), "non-ECT is never marked"
+        if depth > profile.kmax:
+            assert _ce(ect) and ect.out == forwarded(shim_packet(0, 1, job=1, ecn=2), 1, ce=True)
+        if depth <= profile.kmin:
+            assert not _ce(ect)
+    marked_ect = run(sw, shim_packet(0, 1, job=1, ecn=3), enq_depth=100)
+    assert not marked_ect.ecn_marked, "already-CE packets are left alone"
+    other_port = run(sw, shim_packet(0, 2, job=1, ecn=1), enq_depth=100)
+    assert not _ce(other_port), "the profile is installed for port 1 only"
+    assert sw[1].counter(P.JOB_ECN_MARKS, 1)[0] == observed >= 40 - profile.kmax - 1
+
+
+def test_ecn_marked_fraction_between_kmin_and_kmax():
+    """Between Kmin and Kmax each depth's marks lie within 4.5 binomial standard deviations of
+    compile_profile's probability (itself within 1/65536 of mark_probability)."""
+    tables, state = Tables(), SwitchState()
+    for e in host_routes():
+        tables[P.ROUTES_V4].insert(e)
+    profile = EcnProfile(kmin=4, kmax=32, pmax=0.2)
+    for e in ecn_entries(profile):
+        tables[P.ECN_PROFILE].insert(e)
+    ranges = compile_profile(profile)
+    rng = pl.default_rng(12345)
+    frame = bytes(shim_packet(0, 1, job=3, ecn=2))
+    n = 1500
+    total = 0
+    for depth in (5, 10, 18, 25, 32):
+        p = compiled_probability(ranges, depth)
+        assert abs(p - mark_probability(profile, depth)) <= 1 / 65536
+        marks = sum(pl.process(frame, 0, tables, state, enq_depth=depth, rng=rng).ecn_marked for _ in range(n))
+        total += marks
+        sigma = math.sqrt(n * p * (1 - p))
+        assert abs(marks - n * p) <= 4.5 * sigma, f"depth {depth}: {marks} marks of {n}, expected {n * p:.0f}"
+    assert state.counter(P.JOB_ECN_MARKS, 3)[0] == total
+
+
+def test_ecn_profile_per_priority_class(sw):
+    install(sw, [job_priority(2, 5)])
+    install(sw, ecn_entries(EcnProfile(kmin=0, kmax=0, pmax=1.0), klass=5))
+    assert run(sw, shim_packet(0, 1, job=2), enq_depth=1).ecn_marked
+    assert not run(sw, shim_packet(0, 1, job=1), enq_depth=1).ecn_marked
+
+
+# ---- selective drop ---------------------------------------------------------------------------------
+
+POLICY = DropPolicy(level_depths=(4, 8, 12), min_importance=(0, 2, 4, 8))
+
+
+def _leave(sw, deq_depth: int, port: int = 1, klass: int = 1) -> None:
+    """A packet leaves (port, class) with ``deq_depth`` packets behind it: egress records the level."""
+    tables, state = sw
+    src = 0 if port != 0 else 1
+    ing = pl.ingress(bytes(shim_packet(src, port, job=1, importance=15)), src, tables, state)
+    assert ing.egress_port == port and ing.priority == klass
+    pl.egress(ing, 0, deq_depth, tables, state, pl.default_rng(0))
+
+
+def test_nothing_dropped_when_uncongested(sw):
+    install(sw, drop_entries(POLICY))
+    for imp in range(IMPORTANCE_LEVELS):
+        assert not run(sw, shim_packet(0, 1, job=1, importance=imp)).dropped
+    assert sw[1].counter(P.JOB_DROPS, 1) == (0, 0)
+
+
+@pytest.mark.parametrize("backlog", [2, 5, 9, 13, 40])
+def test_low_importance_dropped_by_level(sw, backlog):
+    install(sw, drop_entries(POLICY))
+    install(sw, [flow(1, src=HOST_IP[0], dst=HOST_IP[1], protocol=6)])
+    _leave(sw, backlog)
+    level = congestion_level(POLICY, backlog)
+    probes = [shim_packet(0, 1, job=1, importance=imp, seq=imp) for imp in range(IMPORTANCE_LEVELS)]
+    dropped = [p for p in probes if run(sw, p).dropped]
+    expected = [p for p in probes if should_drop(POLICY, level, p["MlfcShim"].importance, MsgType.DATA)]
+    assert dropped == expected
+    never = [shim_packet(0, 1, job=1, msg_type=MsgType.ACK, payload=b"\x00" * 4),
+             shim_packet(0, 1, job=1, msg_type=MsgType.CNP), tcp_packet(0, 1, 5555, 6666)]
+    assert not any(run(sw, p).dropped for p in never), "ACK, CNP and untagged are never dropped"
+    assert sw[1].counter(P.JOB_DROPS, 1) == (len(expected), sum(len(p) for p in expected))
+    assert sw[1].counter(P.JOB_PACKETS, 1)[0] == 1 + len(probes) + len(never), "ingress counts before dropping"
+
+
+def test_level_is_per_port_and_queue_and_clears_when_draining(sw):
+    install(sw, drop_entries(POLICY))
+    install(sw, [job_priority(2, 4)])
+    _leave(sw, 20, port=1, klass=1)
+    assert run(sw, shim_packet(0, 1, job=1, importance=0)).dropped
+    assert not run(sw, shim_packet(0, 2, job=1, importance=0)).dropped, "port 2 is not congested"
+    assert not run(sw, shim_packet(0, 1, job=2, importance=0)).dropped, "class 4 of port 1 is not congested"
+    _leave(sw, 0, port=1, klass=1)
+    assert not run(sw, shim_packet(0, 1, job=1, importance=0)).dropped, "a drained queue clears its level"
+
+
+def test_job_zero_drops_are_counted_at_index_zero(sw):
+    install(sw, drop_entries(POLICY))
+    _leave(sw, 30)
+    assert run(sw, shim_packet(0, 1, job=0, importance=0)).dropped
+    assert sw[1].counter(P.JOB_DROPS, 0)[0] == 1
+    assert sw[1].counter(P.JOB_PACKETS, 0)[0] == 0
