@@ -35,6 +35,7 @@ from mlfc.controller.reconcile import Diff, apply_diff, count_by_table, diff
 from mlfc.controller.switch import CounterValue, SwitchClient, SwitchError
 from mlfc.controller.thrift import QueueAdapter, QueueConfigError
 
+DISCOVERY_EVERY = 5  # telemetry cycles between scans for jobs with traffic
 LOG = logging.getLogger(__name__)
 
 JOB_COUNTERS = (names.JOB_PACKETS, names.JOB_DROPS, names.JOB_ECN_MARKS)
@@ -103,6 +104,10 @@ class SwitchAgent:
         )
         self.stats = AgentStats()
         self._desired = desired
+        # Jobs whose counters are polled: every job of any intent so far, plus jobs found counting on
+        # the switch (untagged or tagged traffic of jobs no intent named, e.g. with no priorities at all).
+        self._seen_jobs: set[int] = set()
+        self._telemetry_cycles = 0
         self._desired_changed = asyncio.Event()
         self._applied = asyncio.Condition()
         self._installed: dict[EntryKey, TableEntry] | None = None  # model of the switch; None = read it
@@ -297,17 +302,25 @@ class SwitchAgent:
 
     def counter_requests(self) -> dict[str, list[int]]:
         job_size = self.pipeline.counter_size(names.JOB_PACKETS)
-        jobs = sorted({0, *(j for j in self._desired.job_ids if j < job_size)})
+        self._seen_jobs.update(j for j in self._desired.job_ids if j < job_size)
+        jobs = sorted({0, *self._seen_jobs})
         ports = sorted(p for p in self.config.port_numbers if p < self.pipeline.counter_size(names.SHIM_BAD_HEADER))
         return {**{c: jobs for c in JOB_COUNTERS}, **{c: ports for c in PORT_COUNTERS}}
 
     async def _telemetry_loop(self) -> None:
         while True:
             try:
+                if self._telemetry_cycles % DISCOVERY_EVERY == 0:
+                    # One wildcard read of the per-job packet counter finds jobs that carry traffic.
+                    cells = await self.client.read_counters(names.JOB_PACKETS)
+                    self._seen_jobs.update(i for i, v in cells.items() if v.packets)
+                self._telemetry_cycles += 1
                 self.stats.counters = await self.client.read_many_counters(self.counter_requests())
                 self.stats.counters_at = time.time()
             except SwitchError as exc:
                 LOG.debug("%s: counter read failed: %s", self.name, exc)
+            except Exception:  # telemetry must never take the agent down with it
+                LOG.exception("%s: counter read failed", self.name)
             await asyncio.sleep(self.settings.counter_interval_s)
 
     # ---- status helpers -------------------------------------------------------------------------

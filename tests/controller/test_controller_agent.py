@@ -109,6 +109,10 @@ class FakeClient:
         self._check()
         return {name: {i: CounterValue(i, 10 * i) for i in idx} for name, idx in requests.items()}
 
+    async def read_counters(self, counter: str, indices=None) -> dict:
+        self._check()
+        return {i: CounterValue(i, 10 * i) for i in (indices if indices is not None else range(8))}
+
 
 class NoQueues(QueueAdapter):
     def __init__(self) -> None:
