@@ -30,16 +30,29 @@ ETH_P_ALL = 0x0003
 
 def entries() -> list[tuple[str, object]]:
     return [
-        (P.ROUTES_V4, make_entry(P.ROUTES_V4, {"hdr.ipv4.dst_addr": Lpm(0x0A00000B, 32)}, P.SET_NEXT_HOP,
-                                 {"port": 1, "src_mac": 0xAABB00000001, "dst_mac": 0x11})),
-        (P.JOB_PRIORITY, make_entry(P.JOB_PRIORITY, {"meta.job_id": Ternary(3, 0xFFFF)}, P.SET_PRIORITY,
-                                    {"priority": 5}, 1)),
+        (
+            P.ROUTES_V4,
+            make_entry(
+                P.ROUTES_V4,
+                {"hdr.ipv4.dst_addr": Lpm(0x0A00000B, 32)},
+                P.SET_NEXT_HOP,
+                {"port": 1, "src_mac": 0xAABB00000001, "dst_mac": 0x11},
+            ),
+        ),
+        (
+            P.JOB_PRIORITY,
+            make_entry(P.JOB_PRIORITY, {"meta.job_id": Ternary(3, 0xFFFF)}, P.SET_PRIORITY, {"priority": 5}, 1),
+        ),
     ]
 
 
 def frame(size: int) -> bytes:
-    pkt = (Ether(src="00:00:00:00:00:10", dst="00:aa:bb:00:00:01") / IP(src="10.0.0.10", dst="10.0.0.11", tos=2)
-           / UDP(sport=SHIM_PORT_BASE + 2, dport=SHIM_PORT_BASE + 1, chksum=0) / MlfcShim(job_id=3, importance=9))
+    pkt = (
+        Ether(src="00:00:00:00:00:10", dst="00:aa:bb:00:00:01")
+        / IP(src="10.0.0.10", dst="10.0.0.11", tos=2)
+        / UDP(sport=SHIM_PORT_BASE + 2, dport=SHIM_PORT_BASE + 1, chksum=0)
+        / MlfcShim(job_id=3, importance=9)
+    )
     return bytes(pkt / (b"\x00" * max(0, size - len(pkt))))
 
 
@@ -106,15 +119,19 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--size", type=int, default=200, help="frame size in bytes")
     args = ap.parse_args()
-    print(f"refswitch pipeline (in process, ingress+egress, {args.size} B): "
-          f"{bench_pipeline(args.seconds, args.size):,.0f} packets/s")
+    print(
+        f"refswitch pipeline (in process, ingress+egress, {args.size} B): "
+        f"{bench_pipeline(args.seconds, args.size):,.0f} packets/s"
+    )
     if os.geteuid() != 0:
         print("refswitch on veths: skipped (needs root for veth pairs)")
         return
     for mode in ("shared", "per-queue"):
         offered, forwarded = bench_veth(args.seconds, args.size, mode)
-        print(f"refswitch process on a veth pair ({mode} queues, {args.size} B): offered {offered:,.0f} packets/s, "
-              f"forwarded {forwarded:,.0f} packets/s")
+        print(
+            f"refswitch process on a veth pair ({mode} queues, {args.size} B): offered {offered:,.0f} packets/s, "
+            f"forwarded {forwarded:,.0f} packets/s"
+        )
 
 
 if __name__ == "__main__":

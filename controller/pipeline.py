@@ -101,7 +101,11 @@ class Pipeline:
     schema: fy.P4Schema
 
     @classmethod
-    def load(cls, p4info: Path | str | None = None, device_config: Path | str | None = None) -> Pipeline:
+    def load(
+        cls, p4info: Path | str | None = None, device_config: Path | str | None = None, *, contract: bool = True
+    ) -> Pipeline:
+        """``contract=False`` loads another program (e.g. the l3fwd baseline of the benchmarks) without
+        checking it carries mlfc's tables."""
         p4info_path = Path(p4info) if p4info else default_artifact(DEFAULT_P4INFO)
         config_path = Path(device_config) if device_config else default_artifact(DEFAULT_BMV2_JSON)
         for what, path in (("P4Info", p4info_path), ("BMv2 JSON", config_path)):
@@ -113,7 +117,8 @@ class Pipeline:
         except Exception as exc:
             raise PipelineError(f"cannot load {p4info_path}: {exc}") from exc
         pipeline = cls(p4info_path, config_path, schema)
-        pipeline.check_contract()
+        if contract:
+            pipeline.check_contract()
         return pipeline
 
     @property

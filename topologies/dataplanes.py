@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mlfc.topologies.bmv2 import bmv2_missing, free_port
 from mlfc.topologies.mininet_net import SwitchFactory, bmv2_factory
+
+if TYPE_CHECKING:
+    from mlfc.refswitch.switch import RefSwitch
 
 
 class DataplaneMissing(RuntimeError):
@@ -22,8 +26,10 @@ class Dataplane:
     priorities_only: bool = False  # in `--dataplane both`, run only the treatments that use switch priorities
 
 
-def ref_factory(name: str, device_id: int, ports: dict[int, str], log_dir: Path | None):
-    from mlfc.refswitch.process import RefSwitch
+def ref_factory(name: str, device_id: int, ports: dict[int, str], log_dir: Path | None) -> RefSwitch:
+    """A reference-switch process; its ``thrift_port`` is the admin port (same queue command lines), which
+    the deployment file passes to the controller's ``refswitch`` target."""
+    from mlfc.refswitch.switch import RefSwitch
 
     log = log_dir / f"{name}.log" if log_dir else None
     return RefSwitch(

@@ -75,7 +75,10 @@ def run_worker(args: argparse.Namespace) -> int:
         Receiver((args.bind, WORKER_RX_PORT), ReceiverConfig(jobs=frozenset({args.job}))) as rx,
         Sender((args.ps, PS_PORT), (args.bind, WORKER_TX_PORT), _sender_config(args)) as tx,
     ):
-        time.sleep(args.start_delay)
+        # All jobs of a run start together at --start-at (wall clock): the worst case, every first
+        # communication phase collides.
+        begin = (args.start_at or time.time()) + args.start_delay
+        time.sleep(max(0.0, begin - time.time()))
         for it in range(args.iterations):
             start = time.time()
             time.sleep(args.compute_s * (args.straggle if it >= args.straggle_from else 1.0))
@@ -192,7 +195,8 @@ def parser() -> argparse.ArgumentParser:
             p.add_argument("--rank", type=int, default=0)
             p.add_argument("--ps", required=True, help="the parameter server's IP address")
             p.add_argument("--compute-s", type=float, default=PROFILES["resnet50"].compute_s)
-            p.add_argument("--start-delay", type=float, default=0.0)
+            p.add_argument("--start-delay", type=float, default=0.0, help="seconds after --start-at")
+            p.add_argument("--start-at", type=float, default=0.0, help="wall-clock start (default: now)")
             p.add_argument("--straggle", type=float, default=1.0, help="compute-time multiplier of a straggler")
             p.add_argument("--straggle-from", type=int, default=0)
             p.add_argument("--acc-max", type=float, default=0.9)

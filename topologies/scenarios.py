@@ -62,7 +62,7 @@ MIXES: dict[str, Mix] = {
         Mix(
             "two-compatible",
             "two identical jobs, a ~ 0.4 each (sum <= 1)",
-            (JobSpec(1, MEDIUM, tau=8), JobSpec(2, MEDIUM, tau=20, start_delay=0.05)),
+            (JobSpec(1, MEDIUM, tau=8), JobSpec(2, MEDIUM, tau=20)),
         ),
         Mix(
             "three-mixed",

@@ -266,8 +266,9 @@ def run_jobs(
     t0 = time.time()
     try:
         wait_for_port(int(coord_addr.rsplit(":", 1)[1]), 20, coord.proc)
+        start_at = time.time() + 2.0 + 0.5 * len(cfg.jobs)  # after every process has started
         for spec in cfg.jobs:
-            running.append(_start_job(net, topo, cfg, spec, coord_addr, token, run_dir))
+            running.append(_start_job(net, topo, cfg, spec, coord_addr, token, run_dir, start_at))
         for job in running:
             for rank, proc in enumerate(job.workers):
                 th = threading.Thread(
@@ -345,7 +346,8 @@ def _emulator_args(cfg: StackConfig, spec: JobSpec) -> list[str]:
 
 
 def _start_job(
-    net, topo: Topology, cfg: StackConfig, spec: JobSpec, coord_addr: str, token: Path, run_dir: Path
+    net, topo: Topology, cfg: StackConfig, spec: JobSpec, coord_addr: str, token: Path, run_dir: Path,
+    start_at: float,
 ) -> RunningJob:
     hosts = topo.job_hosts(spec.job)
     ps_host = next(h for h in hosts if h.role == "ps")
@@ -387,7 +389,9 @@ def _start_job(
             "--compute-s",
             str(spec.profile.compute_s),
             "--start-delay",
-            str(spec.start_delay + 0.5),
+            str(spec.start_delay),
+            "--start-at",
+            str(start_at),
             "--straggle",
             str(straggle),
             "--straggle-from",

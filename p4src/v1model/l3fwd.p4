@@ -11,7 +11,7 @@
 #include "include/parser.p4"
 #include "include/control/forwarding.p4"
 
-control L3Ingress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata_t std_meta) {
+control MlfcIngress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata_t std_meta) {
     Forwarding() forwarding;
 
     apply {
@@ -23,10 +23,10 @@ control L3Ingress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_me
     }
 }
 
-control L3Egress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata_t std_meta) {
+control MlfcEgress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata_t std_meta) {
     apply { }
 }
 
 @pkginfo(name="mlfc-l3fwd", version="0.1.0")
-V1Switch(MlfcParser(), MlfcVerifyChecksum(), L3Ingress(), L3Egress(), MlfcComputeChecksum(),
+V1Switch(MlfcParser(), MlfcVerifyChecksum(), MlfcIngress(), MlfcEgress(), MlfcComputeChecksum(),
          MlfcDeparser()) main;
