@@ -51,13 +51,15 @@ def _switch(dataplane: str, ports: dict[int, str], log_dir: Path, queue_mode: st
     if dataplane == "ref":
         from mlfc.refswitch.switch import RefSwitch
 
-        return RefSwitch(name="ptf", device_id=1, ports=ports, queue_mode=queue_mode,
-                         log_file=log_dir / "refswitch.log")
+        return RefSwitch(
+            name="ptf", device_id=1, ports=ports, queue_mode=queue_mode, log_file=log_dir / "refswitch.log"
+        )
     raise ValueError(f"dataplane {dataplane!r} is not one of {', '.join(DATAPLANES)}")
 
 
-def run_ptf(specs: list[str], log_dir: Path, timeout: float = 600, dataplane: str = "bmv2",
-            queue_mode: str = REF_QUEUE_MODE) -> int:
+def run_ptf(
+    specs: list[str], log_dir: Path, timeout: float = 600, dataplane: str = "bmv2", queue_mode: str = REF_QUEUE_MODE
+) -> int:
     """Run PTF ``specs`` against a fresh ``dataplane`` switch (``queue_mode``: the refswitch's only)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     ptf_bin = _ptf_bin()
@@ -68,8 +70,9 @@ def run_ptf(specs: list[str], log_dir: Path, timeout: float = 600, dataplane: st
         with switch:
             # thrift_port: where queue commands go (the refswitch's admin port); dataplane tells
             # mlfc_switch.TestSwitch which protocol that port speaks.
-            params = (f"grpc_addr='{switch.grpc_addr}';device_id=1;thrift_port={switch.thrift_port};"
-                      f"dataplane='{dataplane}'")
+            params = (
+                f"grpc_addr='{switch.grpc_addr}';device_id=1;thrift_port={switch.thrift_port};dataplane='{dataplane}'"
+            )
             cmd = [
                 sys.executable,
                 ptf_bin,
@@ -88,10 +91,18 @@ def run_ptf(specs: list[str], log_dir: Path, timeout: float = 600, dataplane: st
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("specs", nargs="*", help="PTF test specs (default: all)")
-    ap.add_argument("--dataplane", choices=DATAPLANES, default="bmv2",
-                    help="bmv2: simple_switch_grpc (default); ref: mlfc's reference switch")
-    ap.add_argument("--ref-queue-mode", choices=("shared", "per-queue"), default=REF_QUEUE_MODE,
-                    help="the reference switch's queue model (default %(default)s)")
+    ap.add_argument(
+        "--dataplane",
+        choices=DATAPLANES,
+        default="bmv2",
+        help="bmv2: simple_switch_grpc (default); ref: mlfc's reference switch",
+    )
+    ap.add_argument(
+        "--ref-queue-mode",
+        choices=("shared", "per-queue"),
+        default=REF_QUEUE_MODE,
+        help="the reference switch's queue model (default %(default)s)",
+    )
     ap.add_argument("--log-dir", type=Path, default=REPO / "results" / "ptf")
     args = ap.parse_args(argv)
     missing = ptf_missing(args.dataplane)

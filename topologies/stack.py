@@ -198,6 +198,8 @@ class StackRun:
     worker_summaries: list[dict]
     errors: list[str]
     duration: float
+    # switch -> table -> the most entries seen while the jobs ran (sampled every second)
+    switch_entries: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -279,7 +281,8 @@ def run_jobs(
                 th.start()
                 readers.append(th)
         deadline = time.monotonic() + timeout
-        last_print = 0.0
+        last_print = last_sample = 0.0
+        peak: dict[str, dict[str, int]] = {}
         while any(p.poll() is None for j in running for p in j.workers):
             if time.monotonic() > deadline:
                 errors.append(f"jobs did not finish within {timeout:.0f} s")
@@ -292,6 +295,11 @@ def run_jobs(
                         f"job {j} w{r}: {it + 1}/{cfg.iterations}" for (j, r), it in sorted(progress_state.items())
                     ]
                 progress(f"[{cfg.name}] {time.time() - t0:6.1f} s  " + ("  ".join(parts) or "starting"))
+            if time.monotonic() - last_sample > 1.0:  # what the switches held while the jobs ran
+                last_sample = time.monotonic()
+                for sw, tables in _switch_entries(intent_addr).items():
+                    for table, n in tables.items():
+                        peak.setdefault(sw, {})[table] = max(n, peak.get(sw, {}).get(table, 0))
             time.sleep(0.2)
         for th in readers:
             th.join(timeout=5)
@@ -317,7 +325,12 @@ def run_jobs(
                 _kill(p)
         coord.stop()
     return StackRun(
-        sorted(records, key=lambda r: (r.job, r.worker, r.iteration)), counters, summaries, errors, time.time() - t0
+        sorted(records, key=lambda r: (r.job, r.worker, r.iteration)),
+        counters,
+        summaries,
+        errors,
+        time.time() - t0,
+        peak,
     )
 
 
@@ -346,7 +359,13 @@ def _emulator_args(cfg: StackConfig, spec: JobSpec) -> list[str]:
 
 
 def _start_job(
-    net, topo: Topology, cfg: StackConfig, spec: JobSpec, coord_addr: str, token: Path, run_dir: Path,
+    net,
+    topo: Topology,
+    cfg: StackConfig,
+    spec: JobSpec,
+    coord_addr: str,
+    token: Path,
+    run_dir: Path,
     start_at: float,
 ) -> RunningJob:
     hosts = topo.job_hosts(spec.job)
@@ -483,6 +502,14 @@ def _job_counters(intent_addr: str) -> dict[int, dict[str, int]]:
     return {
         j.job_id: {"packets": j.packets, "bytes": j.bytes, "ecn_marks": j.ecn_marks, "drops": j.drops} for j in st.jobs
     }
+
+
+def _switch_entries(intent_addr: str) -> dict[str, dict[str, int]]:
+    try:
+        st = controller_status(intent_addr)
+    except grpc.RpcError:
+        return {}
+    return {s.name: dict(s.entries) for s in st.switches}
 
 
 def _tail(path: Path, n: int = 1500) -> str:
