@@ -36,11 +36,11 @@ proto:  ## regenerate the Python bindings of mlfc/proto/*.proto
 test: install  ## run the test suite (switch tests skip with a reason where p4c/BMv2/Mininet are missing)
 	@$(PY) -m pytest tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
-ptf: install  ## run the PTF packet tests against a fresh simple_switch_grpc
-	$(PY) -m pytest tests/ptf -v
+ptf: install  ## run the PTF packet tests against a fresh simple_switch_grpc (DATAPLANE=ref: the reference switch)
+	$(PY) -m mlfc.topologies.ptf_runner $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
-e2e: install  ## run the Mininet end-to-end scenarios; tables, CSVs and plots go to results/
-	$(PY) -m mlfc.topologies.e2e --out results
+e2e: install  ## Mininet end-to-end scenarios, tables/CSVs/plots in results/ (DATAPLANE=bmv2|ref|both)
+	$(PY) -m mlfc.topologies.e2e --out results $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 bench: install  ## print the benchmark figures (dataplane, controller, coordinator, transport)
 	$(PY) bench/run_all.py

@@ -13,6 +13,7 @@ of each is reported with their ratio (target >= 0.85). Needs root and BMv2.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import socket
 import statistics
@@ -57,12 +58,9 @@ def entries_for(program: str) -> list:
     )
     if program == "l3fwd":
         return [route]
-    import ipaddress
-
+    flow = cc.FlowMatch(None, ipaddress.IPv4Network("10.0.9.0/24"), 6, 0, 5001)
     jobs = (
-        cc.Job(
-            1, 4, (cc.Window(100, 200, 6),), (cc.FlowMatch(None, ipaddress.IPv4Network("10.0.9.0/24"), 6, 0, 5001),)
-        ),
+        cc.Job(1, 4, (cc.Window(100, 200, 6),), (flow,)),
         cc.Job(2, 2),
     )
     return [

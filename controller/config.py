@@ -25,7 +25,10 @@ from mlfc.policy.priority import PolicyError
 DEFAULT_INTENT_ADDR = "127.0.0.1:50090"
 DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
 MAX_PORT = 510  # bit<9> ports; 511 is v1model's drop port
-TARGETS = ("bmv2", "none")  # "none": no queue adapter (e.g. a switch whose TM is managed elsewhere)
+# bmv2: simple_switch_CLI over Thrift; refswitch: the same command lines to mlfc-refswitch's admin port
+# (given as thrift_port); none: no queue adapter (e.g. a switch whose TM is managed elsewhere).
+TARGETS = ("bmv2", "refswitch", "none")
+QUEUE_TARGETS = ("bmv2", "refswitch")  # targets whose queues the controller shapes through thrift_port
 
 _T = TypeVar("_T")
 
@@ -58,7 +61,7 @@ class SwitchConfig:
     grpc_addr: str
     device_id: int = 1
     target: str = "bmv2"
-    thrift_port: int | None = None
+    thrift_port: int | None = None  # BMv2's Thrift port; for target refswitch, its admin port
     thrift_host: str = "127.0.0.1"
     election_id: int | None = None  # None: the controller-wide election id
     ports: tuple[PortConfig, ...] = ()
@@ -144,7 +147,7 @@ def parse_config(data: Any, base_dir: Path | None = None, source: Path | None = 
     defaults = _defaults(root.get("defaults", {}), "defaults")
     if defaults.queue != QueueSettings():
         for i, sw in enumerate(parsed):
-            if sw.target == "bmv2" and sw.ports and sw.thrift_port is None:
+            if sw.target in QUEUE_TARGETS and sw.ports and sw.thrift_port is None:
                 raise ValidationError(
                     join(join("switches", i), "thrift_port"), "required: defaults.queue applies to its ports"
                 )
@@ -185,8 +188,8 @@ def _switch(data: Any, path: str) -> SwitchConfig:
     thrift_port = None
     if d.get("thrift_port") is not None:
         thrift_port = _int(d["thrift_port"], join(path, "thrift_port"), 1, 65535)
-    elif target == "bmv2" and _has_queue_settings(d.get("ports", [])):
-        raise ValidationError(join(path, "thrift_port"), "required on a bmv2 switch with queue settings")
+    elif target in QUEUE_TARGETS and _has_queue_settings(d.get("ports", [])):
+        raise ValidationError(join(path, "thrift_port"), f"required on a {target} switch with queue settings")
     thrift_host = _str(d.get("thrift_host", "127.0.0.1"), join(path, "thrift_host"))
     election_id = None
     if d.get("election_id") is not None:

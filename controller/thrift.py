@@ -2,12 +2,15 @@
 
 ``QueueAdapter`` is the interface (a Tofino traffic-manager adapter would implement it over
 bfrt/gNMI); ``Bmv2ThriftAdapter`` drives ``simple_switch_CLI --thrift-port N`` with all commands of a
-switch in one CLI process, because each CLI start costs a Python interpreter start-up.
+switch in one CLI process, because each CLI start costs a Python interpreter start-up;
+``RefSwitchAdminAdapter`` sends the same command lines to mlfc-refswitch's admin port (a loopback TCP
+line protocol: one command per line, one reply line each, ``OK``/``Error: ...``; docs/refswitch.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import shutil
@@ -47,6 +50,19 @@ class NullQueueAdapter(QueueAdapter):
             )
 
 
+def queue_commands(ports: Mapping[int, QueueSettings]) -> list[str]:
+    """``set_queue_rate <pps> <port>`` / ``set_queue_depth <pkts> <port>``: per port. BMv2 applies them to
+    each of the port's priority queues; the reference switch in shared mode makes the rate the port's one
+    rate, shared by its queues (depth is per queue in both)."""
+    out = []
+    for port, q in sorted(ports.items()):
+        if q.rate_pps is not None:
+            out.append(f"set_queue_rate {q.rate_pps} {port}")
+        if q.depth_pkts is not None:
+            out.append(f"set_queue_depth {q.depth_pkts} {port}")
+    return out
+
+
 class Bmv2ThriftAdapter(QueueAdapter):
     def __init__(
         self, thrift_port: int, host: str = "127.0.0.1", cli: str = "simple_switch_CLI", timeout_s: float = 20.0
@@ -61,15 +77,7 @@ class Bmv2ThriftAdapter(QueueAdapter):
 
     @staticmethod
     def commands(ports: Mapping[int, QueueSettings]) -> list[str]:
-        """``set_queue_rate <pps> <port>`` / ``set_queue_depth <pkts> <port>``: per port, applied by BMv2
-        to each of the port's priority queues."""
-        out = []
-        for port, q in sorted(ports.items()):
-            if q.rate_pps is not None:
-                out.append(f"set_queue_rate {q.rate_pps} {port}")
-            if q.depth_pkts is not None:
-                out.append(f"set_queue_depth {q.depth_pkts} {port}")
-        return out
+        return queue_commands(ports)
 
     async def configure(self, ports: Mapping[int, QueueSettings]) -> None:
         cmds = self.commands(ports)
@@ -107,6 +115,59 @@ class Bmv2ThriftAdapter(QueueAdapter):
         return text
 
 
+class RefSwitchAdminAdapter(QueueAdapter):
+    """simple_switch_CLI's command lines, sent over one TCP connection to the refswitch admin port."""
+
+    def __init__(self, admin_port: int, host: str = "127.0.0.1", timeout_s: float = 10.0) -> None:
+        self.admin_port = admin_port
+        self.host = host
+        self.timeout_s = timeout_s
+
+    def describe(self) -> str:
+        return f"refswitch admin {self.host}:{self.admin_port}"
+
+    @staticmethod
+    def commands(ports: Mapping[int, QueueSettings]) -> list[str]:
+        return queue_commands(ports)
+
+    async def configure(self, ports: Mapping[int, QueueSettings]) -> None:
+        cmds = self.commands(ports)
+        if cmds:
+            await self.run(cmds)
+            LOG.info("%s: %d queue command(s) applied", self.describe(), len(cmds))
+
+    async def run(self, cmds: list[str]) -> str:
+        """Send ``cmds``; return the replies (one line each). Every command is sent even after an
+        error (as simple_switch_CLI does), then ``QueueConfigError`` names the failed ones."""
+        try:
+            replies = await asyncio.wait_for(self._exchange(cmds), self.timeout_s)
+        except TimeoutError:
+            raise QueueConfigError(f"{self.describe()}: no reply within {self.timeout_s:g} s") from None
+        except OSError as exc:
+            raise QueueConfigError(f"{self.describe()}: {exc}") from exc
+        failed = [f"{c}: {r}" for c, r in zip(cmds, replies, strict=True) if r.startswith("Error")]
+        if failed:
+            raise QueueConfigError(f"{self.describe()}: {'; '.join(failed)}")
+        return "\n".join(replies)
+
+    async def _exchange(self, cmds: list[str]) -> list[str]:
+        reader, writer = await asyncio.open_connection(self.host, self.admin_port)
+        try:
+            replies = []
+            for cmd in cmds:
+                writer.write(cmd.strip().encode() + b"\n")
+                await writer.drain()
+                line = await reader.readline()
+                if not line:
+                    raise ConnectionError("admin connection closed before replying")
+                replies.append(line.decode(errors="replace").rstrip("\n"))
+            return replies
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+
 def queue_settings(sw: SwitchConfig, default: QueueSettings) -> dict[int, QueueSettings]:
     """Each configured port's settings, a field left unset falling back to the deployment default."""
     out = {}
@@ -120,4 +181,6 @@ def queue_settings(sw: SwitchConfig, default: QueueSettings) -> dict[int, QueueS
 def adapter_for(sw: SwitchConfig) -> QueueAdapter:
     if sw.target == "bmv2" and sw.thrift_port is not None:
         return Bmv2ThriftAdapter(sw.thrift_port, sw.thrift_host)
+    if sw.target == "refswitch" and sw.thrift_port is not None:
+        return RefSwitchAdminAdapter(sw.thrift_port, sw.thrift_host)
     return NullQueueAdapter()

@@ -1,5 +1,6 @@
 """The switch as PTF tests see it: the controller's own P4Runtime client and entry compiler, plus
-simple_switch_CLI for queues. Entries are kept as a desired set and reconciled, so cleanup is one
+simple_switch_CLI's queue commands (to BMv2's Thrift port, or to the reference switch's admin port when
+the `dataplane` test param is `ref`). Entries are kept as a desired set and reconciled, so cleanup is one
 reconcile to the empty set; counters are reported as deltas since the test began."""
 
 from __future__ import annotations
@@ -31,9 +32,22 @@ def _mac(text: str) -> int:
     return int(text.replace(":", ""), 16)
 
 
+def _dataplane_param() -> str:
+    """The `dataplane` PTF test param (bmv2 when absent or outside PTF)."""
+    try:
+        import ptf.testutils as tu
+    except ImportError:
+        return "bmv2"
+    return str(tu.test_param_get("dataplane", "bmv2") or "bmv2")
+
+
 class TestSwitch:
-    def __init__(self, grpc_addr: str, device_id: int, thrift_port: int) -> None:
+    def __init__(self, grpc_addr: str, device_id: int, thrift_port: int, dataplane: str | None = None) -> None:
+        """``thrift_port``: where queue commands go (BMv2 Thrift, or the refswitch admin port)."""
         self.grpc_addr, self.device_id, self.thrift_port = grpc_addr, device_id, thrift_port
+        self.dataplane = dataplane or _dataplane_param()
+        if self.dataplane not in ("bmv2", "ref"):
+            raise ValueError(f"dataplane {self.dataplane!r}: expected bmv2 or ref")
         self.conn: SwitchConnection | None = None
         self.routes: list[TableEntry] = []
         self.jobs: dict[int, cc.Job] = {}
@@ -141,13 +155,15 @@ class TestSwitch:
     def port_counter(self, short: str, port: int) -> int:
         return self._delta(short, PORT_COUNTERS[short], port)[0]
 
-    # -- queues (Thrift) ------------------------------------------------------------------------
+    # -- queues (Thrift, or the refswitch admin port) ---------------------------------------------
 
     def cli(self, *commands: str) -> str:
         for c in commands:
             parts = c.split()
             if parts[0] in ("set_queue_rate", "set_queue_depth") and len(parts) == 4:
                 self.queues_touched.add((int(parts[2]), int(parts[3])))
+        if self.dataplane == "ref":
+            return self._ref_cli(commands)
         res = subprocess.run(
             ["simple_switch_CLI", "--thrift-port", str(self.thrift_port)],
             input="\n".join(commands) + "\n",
@@ -158,3 +174,12 @@ class TestSwitch:
         if res.returncode != 0 or "Error" in res.stdout or "Invalid" in res.stdout:
             raise RuntimeError(f"simple_switch_CLI {commands}: {res.stdout} {res.stderr}")
         return res.stdout
+
+    def _ref_cli(self, commands: tuple[str, ...]) -> str:
+        from mlfc.refswitch.admin import run_commands
+
+        replies = run_commands(self.thrift_port, list(commands), timeout=30)
+        failed = [f"{c}: {r}" for c, r in zip(commands, replies, strict=True) if r.startswith("Error")]
+        if failed:
+            raise RuntimeError(f"refswitch admin {'; '.join(failed)}")
+        return "\n".join(replies)

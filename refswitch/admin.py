@@ -81,8 +81,14 @@ class AdminServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, host: str, port: int, tm: TrafficManager, on_change: Callable[[], None] = lambda: None,
-                 stats: Callable[[], str] | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        tm: TrafficManager,
+        on_change: Callable[[], None] = lambda: None,
+        stats: Callable[[], str] | None = None,
+    ) -> None:
         self.tm = tm
         self.on_change = on_change
         self.stats = stats

@@ -32,17 +32,33 @@ def parse_interface(text: str) -> tuple[int, str]:
 
 
 def switch_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="mlfc-refswitch", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="mlfc-refswitch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--device-id", type=int, default=1)
-    ap.add_argument("-i", "--interface", action="append", type=parse_interface, default=[], metavar="PORT@IFACE",
-                    help="attach interface IFACE as switch port PORT (repeatable)")
+    ap.add_argument(
+        "-i",
+        "--interface",
+        action="append",
+        type=parse_interface,
+        default=[],
+        metavar="PORT@IFACE",
+        help="attach interface IFACE as switch port PORT (repeatable)",
+    )
     ap.add_argument("--grpc-addr", default="127.0.0.1:9559", help="P4Runtime listen address (default %(default)s)")
-    ap.add_argument("--admin-port", type=int, default=DEFAULT_ADMIN_PORT,
-                    help="loopback TCP port of the queue-configuration endpoint (default %(default)s; 0 picks one)")
-    ap.add_argument("--queue-mode", choices=QUEUE_MODES, default=SHARED,
-                    help="shared: one rate per port shared by its priority queues (a real switch); "
-                         "per-queue: each priority queue limited on its own (BMv2)")
+    ap.add_argument(
+        "--admin-port",
+        type=int,
+        default=DEFAULT_ADMIN_PORT,
+        help="loopback TCP port of the queue-configuration endpoint (default %(default)s; 0 picks one)",
+    )
+    ap.add_argument(
+        "--queue-mode",
+        choices=QUEUE_MODES,
+        default=SHARED,
+        help="shared: one rate per port shared by its priority queues (a real switch); "
+        "per-queue: each priority queue limited on its own (BMv2)",
+    )
     ap.add_argument("--priority-queues", type=int, default=8)
     ap.add_argument("--queue-depth", type=int, default=64, help="packets per priority queue (BMv2 default 64)")
     ap.add_argument("--seed", type=int, default=None, help="seed of the ECN marking random numbers")
@@ -53,8 +69,9 @@ def switch_parser() -> argparse.ArgumentParser:
 
 
 def cli_main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="mlfc-refswitch cli",
-                                 description="Send simple_switch_CLI-style queue commands (stdin) to a refswitch.")
+    ap = argparse.ArgumentParser(
+        prog="mlfc-refswitch cli", description="Send simple_switch_CLI-style queue commands (stdin) to a refswitch."
+    )
     ap.add_argument("--admin-port", type=int, default=DEFAULT_ADMIN_PORT)
     ap.add_argument("--host", default="127.0.0.1")
     args = ap.parse_args(argv)
@@ -78,15 +95,22 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["cli"]:
         return cli_main(argv[1:])
     args = switch_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), filename=args.log_file,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), filename=args.log_file, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
     ports = dict(args.interface)
     if len(ports) != len(args.interface):
         print("mlfc-refswitch: a port number is given twice", file=sys.stderr)
         return 2
-    options = SwitchOptions(device_id=args.device_id, ports=ports, grpc_addr=args.grpc_addr,
-                            admin_port=args.admin_port, queue_mode=args.queue_mode,
-                            priority_queues=args.priority_queues, queue_depth=args.queue_depth)
+    options = SwitchOptions(
+        device_id=args.device_id,
+        ports=ports,
+        grpc_addr=args.grpc_addr,
+        admin_port=args.admin_port,
+        queue_mode=args.queue_mode,
+        priority_queues=args.priority_queues,
+        queue_depth=args.queue_depth,
+    )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -95,8 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as err:
         print(f"mlfc-refswitch: cannot start: {err}", file=sys.stderr)
         return 1
-    print(f"mlfc-refswitch: device {args.device_id} P4Runtime {switch.grpc_addr} admin 127.0.0.1:{switch.admin_port}",
-          flush=True)
+    print(
+        f"mlfc-refswitch: device {args.device_id} P4Runtime {switch.grpc_addr} admin 127.0.0.1:{switch.admin_port}",
+        flush=True,
+    )
     try:
         stop.wait()
     finally:

@@ -81,9 +81,14 @@ class P4RuntimeClient:
             self.open_stream()
         if election_id is not None:
             self.election_id = election_id
-        self._requests.put(p4r.StreamMessageRequest(arbitration=p4r.MasterArbitrationUpdate(
-            device_id=self.device_id, election_id=p4r.Uint128(high=self.election_id >> 64,
-                                                              low=self.election_id & (2**64 - 1)))))
+        self._requests.put(
+            p4r.StreamMessageRequest(
+                arbitration=p4r.MasterArbitrationUpdate(
+                    device_id=self.device_id,
+                    election_id=p4r.Uint128(high=self.election_id >> 64, low=self.election_id & (2**64 - 1)),
+                )
+            )
+        )
         return self.next_arbitration()
 
     def next_arbitration(self, timeout: float | None = None) -> p4r.MasterArbitrationUpdate:
@@ -111,25 +116,36 @@ class P4RuntimeClient:
     def _election(self) -> p4r.Uint128:
         return p4r.Uint128(high=self.election_id >> 64, low=self.election_id & (2**64 - 1))
 
-    def set_pipeline(self, p4info: p4i.P4Info, device_config: bytes = b"", cookie: int | None = None,
-                     action: int = p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT) -> None:
+    def set_pipeline(
+        self,
+        p4info: p4i.P4Info,
+        device_config: bytes = b"",
+        cookie: int | None = None,
+        action: int = p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+    ) -> None:
         config = p4r.ForwardingPipelineConfig(p4info=p4info, p4_device_config=device_config)
         if cookie is not None:
             config.cookie.cookie = cookie
         try:
-            self.stub.SetForwardingPipelineConfig(p4r.SetForwardingPipelineConfigRequest(
-                device_id=self.device_id, election_id=self._election(), action=action, config=config),
-                timeout=self.timeout)
+            self.stub.SetForwardingPipelineConfig(
+                p4r.SetForwardingPipelineConfigRequest(
+                    device_id=self.device_id, election_id=self._election(), action=action, config=config
+                ),
+                timeout=self.timeout,
+            )
         except grpc.RpcError as err:
             raise wrap(err) from None
         if len(p4info.tables):  # COMMIT carries no P4Info: keep the saved one's index
             self.index = index_p4info(p4info)
 
-    def get_pipeline(self, response_type: int = p4r.GetForwardingPipelineConfigRequest.ALL
-                     ) -> p4r.ForwardingPipelineConfig:
+    def get_pipeline(
+        self, response_type: int = p4r.GetForwardingPipelineConfigRequest.ALL
+    ) -> p4r.ForwardingPipelineConfig:
         try:
-            return self.stub.GetForwardingPipelineConfig(p4r.GetForwardingPipelineConfigRequest(
-                device_id=self.device_id, response_type=response_type), timeout=self.timeout).config
+            return self.stub.GetForwardingPipelineConfig(
+                p4r.GetForwardingPipelineConfigRequest(device_id=self.device_id, response_type=response_type),
+                timeout=self.timeout,
+            ).config
         except grpc.RpcError as err:
             raise wrap(err) from None
 
@@ -156,8 +172,9 @@ class P4RuntimeClient:
     def read(self, entities: Iterable[p4r.Entity]) -> list[p4r.Entity]:
         try:
             out: list[p4r.Entity] = []
-            for resp in self.stub.Read(p4r.ReadRequest(device_id=self.device_id, entities=list(entities)),
-                                       timeout=self.timeout):
+            for resp in self.stub.Read(
+                p4r.ReadRequest(device_id=self.device_id, entities=list(entities)), timeout=self.timeout
+            ):
                 out.extend(resp.entities)
             return out
         except grpc.RpcError as err:

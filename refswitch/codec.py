@@ -129,8 +129,12 @@ def encode_action(index: P4InfoIndex, action: str, params: tuple[int, ...], out:
 
 def encode_entry(index: P4InfoIndex, table: str, entry: Entry) -> p4r.TableEntry:
     table_id = index.table_ids[table]
-    te = p4r.TableEntry(table_id=table_id, priority=entry.priority,
-                        controller_metadata=entry.controller_metadata, metadata=entry.metadata)
+    te = p4r.TableEntry(
+        table_id=table_id,
+        priority=entry.priority,
+        controller_metadata=entry.controller_metadata,
+        metadata=entry.metadata,
+    )
     for fid, m in zip(index.field_ids[table_id], entry.match, strict=True):
         if m is None:
             continue

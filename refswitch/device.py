@@ -24,8 +24,9 @@ def check_config(config: p4r.ForwardingPipelineConfig) -> p4info_mod.P4InfoIndex
     describe the model's program; a non-empty device config must be the committed BMv2 JSON."""
     committed = p4info_mod.committed_p4info()
     if committed is not None and config.p4info != committed:
-        raise invalid(f"P4Info differs from the committed {p4info_mod.COMMITTED_P4INFO.name}: "
-                      "this switch runs mlfc.p4 only")
+        raise invalid(
+            f"P4Info differs from the committed {p4info_mod.COMMITTED_P4INFO.name}: this switch runs mlfc.p4 only"
+        )
     index = p4info_mod.index_p4info(config.p4info)
     committed_json = p4info_mod.committed_device_config()
     if config.p4_device_config and committed_json is not None:

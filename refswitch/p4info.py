@@ -14,6 +14,9 @@ from mlfc.refswitch.errors import invalid
 from mlfc.refswitch.program import (
     ACTIONS,
     COUNTERS,
+    PKG_ARCH,
+    PKG_NAME,
+    PKG_VERSION,
     REGISTERS,
     TABLES,
     ActionSpec,
@@ -103,7 +106,7 @@ def build_p4info() -> p4i.P4Info:
     counter_ids = _assign_ids(list(COUNTERS), COUNTER_PREFIX, taken)
     register_ids = _assign_ids(list(REGISTERS), REGISTER_PREFIX, taken)
     info = p4i.P4Info()
-    info.pkg_info.arch = "v1model"
+    info.pkg_info.name, info.pkg_info.version, info.pkg_info.arch = PKG_NAME, PKG_VERSION, PKG_ARCH
     for name in TABLES:
         t = TABLES[name]
         msg = info.tables.add()
@@ -168,6 +171,8 @@ def index_p4info(info: p4i.P4Info) -> P4InfoIndex:
     Raises INVALID_ARGUMENT listing every difference: the reference switch cannot run a program
     it does not implement."""
     problems: list[str] = []
+    if info.pkg_info.name and info.pkg_info.name != PKG_NAME:
+        problems.append(f"program {info.pkg_info.name!r}, the model is {PKG_NAME!r}")
     actions: dict[int, ActionSpec] = {}
     params: dict[int, dict[int, tuple[int, Param]]] = {}
     param_ids: dict[int, tuple[int, ...]] = {}
@@ -241,11 +246,31 @@ def index_p4info(info: p4i.P4Info) -> P4InfoIndex:
     ):
         for name in sorted(model - present):
             problems.append(f"{what} {name} missing from the P4Info")
-    for kind in ("action_profiles", "direct_counters", "meters", "direct_meters", "controller_packet_metadata",
-                 "value_sets", "digests", "externs"):
+    for kind in (
+        "action_profiles",
+        "direct_counters",
+        "meters",
+        "direct_meters",
+        "controller_packet_metadata",
+        "value_sets",
+        "digests",
+        "externs",
+    ):
         for item in getattr(info, kind):
             problems.append(f"{kind} {getattr(item, 'preamble', item)} is not in the model")
     if problems:
         raise invalid("P4Info does not match the reference switch's program (mlfc.p4): " + "; ".join(problems))
-    return P4InfoIndex(info, tables, {s.name: i for i, s in tables.items()}, fields, field_ids, actions, action_ids,
-                       params, param_ids, counters, registers, scopes)
+    return P4InfoIndex(
+        info,
+        tables,
+        {s.name: i for i, s in tables.items()},
+        fields,
+        field_ids,
+        actions,
+        action_ids,
+        params,
+        param_ids,
+        counters,
+        registers,
+        scopes,
+    )

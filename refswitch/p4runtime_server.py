@@ -121,10 +121,17 @@ class Arbiter:
         primary = self.primary()
         assert primary is not None and primary.election_id is not None
         is_primary = primary is conn
-        status = rpc_status.Status(code=int(Code.OK if is_primary else Code.ALREADY_EXISTS),
-                                   message="Is primary" if is_primary else "Is backup")
-        conn.out.put(p4r.StreamMessageResponse(arbitration=p4r.MasterArbitrationUpdate(
-            device_id=self.device_id, election_id=_to_u128(primary.election_id), status=status)))
+        status = rpc_status.Status(
+            code=int(Code.OK if is_primary else Code.ALREADY_EXISTS),
+            message="Is primary" if is_primary else "Is backup",
+        )
+        conn.out.put(
+            p4r.StreamMessageResponse(
+                arbitration=p4r.MasterArbitrationUpdate(
+                    device_id=self.device_id, election_id=_to_u128(primary.election_id), status=status
+                )
+            )
+        )
 
     def _notify_all(self) -> None:
         for c in self.connections:
@@ -193,8 +200,12 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                     failed = True
                     errors.append(p4r.Error(canonical_code=int(err.code), message=err.message, space=ERROR_SPACE))
         if failed:
-            log.info("Write: %d of %d updates failed: %s", sum(e.canonical_code != 0 for e in errors),
-                     len(errors), "; ".join(e.message for e in errors if e.canonical_code)[:500])
+            log.info(
+                "Write: %d of %d updates failed: %s",
+                sum(e.canonical_code != 0 for e in errors),
+                len(errors),
+                "; ".join(e.message for e in errors if e.canonical_code)[:500],
+            )
             abort(context, Code.UNKNOWN, "Write failure.", errors)
         return p4r.WriteResponse()
 
@@ -255,8 +266,14 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             raise P4RuntimeError(Code.UNIMPLEMENTED, "Register writes are not supported (as on BMv2)")
         elif kind in ("value_set_entry", "extern_entry", "packet_replication_engine_entry"):
             raise P4RuntimeError(Code.UNIMPLEMENTED, f"{kind} writes are not supported")
-        elif kind in ("meter_entry", "direct_meter_entry", "action_profile_member", "action_profile_group",
-                      "direct_counter_entry", "digest_entry"):
+        elif kind in (
+            "meter_entry",
+            "direct_meter_entry",
+            "action_profile_member",
+            "action_profile_group",
+            "direct_counter_entry",
+            "digest_entry",
+        ):
             raise invalid(f"{codec.INVALID_ID}: mlfc.p4 has no {kind.replace('_', ' ')}s")
         else:
             raise P4RuntimeError(Code.UNKNOWN, "Incorrect entity type")
@@ -276,8 +293,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             if te.priority:
                 raise invalid("Non-zero priority for default entry")
             if spec.const_default:
-                raise P4RuntimeError(Code.PERMISSION_DENIED,
-                                     f"Cannot set / reset default action for {spec.name}, which has a const default")
+                raise P4RuntimeError(
+                    Code.PERMISSION_DENIED,
+                    f"Cannot set / reset default action for {spec.name}, which has a const default",
+                )
             if te.HasField("action"):
                 table.set_default(*codec.decode_action(index, te, default=True))
             else:
@@ -330,8 +349,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             raise invalid("Table has no direct meters")
         elif kind in ("meter_entry", "action_profile_member", "action_profile_group", "digest_entry"):
             msg = getattr(entity, kind)
-            ident = next((getattr(msg, f) for f in ("meter_id", "action_profile_id", "digest_id")
-                          if hasattr(msg, f)), 0)
+            ident = next(
+                (getattr(msg, f) for f in ("meter_id", "action_profile_id", "digest_id") if hasattr(msg, f)), 0
+            )
             if ident:  # id 0 is a wildcard over none of them
                 raise invalid(f"{codec.INVALID_ID}: mlfc.p4 has no {kind.replace('_', ' ')}s")
         else:
@@ -388,10 +408,14 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
 
 def serve(device: Device, address: str, max_workers: int = 32) -> tuple[grpc.Server, P4RuntimeService]:
     """Start the P4Runtime server on ``address`` (host:port; port 0 picks one, see ``server.port``)."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt"),
-                         options=[("grpc.max_receive_message_length", 256 << 20),
-                                  ("grpc.max_send_message_length", 256 << 20),
-                                  ("grpc.so_reuseport", 0)])
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt"),
+        options=[
+            ("grpc.max_receive_message_length", 256 << 20),
+            ("grpc.max_send_message_length", 256 << 20),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
     service = P4RuntimeService(device)
     p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
     port = server.add_insecure_port(address)

@@ -1,9 +1,11 @@
 """Parsing and deparsing of the headers mlfc.p4 knows (Ethernet, IPv4, TCP, UDP, shim).
 
-The parser follows MlfcParser state by state: it works on the frame's bytes (not on IPv4/UDP length
-fields), L4 is parsed only for option-less IPv4 at fragment offset 0, and a packet addressed to a shim
-port is decoded by ``mlfc.wire.unpack_shim`` (the single definition of the shim). Headers are
-contiguous and the switch only rewrites fields in place, so deparsing is an in-place edit of the frame.
+The parser follows MlfcParser state by state: it extracts from the frame's bytes (a header cut short by
+the end of the frame is a parser error), L4 is parsed only for option-less IPv4 at fragment offset 0,
+and a packet addressed to a shim port is checked like check_shim (first byte, then the 16 bytes) and
+decoded by ``mlfc.wire.unpack_shim`` (the single definition of the shim). The Classifier's truncation
+verdict (parser error, or UDP length < 24) is ``shim_verdict``. Headers are contiguous and the switch
+only rewrites fields in place, so deparsing is an in-place edit of the frame.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from mlfc.wire import SHIM_LEN, Shim, ShimError, TruncatedShim, is_shim_port, unpack_shim
+from mlfc.wire import SHIM_LEN, SHIM_VERSION, MsgType, Shim, is_shim_port, unpack_shim
 
 ETH_LEN = 14
 IPV4_LEN = 20
@@ -24,6 +26,9 @@ PROTO_UDP = 17
 IP_OFF = ETH_LEN
 L4_OFF = ETH_LEN + IPV4_LEN
 SHIM_OFF = L4_OFF + UDP_LEN
+UDP_SHIM_MIN_LEN = UDP_LEN + SHIM_LEN  # define.p4: a shorter UDP datagram is a truncated shim
+# check_shim's select on the first byte: v1 DATA/ACK/CNP go on to extract the shim, anything else is bad.
+_SHIM_FIRST_BYTES = frozenset((SHIM_VERSION << 4) | t for t in (MsgType.DATA, MsgType.ACK, MsgType.CNP))
 
 # shim_status values (p4src/shared/define.p4)
 SHIM_NONE = 0
@@ -49,6 +54,9 @@ class Parsed:
     dst_addr: int = 0
     l4_src_port: int = 0
     l4_dst_port: int = 0
+    udp_valid: bool = False
+    udp_len: int = 0  # hdr.udp.len
+    too_short: bool = False  # the parser stopped with PacketTooShort
     shim_status: int = SHIM_NONE
     shim: Shim | None = None
 
@@ -58,12 +66,17 @@ class Parsed:
 
 
 def parse(frame: bytes) -> Parsed:
+    """MlfcParser: headers and shim_status as the parser leaves them (before the Classifier's verdict)."""
     p = Parsed(frame)
     n = len(frame)
-    if n < ETH_LEN or frame[12] != 0x08 or frame[13] != 0x00:
-        return p  # short frame (parser error) or not IPv4: ethernet only
+    if n < ETH_LEN:
+        p.too_short = True
+        return p
+    if frame[12] != 0x08 or frame[13] != 0x00:
+        return p  # not IPv4: ethernet only
     if n < L4_OFF:
-        return p  # PacketTooShort extracting ipv4: ipv4 stays invalid
+        p.too_short = True  # extracting ipv4: ipv4 stays invalid
+        return p
     ver_ihl, tos, _tlen, _ident, flags_frag, ttl, proto, _csum, src, dst = _IPV4.unpack_from(frame, IP_OFF)
     p.ipv4_valid = True
     p.ihl = ver_ihl & 0x0F
@@ -72,32 +85,39 @@ def parse(frame: bytes) -> Parsed:
     p.protocol = proto
     p.src_addr = int.from_bytes(src, "big")
     p.dst_addr = int.from_bytes(dst, "big")
-    if p.ihl != 5 or flags_frag & 0x1FFF:
+    if p.ihl != 5 or flags_frag & 0x1FFF or proto not in (PROTO_TCP, PROTO_UDP):
         return p
-    if proto == PROTO_TCP:
-        if n >= L4_OFF + TCP_LEN:
-            p.l4_src_port, p.l4_dst_port = _PORTS.unpack_from(frame, L4_OFF)
-        return p
-    if proto != PROTO_UDP or n < L4_OFF + UDP_LEN:
+    if n < L4_OFF + (TCP_LEN if proto == PROTO_TCP else UDP_LEN):
+        p.too_short = True  # the L4 header stays invalid, the ports 0
         return p
     p.l4_src_port, p.l4_dst_port = _PORTS.unpack_from(frame, L4_OFF)
+    if proto == PROTO_TCP:
+        return p
+    p.udp_valid = True
+    p.udp_len = int.from_bytes(frame[L4_OFF + 4 : L4_OFF + 6], "big")
     if is_shim_port(p.l4_dst_port):
-        try:
-            p.shim = unpack_shim(memoryview(frame)[SHIM_OFF:SHIM_OFF + SHIM_LEN])
-            p.shim_status = SHIM_OK
-        except TruncatedShim:
+        # check_shim: lookahead on the first byte, then extract 16 bytes; a bad first byte stops there.
+        if n <= SHIM_OFF:
+            p.too_short = True
             p.shim_status = SHIM_TRUNCATED
-        except ShimError:
+        elif frame[SHIM_OFF] not in _SHIM_FIRST_BYTES:
             p.shim_status = SHIM_BAD_HEADER
+        elif n < SHIM_OFF + SHIM_LEN:
+            p.too_short = True
+            p.shim_status = SHIM_TRUNCATED
+        else:
+            p.shim = unpack_shim(memoryview(frame)[SHIM_OFF : SHIM_OFF + SHIM_LEN])
+            p.shim_status = SHIM_OK
     return p
 
 
-def ipv4_header_len(p: Parsed) -> int:
-    """Bytes the IPv4 checksum covers: the whole header with its options (RFC 791)."""
-    hlen = p.ihl * 4
-    if hlen < IPV4_LEN or IP_OFF + hlen > len(p.frame):
-        return IPV4_LEN
-    return hlen
+def shim_verdict(p: Parsed) -> int:
+    """The Classifier's shim_status: a shim-port UDP datagram is truncated when the parser ran out of
+    bytes or its UDP length leaves fewer than 16 bytes for the shim (judged by the length field, so a
+    short frame padded to 60 bytes is still truncated); truncation wins over a bad version or type."""
+    if p.udp_valid and is_shim_port(p.l4_dst_port) and (p.too_short or p.udp_len < UDP_SHIM_MIN_LEN):
+        return SHIM_TRUNCATED
+    return p.shim_status
 
 
 def ones_complement_sum(data: bytes | bytearray | memoryview) -> int:
@@ -108,18 +128,19 @@ def ones_complement_sum(data: bytes | bytearray | memoryview) -> int:
 
 
 def ipv4_checksum_ok(p: Parsed) -> bool:
-    hdr = memoryview(p.frame)[IP_OFF:IP_OFF + ipv4_header_len(p)]
-    return ones_complement_sum(hdr) == 0xFFFF
+    """MlfcVerifyChecksum: csum16 over the 20-byte base header (options are not covered)."""
+    return ones_complement_sum(memoryview(p.frame)[IP_OFF:L4_OFF]) == 0xFFFF
 
 
 def rewrite(p: Parsed, src_mac: int, dst_mac: int, ttl: int, dscp_ecn: int) -> bytes:
-    """The deparsed frame: MACs, TTL and TOS replaced, IPv4 checksum recomputed, the rest unchanged."""
+    """The deparsed frame: MACs, TTL and TOS replaced, IPv4 checksum recomputed over the 20-byte base
+    header (MlfcComputeChecksum), the rest unchanged."""
     out = bytearray(p.frame)
     out[0:6] = dst_mac.to_bytes(6, "big")
     out[6:12] = src_mac.to_bytes(6, "big")
     out[IP_OFF + 1] = dscp_ecn
     out[IP_OFF + 8] = ttl
-    out[IP_OFF + 10:IP_OFF + 12] = b"\x00\x00"
-    csum = 0xFFFF ^ ones_complement_sum(memoryview(out)[IP_OFF:IP_OFF + ipv4_header_len(p)])
-    out[IP_OFF + 10:IP_OFF + 12] = csum.to_bytes(2, "big")
+    out[IP_OFF + 10 : IP_OFF + 12] = b"\x00\x00"
+    csum = 0xFFFF ^ ones_complement_sum(memoryview(out)[IP_OFF:L4_OFF])
+    out[IP_OFF + 10 : IP_OFF + 12] = csum.to_bytes(2, "big")
     return bytes(out)

@@ -5,9 +5,7 @@ drop or (egress port, priority queue); ``egress`` is MlfcEgress (CongestionMonit
 deparser and checksum update, given the queue depths the traffic manager observed. ``process`` runs
 both for a packet that meets empty queues: the per-packet decision the differential tests compare.
 
-Intended differences from the P4 program as written (docs/refswitch.md, "Where the model and the P4
-program differ"): a bad IPv4 header checksum drops the packet, the checksum covers IPv4 options, and
-a shim payload shorter than 16 bytes is truncated whatever its first byte says.
+Drops before any counting: non-IPv4, IPv4 with options (IHL != 5) and a bad IPv4 header checksum.
 """
 
 from __future__ import annotations
@@ -51,6 +49,7 @@ MAX_QDEPTH = (1 << QDEPTH_BITS) - 1
 # Why a packet was dropped (None: forwarded).
 DROP_NOT_IPV4 = "not_ipv4"
 DROP_BAD_CHECKSUM = "bad_ipv4_checksum"
+DROP_IPV4_OPTIONS = "ipv4_options"
 DROP_TTL = "ttl_expired"
 DROP_NO_ROUTE = "no_route"
 DROP_SELECTIVE = "selective_drop"
@@ -107,6 +106,9 @@ def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState)
     if not p.ipv4_valid:
         # Hosts use static ARP: non-IPv4 frames are not forwarded (and not counted).
         return _dropped(p, ingress_port, DROP_NOT_IPV4)
+    if p.ihl != 5:
+        # The checksum is verified and recomputed over the 20-byte base header only.
+        return _dropped(p, ingress_port, DROP_IPV4_OPTIONS)
     if not pk.ipv4_checksum_ok(p):
         return _dropped(p, ingress_port, DROP_BAD_CHECKSUM)
 
@@ -127,12 +129,12 @@ def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState)
         else:
             reason = DROP_NO_ROUTE
 
-    # Classifier
-    status = p.shim_status
+    # Classifier: its truncation verdict overrides the parser's status
+    status = p.shim_status = pk.shim_verdict(p)
     shim = p.shim
     tagged = status == pk.SHIM_OK
     job_id = iteration = importance = progress = 0
-    if shim is not None:
+    if tagged:
         job_id, iteration, importance, progress = shim.job_id, shim.iteration, shim.importance, shim.progress
     elif status == pk.SHIM_NONE:
         action, params = tables[FLOWS].lookup((p.src_addr, p.dst_addr, p.protocol, p.l4_src_port, p.l4_dst_port))
@@ -149,11 +151,11 @@ def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState)
     else:
         priority = PRIORITY_DEFAULT
 
-    # IngressStats: counted before any drop decision below (and after forwarding's drops)
+    # IngressStats: every packet that got this far (forwarding's drops included), before selective drop;
+    # index 0 is "untracked": no job, or an id beyond the counter
     counter_index = job_id if job_id < MAX_JOBS else 0
     length = len(frame)
-    if job_id != 0:
-        state.count(JOB_PACKETS, counter_index, length)
+    state.count(JOB_PACKETS, counter_index, length)
     if status == pk.SHIM_BAD_HEADER:
         state.count(SHIM_BAD_HEADER, ingress_port, length)
     elif status == pk.SHIM_TRUNCATED:
@@ -169,8 +171,16 @@ def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState)
             state.count(JOB_DROPS, counter_index, length)
 
     return IngressResult(
-        p, ingress_port, None if egress_spec == DROP_PORT else egress_spec, priority, reason,
-        job_id, counter_index, src_mac, dst_mac, ttl,
+        p,
+        ingress_port,
+        None if egress_spec == DROP_PORT else egress_spec,
+        priority,
+        reason,
+        job_id,
+        counter_index,
+        src_mac,
+        dst_mac,
+        ttl,
     )
 
 

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The program's @pkginfo (P4Info pkg_info); p4c adds the architecture.
+PKG_NAME = "mlfc"
+PKG_VERSION = "0.1.0"
+PKG_ARCH = "v1model"
+
 # Tables
 ROUTES_V4 = "MlfcIngress.forwarding.routes_v4"
 FLOWS = "MlfcIngress.classifier.flows"

@@ -43,14 +43,26 @@ class RefSwitchServer:
         try:
             self.dataplane.start()
             self.grpc_server, self.p4runtime = serve(self.device, self.options.grpc_addr)
-            self.admin = AdminServer(self.options.admin_host, self.options.admin_port, self.tm,
-                                     on_change=self.dataplane.wake, stats=self.dataplane.describe_stats).start()
+            self.admin = AdminServer(
+                self.options.admin_host,
+                self.options.admin_port,
+                self.tm,
+                on_change=self.dataplane.wake,
+                stats=self.dataplane.describe_stats,
+            ).start()
         except BaseException:
             self.stop()
             raise
-        log.info("reference switch up: device %d, ports %s, P4Runtime %s, admin %s:%d, queues %s x%d",
-                 self.options.device_id, self.options.ports or "none", self.grpc_addr,
-                 self.options.admin_host, self.admin_port, self.options.queue_mode, self.options.priority_queues)
+        log.info(
+            "reference switch up: device %d, ports %s, P4Runtime %s, admin %s:%d, queues %s x%d",
+            self.options.device_id,
+            self.options.ports or "none",
+            self.grpc_addr,
+            self.options.admin_host,
+            self.admin_port,
+            self.options.queue_mode,
+            self.options.priority_queues,
+        )
         return self
 
     @property

@@ -31,8 +31,9 @@ class CounterArray:
 
     def _check(self, index: int) -> None:
         if not 0 <= index < self.spec.size:
-            raise P4RuntimeError(Code.OUT_OF_RANGE,
-                                 f"{self.spec.name}: index {index} out of range 0..{self.spec.size - 1}")
+            raise P4RuntimeError(
+                Code.OUT_OF_RANGE, f"{self.spec.name}: index {index} out of range 0..{self.spec.size - 1}"
+            )
 
 
 class SwitchState:

@@ -54,10 +54,25 @@ class RefSwitch:
         return self.admin_port
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "mlfc.refswitch.cli", "--device-id", str(self.device_id),
-               "--grpc-addr", self.grpc_addr, "--admin-port", str(self.admin_port),
-               "--queue-mode", self.queue_mode, "--priority-queues", str(self.priority_queues),
-               "--queue-depth", str(self.queue_depth), "--log-level", self.log_level]
+        cmd = [
+            sys.executable,
+            "-m",
+            "mlfc.refswitch.cli",
+            "--device-id",
+            str(self.device_id),
+            "--grpc-addr",
+            self.grpc_addr,
+            "--admin-port",
+            str(self.admin_port),
+            "--queue-mode",
+            self.queue_mode,
+            "--priority-queues",
+            str(self.priority_queues),
+            "--queue-depth",
+            str(self.queue_depth),
+            "--log-level",
+            self.log_level,
+        ]
         for port, iface in sorted(self.ports.items()):
             cmd += ["-i", f"{port}@{iface}"]
         if self.seed is not None:
@@ -111,8 +126,18 @@ class RefSwitch:
     def cli(self, *commands: str, timeout: float = 20.0) -> str:
         """Queue commands as simple_switch_CLI takes them (set_queue_rate, set_queue_depth)."""
         if self.netns:
-            cmd = ["ip", "netns", "exec", self.netns, sys.executable, "-m", "mlfc.refswitch.cli", "cli",
-                   "--admin-port", str(self.admin_port)]
+            cmd = [
+                "ip",
+                "netns",
+                "exec",
+                self.netns,
+                sys.executable,
+                "-m",
+                "mlfc.refswitch.cli",
+                "cli",
+                "--admin-port",
+                str(self.admin_port),
+            ]
             res = subprocess.run(cmd, input="\n".join(commands) + "\n", capture_output=True, text=True, timeout=timeout)
             if res.returncode != 0:
                 raise RefSwitchError(f"refswitch cli {commands!r} failed: {res.stdout.strip()} {res.stderr.strip()}")

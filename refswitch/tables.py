@@ -157,8 +157,16 @@ def compile_entry(spec: TableSpec, entry: Entry) -> Entry:
             masked.append((i, m.mask, m.value))
         else:
             ranged.append((i, m.lo, m.hi))
-    return Entry(entry.match, entry.priority, entry.action, entry.params, entry.controller_metadata,
-                 entry.metadata, tuple(masked), tuple(ranged))
+    return Entry(
+        entry.match,
+        entry.priority,
+        entry.action,
+        entry.params,
+        entry.controller_metadata,
+        entry.metadata,
+        tuple(masked),
+        tuple(ranged),
+    )
 
 
 def make_entry(
@@ -193,8 +201,10 @@ class Table:
 
     @property
     def initial_default(self) -> tuple[str, tuple[int, ...]]:
-        return (self.spec.default_action, make_params(self.spec, self.spec.default_action,
-                                                      dict(self.spec.default_params)))
+        return (
+            self.spec.default_action,
+            make_params(self.spec, self.spec.default_action, dict(self.spec.default_params)),
+        )
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -238,14 +248,18 @@ class Table:
 
     def set_default(self, action: str, params: Mapping[str, int]) -> None:
         if self.spec.const_default:
-            raise P4RuntimeError(Code.PERMISSION_DENIED,
-                                 f"cannot set / reset default action for {self.spec.name}, which has a const default")
+            raise P4RuntimeError(
+                Code.PERMISSION_DENIED,
+                f"cannot set / reset default action for {self.spec.name}, which has a const default",
+            )
         self.default = (action, make_params(self.spec, action, params))
 
     def reset_default(self) -> None:
         if self.spec.const_default:
-            raise P4RuntimeError(Code.PERMISSION_DENIED,
-                                 f"cannot set / reset default action for {self.spec.name}, which has a const default")
+            raise P4RuntimeError(
+                Code.PERMISSION_DENIED,
+                f"cannot set / reset default action for {self.spec.name}, which has a const default",
+            )
         self.default = self.initial_default
 
     def _rebuild(self) -> None:

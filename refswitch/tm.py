@@ -96,8 +96,9 @@ class TrafficManager:
         if pq is None:
             queue_rate = self.default_rate if self.mode == PER_QUEUE else 0
             port_rate = self.default_rate if self.mode == SHARED else 0
-            pq = PortQueues([PriorityQueue(self.default_depth, queue_rate) for _ in range(self.num_priorities)],
-                            port_rate)
+            pq = PortQueues(
+                [PriorityQueue(self.default_depth, queue_rate) for _ in range(self.num_priorities)], port_rate
+            )
             self._ports[port] = pq
         return pq
 
@@ -226,8 +227,10 @@ class TrafficManager:
 
     def describe(self) -> list[str]:
         with self.lock:
-            lines = [f"mode {self.mode}, {self.num_priorities} priority queues, default depth {self.default_depth}, "
-                     f"default rate {self.default_rate or 'unlimited'}"]
+            lines = [
+                f"mode {self.mode}, {self.num_priorities} priority queues, default depth {self.default_depth}, "
+                f"default rate {self.default_rate or 'unlimited'}"
+            ]
             for port in sorted(self._ports):
                 pq = self._ports[port]
                 qs = " ".join(f"{p}:{len(q.packets)}/{q.capacity}@{q.rate_pps or '-'}" for p, q in enumerate(pq.queues))

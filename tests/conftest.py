@@ -38,7 +38,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 _GROUPS = ("p4c", "bmv2", "mininet", "root")
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """Say which groups of switch-dependent tests ran and which skipped, and why."""
     ran: dict[str, int] = {g: 0 for g in (*_GROUPS, "plain")}
     skipped: dict[str, dict[str, int]] = {g: {} for g in (*_GROUPS, "plain")}

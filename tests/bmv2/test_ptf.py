@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from mlfc.topologies.ptf_runner import PTF_DIR, run_ptf
 
 MODULES = sorted(p.stem for p in PTF_DIR.glob("test_*.py"))

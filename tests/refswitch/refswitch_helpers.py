@@ -31,15 +31,35 @@ def ip(text: str) -> int:
     return (a << 24) | (b << 16) | (c << 8) | d
 
 
-def shim_packet(src: int = 0, dst: int = 1, *, job: int = 1, iteration: int = 0, importance: int = 0,
-                progress: int = 0, msg_type: int = MsgType.DATA, seq: int = 0, ecn: int = 2, version: int = 1,
-                payload: bytes = b"", size: int = 200, udp_dport: int = SHIM_PORT_BASE + 1) -> Ether:
+def shim_packet(
+    src: int = 0,
+    dst: int = 1,
+    *,
+    job: int = 1,
+    iteration: int = 0,
+    importance: int = 0,
+    progress: int = 0,
+    msg_type: int = MsgType.DATA,
+    seq: int = 0,
+    ecn: int = 2,
+    version: int = 1,
+    payload: bytes = b"",
+    size: int = 200,
+    udp_dport: int = SHIM_PORT_BASE + 1,
+) -> Ether:
     pkt = (
         Ether(src=HOST_MAC[src], dst=SWITCH_MAC)
         / IP(src=HOST_IP[src], dst=HOST_IP[dst], ttl=64, tos=ecn)
         / UDP(sport=SHIM_PORT_BASE + 2, dport=udp_dport, chksum=0)
-        / MlfcShim(version=version, msg_type=msg_type, job_id=job, iteration=iteration, importance=importance,
-                   progress=progress, chunk_seq=seq)
+        / MlfcShim(
+            version=version,
+            msg_type=msg_type,
+            job_id=job,
+            iteration=iteration,
+            importance=importance,
+            progress=progress,
+            chunk_seq=seq,
+        )
         / payload
     )
     pad = size - len(pkt)
@@ -81,27 +101,48 @@ def forwarded(pkt: Ether, out_port: int, *, ce: bool = False) -> bytes:
 
 def route(prefix: str, port: int, dst_mac: str, src_mac: str = SWITCH_MAC) -> Entry:
     addr, _, plen = prefix.partition("/")
-    return make_entry(P.ROUTES_V4, {"hdr.ipv4.dst_addr": Lpm(ip(addr), int(plen or 32))}, P.SET_NEXT_HOP,
-                      {"port": port, "src_mac": mac(src_mac), "dst_mac": mac(dst_mac)})
+    return make_entry(
+        P.ROUTES_V4,
+        {"hdr.ipv4.dst_addr": Lpm(ip(addr), int(plen or 32))},
+        P.SET_NEXT_HOP,
+        {"port": port, "src_mac": mac(src_mac), "dst_mac": mac(dst_mac)},
+    )
 
 
 def host_routes() -> list[Entry]:
     return [route(f"{HOST_IP[p]}/32", p, HOST_MAC[p]) for p in PORTS]
 
 
-def flow(job: int, priority: int = 1, src: str | None = None, dst: str | None = None, protocol: int | None = None,
-         src_port: int | None = None, dst_port: int | None = None) -> Entry:
+def flow(
+    job: int,
+    priority: int = 1,
+    src: str | None = None,
+    dst: str | None = None,
+    protocol: int | None = None,
+    src_port: int | None = None,
+    dst_port: int | None = None,
+) -> Entry:
     match = {}
-    for name, value, width in (("hdr.ipv4.src_addr", src and ip(src), 32), ("hdr.ipv4.dst_addr", dst and ip(dst), 32),
-                               ("hdr.ipv4.protocol", protocol, 8), ("meta.l4_src_port", src_port, 16),
-                               ("meta.l4_dst_port", dst_port, 16)):
+    for name, value, width in (
+        ("hdr.ipv4.src_addr", src and ip(src), 32),
+        ("hdr.ipv4.dst_addr", dst and ip(dst), 32),
+        ("hdr.ipv4.protocol", protocol, 8),
+        ("meta.l4_src_port", src_port, 16),
+        ("meta.l4_dst_port", dst_port, 16),
+    ):
         if value is not None:
             match[name] = Ternary(value, (1 << width) - 1)
     return make_entry(P.FLOWS, match, P.SET_JOB, {"job_id": job}, priority)
 
 
-def job_priority(job: int | None, klass: int, *, iterations: tuple[int, int] | None = None,
-                 progress: tuple[int, int] | None = None, priority: int = 1) -> Entry:
+def job_priority(
+    job: int | None,
+    klass: int,
+    *,
+    iterations: tuple[int, int] | None = None,
+    progress: tuple[int, int] | None = None,
+    priority: int = 1,
+) -> Entry:
     match = {}
     if job is not None:
         match["meta.job_id"] = Ternary(job, 0xFFFF)
@@ -139,11 +180,30 @@ def drop_entries(policy: DropPolicy, port: int | None = None) -> list[tuple[str,
     out = []
     port_match = {"std_meta.egress_port": Ternary(port, PORT_MASK)} if port is not None else {}
     for lo, hi, level in level_ranges(policy):
-        out.append((P.CONGESTION_LEVELS, make_entry(
-            P.CONGESTION_LEVELS, {**port_match, "std_meta.deq_qdepth": Range(lo, hi)}, P.SET_LEVEL, {"l": level}, 1)))
+        out.append(
+            (
+                P.CONGESTION_LEVELS,
+                make_entry(
+                    P.CONGESTION_LEVELS,
+                    {**port_match, "std_meta.deq_qdepth": Range(lo, hi)},
+                    P.SET_LEVEL,
+                    {"l": level},
+                    1,
+                ),
+            )
+        )
     spec_match = {"std_meta.egress_spec": Ternary(port, PORT_MASK)} if port is not None else {}
     for level in range(NUM_LEVELS):
-        out.append((P.DROP_THRESHOLD, make_entry(
-            P.DROP_THRESHOLD, {**spec_match, "meta.level": Exact(level)}, P.SET_MIN_IMPORTANCE,
-            {"importance": policy.min_importance[level]}, 1)))
+        out.append(
+            (
+                P.DROP_THRESHOLD,
+                make_entry(
+                    P.DROP_THRESHOLD,
+                    {**spec_match, "meta.level": Exact(level)},
+                    P.SET_MIN_IMPORTANCE,
+                    {"importance": policy.min_importance[level]},
+                    1,
+                ),
+            )
+        )
     return out

@@ -85,10 +85,15 @@ def test_forwarded_bytes_match_the_pipeline_model(fresh):
         client.insert(table, [e])
     tables, state = _model(entries)
     sends = [
-        (0, shim_packet(0, 1, job=3, seq=1)), (0, shim_packet(0, 2, job=9, msg_type=MsgType.CNP)),
-        (1, tcp_packet(1, 2, 1000, 80)), (2, tcp_packet(2, 0, 1000, 80)), (0, shim_packet(0, 1, version=3)),
-        (2, truncated_shim(2, 1, 7)), (0, Ether() / IP(dst="10.9.9.9", ttl=9) / (b"x" * 30)),
-        (0, Ether(dst="ff:ff:ff:ff:ff:ff") / ARP(pdst=HOST_IP[1])), (1, shim_packet(1, 0, job=60000, size=900)),
+        (0, shim_packet(0, 1, job=3, seq=1)),
+        (0, shim_packet(0, 2, job=9, msg_type=MsgType.CNP)),
+        (1, tcp_packet(1, 2, 1000, 80)),
+        (2, tcp_packet(2, 0, 1000, 80)),
+        (0, shim_packet(0, 1, version=3)),
+        (2, truncated_shim(2, 1, 7)),
+        (0, Ether() / IP(dst="10.9.9.9", ttl=9) / (b"x" * 30)),
+        (0, Ether(dst="ff:ff:ff:ff:ff:ff") / ARP(pdst=HOST_IP[1])),
+        (1, shim_packet(1, 0, job=60000, size=900)),
     ]
     for port, pkt in sends:
         wire.send(port, bytes(pkt))

@@ -49,8 +49,11 @@ def test_capabilities(switch):
 
 def test_without_a_pipeline_everything_is_a_failed_precondition(switch):
     with P4RuntimeClient(switch.grpc_addr) as c:
-        for call in (c.get_pipeline, lambda: c.read([p4r.Entity(table_entry=p4r.TableEntry())]),
-                     lambda: c.write([], election=False)):
+        for call in (
+            c.get_pipeline,
+            lambda: c.read([p4r.Entity(table_entry=p4r.TableEntry())]),
+            lambda: c.write([], election=False),
+        ):
             with pytest.raises(ClientError) as exc:
                 call()
             assert exc.value.code == grpc.StatusCode.FAILED_PRECONDITION
@@ -136,15 +139,30 @@ def _entries():
         (P.ROUTES_V4, route("10.1.0.0/16", 1, HOST_MAC[1])),
         (P.FLOWS, flow(42, 3, src=HOST_IP[0], dst=HOST_IP[1], protocol=6, dst_port=5001)),
         (P.JOB_PRIORITY, job_priority(7, 5, iterations=(10, 20), progress=(0, 3), priority=9)),
-        (P.DROP_THRESHOLD, make_entry(P.DROP_THRESHOLD, {"std_meta.egress_spec": Ternary(1, 0x1FF),
-                                                         "meta.level": Exact(2)}, P.SET_MIN_IMPORTANCE,
-                                      {"importance": 4}, 1)),
-        (P.CONGESTION_LEVELS, make_entry(P.CONGESTION_LEVELS, {"std_meta.deq_qdepth": Range(16, 31)}, P.SET_LEVEL,
-                                         {"l": 1}, 1)),
-        (P.ECN_PROFILE, make_entry(P.ECN_PROFILE, {"std_meta.enq_qdepth": Range(33, (1 << 19) - 1)}, P.MARK_ALWAYS,
-                                   priority=2)),
-        (P.ECN_PROFILE, make_entry(P.ECN_PROFILE, {"std_meta.enq_qdepth": Range(5, 32)}, P.MARK_WITH_PROBABILITY,
-                                   {"threshold": 1000}, 1)),
+        (
+            P.DROP_THRESHOLD,
+            make_entry(
+                P.DROP_THRESHOLD,
+                {"std_meta.egress_spec": Ternary(1, 0x1FF), "meta.level": Exact(2)},
+                P.SET_MIN_IMPORTANCE,
+                {"importance": 4},
+                1,
+            ),
+        ),
+        (
+            P.CONGESTION_LEVELS,
+            make_entry(P.CONGESTION_LEVELS, {"std_meta.deq_qdepth": Range(16, 31)}, P.SET_LEVEL, {"l": 1}, 1),
+        ),
+        (
+            P.ECN_PROFILE,
+            make_entry(P.ECN_PROFILE, {"std_meta.enq_qdepth": Range(33, (1 << 19) - 1)}, P.MARK_ALWAYS, priority=2),
+        ),
+        (
+            P.ECN_PROFILE,
+            make_entry(
+                P.ECN_PROFILE, {"std_meta.enq_qdepth": Range(5, 32)}, P.MARK_WITH_PROBABILITY, {"threshold": 1000}, 1
+            ),
+        ),
     ]
 
 
@@ -171,8 +189,14 @@ def test_duplicate_missing_and_batch_errors(client, switch):
     assert codes(exc.value) == [Code.NOT_FOUND]
     r3 = route("10.3.0.0/16", 0, HOST_MAC[0])
     with pytest.raises(ClientError) as exc:
-        client.write([client.table_update(INSERT, P.ROUTES_V4, r2), client.table_update(INSERT, P.ROUTES_V4, r1),
-                      client.table_update(DELETE, P.ROUTES_V4, r3), client.table_update(INSERT, P.ROUTES_V4, r3)])
+        client.write(
+            [
+                client.table_update(INSERT, P.ROUTES_V4, r2),
+                client.table_update(INSERT, P.ROUTES_V4, r1),
+                client.table_update(DELETE, P.ROUTES_V4, r3),
+                client.table_update(INSERT, P.ROUTES_V4, r3),
+            ]
+        )
     assert codes(exc.value) == [Code.OK, Code.ALREADY_EXISTS, Code.NOT_FOUND, Code.OK]
     assert len(client.read_table(P.ROUTES_V4)) == 3, "updates that succeeded in a failed batch are applied"
     client.write([client.table_update(MODIFY, P.ROUTES_V4, route("10.3.0.0/16", 2, HOST_MAC[2]))])
@@ -187,28 +211,37 @@ def _raw_update(client, table: str, entry, mutate) -> p4r.Update:
     return update
 
 
-@pytest.mark.parametrize(("table", "mutate", "code"), [
-    (P.ROUTES_V4, lambda te: setattr(te.match[0].lpm, "prefix_len", 8), Code.INVALID_ARGUMENT),  # trailing bits
-    (P.ROUTES_V4, lambda te: setattr(te.match[0].lpm, "prefix_len", 0), Code.INVALID_ARGUMENT),
-    (P.ROUTES_V4, lambda te: setattr(te, "priority", 5), Code.INVALID_ARGUMENT),
-    (P.ROUTES_V4, lambda te: setattr(te, "table_id", 0x02FFFFFF), Code.INVALID_ARGUMENT),
-    (P.ROUTES_V4, lambda te: setattr(te.match[0], "field_id", 9), Code.INVALID_ARGUMENT),
-    (P.ROUTES_V4, lambda te: setattr(te.match[0].lpm, "value", b"\x01" * 5), Code.INVALID_ARGUMENT),
-    (P.ROUTES_V4, lambda te: te.action.action.params.pop(), Code.INVALID_ARGUMENT),
-    (P.ROUTES_V4, lambda te: setattr(te.action.action.params[0], "value", b"\x02\x00"), Code.INVALID_ARGUMENT),
-    (P.ROUTES_V4, lambda te: setattr(te.action.action, "action_id", 0x01FFFFFF), Code.INVALID_ARGUMENT),
-    (P.ROUTES_V4, lambda te: te.ClearField("action"), Code.INVALID_ARGUMENT),
-    (P.ROUTES_V4, lambda te: setattr(te, "idle_timeout_ns", 1000), Code.INVALID_ARGUMENT),
-    (P.FLOWS, lambda te: setattr(te, "priority", 0), Code.INVALID_ARGUMENT),
-    (P.FLOWS, lambda te: setattr(te.match[0].ternary, "mask", b"\x00"), Code.INVALID_ARGUMENT),
-    (P.FLOWS, lambda te: setattr(te.match[0].ternary, "mask", b"\xff\x00\x00\x00"), Code.INVALID_ARGUMENT),
-    (P.JOB_PRIORITY, lambda te: setattr(te.match[1].range, "low", b"\x30"), Code.INVALID_ARGUMENT),  # low > high
-    (P.JOB_PRIORITY, lambda te: (setattr(te.match[1].range, "low", b"\x00"),
-                                 setattr(te.match[1].range, "high", b"\xff" * 4)), Code.INVALID_ARGUMENT),
-    (P.DROP_THRESHOLD, lambda te: te.match.pop(), Code.INVALID_ARGUMENT),  # the exact field is missing
-    (P.DROP_THRESHOLD, lambda te: te.match[0].ClearField("ternary") or te.match[0].exact.SetInParent(),
-     Code.INVALID_ARGUMENT),
-])
+@pytest.mark.parametrize(
+    ("table", "mutate", "code"),
+    [
+        (P.ROUTES_V4, lambda te: setattr(te.match[0].lpm, "prefix_len", 8), Code.INVALID_ARGUMENT),  # trailing bits
+        (P.ROUTES_V4, lambda te: setattr(te.match[0].lpm, "prefix_len", 0), Code.INVALID_ARGUMENT),
+        (P.ROUTES_V4, lambda te: setattr(te, "priority", 5), Code.INVALID_ARGUMENT),
+        (P.ROUTES_V4, lambda te: setattr(te, "table_id", 0x02FFFFFF), Code.INVALID_ARGUMENT),
+        (P.ROUTES_V4, lambda te: setattr(te.match[0], "field_id", 9), Code.INVALID_ARGUMENT),
+        (P.ROUTES_V4, lambda te: setattr(te.match[0].lpm, "value", b"\x01" * 5), Code.INVALID_ARGUMENT),
+        (P.ROUTES_V4, lambda te: te.action.action.params.pop(), Code.INVALID_ARGUMENT),
+        (P.ROUTES_V4, lambda te: setattr(te.action.action.params[0], "value", b"\x02\x00"), Code.INVALID_ARGUMENT),
+        (P.ROUTES_V4, lambda te: setattr(te.action.action, "action_id", 0x01FFFFFF), Code.INVALID_ARGUMENT),
+        (P.ROUTES_V4, lambda te: te.ClearField("action"), Code.INVALID_ARGUMENT),
+        (P.ROUTES_V4, lambda te: setattr(te, "idle_timeout_ns", 1000), Code.INVALID_ARGUMENT),
+        (P.FLOWS, lambda te: setattr(te, "priority", 0), Code.INVALID_ARGUMENT),
+        (P.FLOWS, lambda te: setattr(te.match[0].ternary, "mask", b"\x00"), Code.INVALID_ARGUMENT),
+        (P.FLOWS, lambda te: setattr(te.match[0].ternary, "mask", b"\xff\x00\x00\x00"), Code.INVALID_ARGUMENT),
+        (P.JOB_PRIORITY, lambda te: setattr(te.match[1].range, "low", b"\x30"), Code.INVALID_ARGUMENT),  # low > high
+        (
+            P.JOB_PRIORITY,
+            lambda te: (setattr(te.match[1].range, "low", b"\x00"), setattr(te.match[1].range, "high", b"\xff" * 4)),
+            Code.INVALID_ARGUMENT,
+        ),
+        (P.DROP_THRESHOLD, lambda te: te.match.pop(), Code.INVALID_ARGUMENT),  # the exact field is missing
+        (
+            P.DROP_THRESHOLD,
+            lambda te: te.match[0].ClearField("ternary") or te.match[0].exact.SetInParent(),
+            Code.INVALID_ARGUMENT,
+        ),
+    ],
+)
 def test_invalid_entries_are_rejected_like_pi(client, table, mutate, code):
     entry = dict(_entries())[table]
     with pytest.raises(ClientError) as exc:
@@ -237,8 +270,11 @@ def test_default_actions(client, switch):
     client.write([p4r.Update(type=MODIFY, entity=p4r.Entity(table_entry=reset))])
     assert switch.device.tables[P.JOB_PRIORITY].default == (P.SET_PRIORITY, (1,))
     const = codec.encode_default(client.index, P.ROUTES_V4, P.DROP, ())
-    for utype, code in ((MODIFY, Code.PERMISSION_DENIED), (INSERT, Code.INVALID_ARGUMENT),
-                        (DELETE, Code.INVALID_ARGUMENT)):
+    for utype, code in (
+        (MODIFY, Code.PERMISSION_DENIED),
+        (INSERT, Code.INVALID_ARGUMENT),
+        (DELETE, Code.INVALID_ARGUMENT),
+    ):
         with pytest.raises(ClientError) as exc:
             client.write([p4r.Update(type=utype, entity=p4r.Entity(table_entry=const))])
         assert codes(exc.value) == [code]
@@ -254,8 +290,13 @@ def test_counters_read_and_write(client, switch):
     assert client.read_counter(P.JOB_PACKETS) == {21: (3, sum(map(len, pkts)))}
     assert client.read_counter(P.JOB_PACKETS, 21) == {21: (3, sum(map(len, pkts)))}
     cid = client.index.counters
-    wildcard = client.read([p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=next(
-        i for i, s in cid.items() if s.name == P.JOB_PACKETS)))])
+    wildcard = client.read(
+        [
+            p4r.Entity(
+                counter_entry=p4r.CounterEntry(counter_id=next(i for i, s in cid.items() if s.name == P.JOB_PACKETS))
+            )
+        ]
+    )
     assert len(wildcard) == P.MAX_JOBS, "a wildcard index returns every cell"
     everything = client.read([p4r.Entity(counter_entry=p4r.CounterEntry())])
     assert len(everything) == sum(s.size for s in P.COUNTERS.values())
@@ -308,8 +349,15 @@ def test_finsy_drives_it_like_the_controller(switch, tmp_path):
     async def scenario() -> tuple[list, list, bool]:
         opts = fy.SwitchOptions(p4info=p4info_path, p4blob=config_path)
         async with fy.Switch("refswitch", switch.grpc_addr, opts) as sw:
-            await sw.insert([fy.P4TableEntry(P.ROUTES_V4, match=fy.P4TableMatch({"hdr.ipv4.dst_addr": "10.0.0.11/32"}),
-                                             action=fy.P4TableAction(P.SET_NEXT_HOP, port=1, src_mac=1, dst_mac=2))])
+            await sw.insert(
+                [
+                    fy.P4TableEntry(
+                        P.ROUTES_V4,
+                        match=fy.P4TableMatch({"hdr.ipv4.dst_addr": "10.0.0.11/32"}),
+                        action=fy.P4TableAction(P.SET_NEXT_HOP, port=1, src_mac=1, dst_mac=2),
+                    )
+                ]
+            )
             entries = [e async for e in sw.read(fy.P4TableEntry(P.ROUTES_V4))]
             counters = [c async for c in sw.read(fy.P4CounterEntry(P.JOB_PACKETS, index=5))]
             return entries, counters, sw.is_primary

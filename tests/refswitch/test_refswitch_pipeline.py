@@ -28,6 +28,7 @@ from scapy.layers.l2 import ARP, Ether
 from mlfc.policy.drop import DropPolicy, congestion_level, should_drop
 from mlfc.policy.ecn import EcnProfile, compile_profile, compiled_probability, mark_probability
 from mlfc.policy.priority import interleaving_bands
+from mlfc.refswitch import packet as pk
 from mlfc.refswitch import pipeline as pl
 from mlfc.refswitch import program as P
 from mlfc.refswitch.state import SwitchState
@@ -83,21 +84,30 @@ def test_checksum_is_recomputed_after_ttl_decrement(sw):
 
 
 def test_longest_prefix_wins(sw):
-    install(sw, [route("10.1.0.0/16", 1, HOST_MAC[1]), route("10.1.2.0/24", 2, HOST_MAC[2]),
-                 route("10.0.0.0/8", 0, HOST_MAC[0])])
+    install(
+        sw,
+        [
+            route("10.1.0.0/16", 1, HOST_MAC[1]),
+            route("10.1.2.0/24", 2, HOST_MAC[2]),
+            route("10.0.0.0/8", 0, HOST_MAC[0]),
+        ],
+    )
     for dst, port in (("10.1.9.9", 1), ("10.1.2.3", 2), ("10.200.0.1", 0)):
         pkt = Ether(src=HOST_MAC[0], dst=SWITCH_MAC) / IP(src=HOST_IP[0], dst=dst) / UDP(dport=9) / (b"y" * 40)
         assert run(sw, pkt).egress_port == port
 
 
-@pytest.mark.parametrize(("pkt", "reason"), [
-    (Ether() / IP(src=HOST_IP[0], dst="10.9.9.9") / UDP() / (b"x" * 40), pl.DROP_NO_ROUTE),
-    (Ether() / IP(src=HOST_IP[0], dst=HOST_IP[1], ttl=1) / UDP() / b"x", pl.DROP_TTL),
-    (Ether() / IP(src=HOST_IP[0], dst=HOST_IP[1], ttl=0) / UDP() / b"x", pl.DROP_TTL),
-    (Ether(dst="ff:ff:ff:ff:ff:ff") / ARP(pdst=HOST_IP[1]), pl.DROP_NOT_IPV4),
-    (Ether(type=0x0800) / b"\x45\x00\x00", pl.DROP_NOT_IPV4),  # ipv4 header cut short: parser error
-    (b"\x00" * 10, pl.DROP_NOT_IPV4),
-])
+@pytest.mark.parametrize(
+    ("pkt", "reason"),
+    [
+        (Ether() / IP(src=HOST_IP[0], dst="10.9.9.9") / UDP() / (b"x" * 40), pl.DROP_NO_ROUTE),
+        (Ether() / IP(src=HOST_IP[0], dst=HOST_IP[1], ttl=1) / UDP() / b"x", pl.DROP_TTL),
+        (Ether() / IP(src=HOST_IP[0], dst=HOST_IP[1], ttl=0) / UDP() / b"x", pl.DROP_TTL),
+        (Ether(dst="ff:ff:ff:ff:ff:ff") / ARP(pdst=HOST_IP[1]), pl.DROP_NOT_IPV4),
+        (Ether(type=0x0800) / b"\x45\x00\x00", pl.DROP_NOT_IPV4),  # ipv4 header cut short: parser error
+        (b"\x00" * 10, pl.DROP_NOT_IPV4),
+    ],
+)
 def test_dropped_without_route_ttl_or_ipv4(sw, pkt, reason):
     d = run(sw, pkt)
     assert d.dropped and d.drop_reason == reason
@@ -116,14 +126,20 @@ def test_bad_ipv4_checksum_is_dropped(sw):
     assert not any(sw[1].snapshot().values())
 
 
-def test_checksum_covers_ipv4_options(sw):
+def test_ipv4_options_are_dropped_uncounted(sw):
     pkt = Ether() / IP(src=HOST_IP[0], dst=HOST_IP[1], options=b"\x01\x01\x01\x00") / UDP() / (b"z" * 30)
     d = run(sw, pkt)
-    out = Ether(d.out)
-    assert out[IP].ihl == 6
-    reported = out[IP].chksum
-    del out[IP].chksum
-    assert IP(bytes(out[IP])).chksum == reported
+    assert d.dropped and d.drop_reason == pl.DROP_IPV4_OPTIONS
+    assert not any(sw[1].snapshot().values())
+
+
+def test_ihl_below_five_is_dropped(sw):
+    frame = bytearray(bytes(tcp_packet(0, 1, 1, 2)))
+    frame[14] = 0x44  # IHL 4, checksum still valid for the 20 bytes: dropped for the IHL alone
+    frame[24:26] = b"\x00\x00"
+    frame[24:26] = (0xFFFF ^ pk.ones_complement_sum(bytes(frame[14:34]))).to_bytes(2, "big")
+    d = run(sw, bytes(frame))
+    assert d.dropped and d.drop_reason == pl.DROP_IPV4_OPTIONS
 
 
 # ---- classification and counters -------------------------------------------------------------------
@@ -144,7 +160,8 @@ def test_five_tuple_flow_gets_its_job(sw):
     assert run(sw, tcp_packet(0, 1, 40000, 5002)).job_id == 0
     assert run(sw, tcp_packet(2, 1, 40000, 5001), 2).job_id == 0
     assert sw[1].counter(P.JOB_PACKETS, 42) == (4, 4 * 300)
-    assert sw[1].counter(P.JOB_PACKETS, 0) == (0, 0), "packets without a job are not counted"
+    unmatched = tcp_packet(0, 1, 40000, 5002)
+    assert sw[1].counter(P.JOB_PACKETS, 0) == (2, 2 * len(unmatched)), "packets without a job count at index 0"
 
 
 def test_wildcard_flow_and_large_job_ids(sw):
@@ -188,6 +205,43 @@ def test_short_payload_is_truncated_whatever_its_first_byte(sw):
     assert sw[1].counter(P.SHIM_BAD_HEADER, 0)[0] == 0
 
 
+@pytest.mark.parametrize("first", [0x10, 0x30])
+def test_padded_short_frame_is_truncated_by_its_udp_length(sw, first):
+    """Padded to Ethernet's 60 bytes, a 5-byte shim would be read from the padding: the UDP length says no."""
+    install(sw, [flow(9, 1, dst=HOST_IP[1])])
+    frame = bytes(truncated_shim(0, 1, 5, first=first)).ljust(60, b"\x00")
+    d = run(sw, frame)
+    assert (d.egress_port, d.priority, d.job_id, d.shim_status) == (1, pl.PRIORITY_DEFAULT, 0, pk.SHIM_TRUNCATED)
+    assert d.out[42:] == frame[42:], "payload and padding are forwarded untouched"
+    assert sw[1].counter(P.SHIM_TRUNCATED, 0)[0] == 1
+    assert sw[1].counter(P.JOB_PACKETS, 9)[0] == 0
+
+
+def test_udp_length_short_of_a_full_shim_is_truncated(sw):
+    pkt = shim_packet(0, 1, job=3)
+    frame = bytearray(bytes(pkt))
+    frame[38:40] = (23).to_bytes(2, "big")  # the whole shim is in the frame, the UDP length says 15 bytes
+    d = run(sw, bytes(frame))
+    assert (d.shim_status, d.job_id, d.priority) == (pk.SHIM_TRUNCATED, 0, pl.PRIORITY_DEFAULT)
+
+
+def test_frame_ending_inside_a_shim_whose_udp_length_claims_more(sw):
+    """The parser's verdict, UDP length notwithstanding: a v1 first byte runs out of bytes (truncated); a
+    bad first byte stops before extracting, so the frame's length is never tested (bad header)."""
+    for first, status in ((0x10, pk.SHIM_TRUNCATED), (0x30, pk.SHIM_BAD_HEADER)):
+        frame = bytearray(bytes(truncated_shim(0, 1, 5, first=first)))
+        frame[38:40] = (8 + 16).to_bytes(2, "big")
+        assert run(sw, bytes(frame)).shim_status == status
+    assert sw[1].counter(P.SHIM_TRUNCATED, 0)[0] == 1
+    assert sw[1].counter(P.SHIM_BAD_HEADER, 0)[0] == 1
+
+
+def test_empty_shim_payload_is_truncated(sw):
+    frame = bytearray(bytes(truncated_shim(0, 1, 0)))
+    frame[38:40] = (100).to_bytes(2, "big")  # even with a UDP length that leaves room: lookahead fails
+    assert run(sw, bytes(frame)).shim_status == pk.SHIM_TRUNCATED
+
+
 def test_malformed_are_never_selectively_dropped(sw):
     policy = DropPolicy(level_depths=(1, 2, 3), min_importance=(0, 8, 8, 8))
     install(sw, drop_entries(policy))
@@ -202,8 +256,17 @@ def test_malformed_are_never_selectively_dropped(sw):
 
 
 def test_control_class_default_class_and_job_classes(sw):
-    install(sw, [job_priority(1, 1), job_priority(2, 5), job_priority(1, 6, iterations=(10, 20), priority=2),
-                 job_priority(3, 7), job_priority(4, 0), flow(2, dst=HOST_IP[2])])
+    install(
+        sw,
+        [
+            job_priority(1, 1),
+            job_priority(2, 5),
+            job_priority(1, 6, iterations=(10, 20), priority=2),
+            job_priority(3, 7),
+            job_priority(4, 0),
+            flow(2, dst=HOST_IP[2]),
+        ],
+    )
     cases = [
         (shim_packet(0, 1, job=1, iteration=5), 1),
         (shim_packet(0, 1, job=1, iteration=15), 6),
@@ -325,8 +388,11 @@ def test_low_importance_dropped_by_level(sw, backlog):
     dropped = [p for p in probes if run(sw, p).dropped]
     expected = [p for p in probes if should_drop(POLICY, level, p["MlfcShim"].importance, MsgType.DATA)]
     assert dropped == expected
-    never = [shim_packet(0, 1, job=1, msg_type=MsgType.ACK, payload=b"\x00" * 4),
-             shim_packet(0, 1, job=1, msg_type=MsgType.CNP), tcp_packet(0, 1, 5555, 6666)]
+    never = [
+        shim_packet(0, 1, job=1, msg_type=MsgType.ACK, payload=b"\x00" * 4),
+        shim_packet(0, 1, job=1, msg_type=MsgType.CNP),
+        tcp_packet(0, 1, 5555, 6666),
+    ]
     assert not any(run(sw, p).dropped for p in never), "ACK, CNP and untagged are never dropped"
     assert sw[1].counter(P.JOB_DROPS, 1) == (len(expected), sum(len(p) for p in expected))
     assert sw[1].counter(P.JOB_PACKETS, 1)[0] == 1 + len(probes) + len(never), "ingress counts before dropping"
@@ -348,4 +414,4 @@ def test_job_zero_drops_are_counted_at_index_zero(sw):
     _leave(sw, 30)
     assert run(sw, shim_packet(0, 1, job=0, importance=0)).dropped
     assert sw[1].counter(P.JOB_DROPS, 0)[0] == 1
-    assert sw[1].counter(P.JOB_PACKETS, 0)[0] == 0
+    assert sw[1].counter(P.JOB_PACKETS, 0)[0] == 1, "counted (untracked) before it was dropped"

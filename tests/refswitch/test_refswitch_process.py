@@ -19,15 +19,21 @@ from mlfc.refswitch.tm import PER_QUEUE, SHARED, TrafficManager
 CONSOLE_SCRIPT = Path(sys.executable).parent / "mlfc-refswitch"
 
 
-@pytest.mark.parametrize(("line", "check"), [
-    ("set_queue_rate 100", lambda tm: tm.default_rate == 100 and tm.port(3).rate_pps == 100),
-    ("set_queue_rate 50 2", lambda tm: tm.port(2).rate_pps == 50 and tm.port(2).queues[0].rate_pps == 0),
-    ("set_queue_rate 7 2 5", lambda tm: tm.port(2).queues[5].rate_pps == 7 and tm.port(2).rate_pps == 0),
-    ("set_queue_depth 16", lambda tm: tm.port(9).queues[7].capacity == 16),
-    ("set_queue_depth 8 1", lambda tm: all(q.capacity == 8 for q in tm.port(1).queues)),
-    ("set_queue_depth 4 1 2", lambda tm: tm.port(1).queues[2].capacity == 4 and tm.port(1).queues[3].capacity == 64),
-    ("set_queue_rate 0x10 1", lambda tm: tm.port(1).rate_pps == 16),
-])
+@pytest.mark.parametrize(
+    ("line", "check"),
+    [
+        ("set_queue_rate 100", lambda tm: tm.default_rate == 100 and tm.port(3).rate_pps == 100),
+        ("set_queue_rate 50 2", lambda tm: tm.port(2).rate_pps == 50 and tm.port(2).queues[0].rate_pps == 0),
+        ("set_queue_rate 7 2 5", lambda tm: tm.port(2).queues[5].rate_pps == 7 and tm.port(2).rate_pps == 0),
+        ("set_queue_depth 16", lambda tm: tm.port(9).queues[7].capacity == 16),
+        ("set_queue_depth 8 1", lambda tm: all(q.capacity == 8 for q in tm.port(1).queues)),
+        (
+            "set_queue_depth 4 1 2",
+            lambda tm: tm.port(1).queues[2].capacity == 4 and tm.port(1).queues[3].capacity == 64,
+        ),
+        ("set_queue_rate 0x10 1", lambda tm: tm.port(1).rate_pps == 16),
+    ],
+)
 def test_queue_commands_in_shared_mode(line, check):
     tm = TrafficManager(8, SHARED)
     assert execute(line, tm) == "OK"
@@ -40,9 +46,18 @@ def test_port_rate_in_per_queue_mode_sets_every_queue():
     assert [q.rate_pps for q in tm.port(4).queues] == [30] * 8
 
 
-@pytest.mark.parametrize("line", ["set_queue_rate", "set_queue_rate x", "set_queue_rate 1 2 3 4",
-                                  "set_queue_rate 1 600", "set_queue_depth 4 1 8", "set_queue_rate -5",
-                                  "mirroring_add 1 2"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "set_queue_rate",
+        "set_queue_rate x",
+        "set_queue_rate 1 2 3 4",
+        "set_queue_rate 1 600",
+        "set_queue_depth 4 1 8",
+        "set_queue_rate -5",
+        "mirroring_add 1 2",
+    ],
+)
 def test_bad_commands_say_error(line):
     assert execute(line, TrafficManager(8, SHARED)).startswith("Error")
 
@@ -67,12 +82,22 @@ def test_refswitch_process_like_bmv2switch(tmp_path):
         with pytest.raises(RefSwitchError):
             sw.cli("set_queue_depth 16 1 9")
         # The stand-alone CLI reads commands on stdin, like simple_switch_CLI.
-        res = subprocess.run([str(CONSOLE_SCRIPT), "cli", "--admin-port", str(sw.admin_port)],
-                             input="set_queue_rate 7 2\nshow_queues\n", capture_output=True, text=True, timeout=30)
+        res = subprocess.run(
+            [str(CONSOLE_SCRIPT), "cli", "--admin-port", str(sw.admin_port)],
+            input="set_queue_rate 7 2\nshow_queues\n",
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert res.returncode == 0, res.stdout + res.stderr
         assert "RuntimeCmd: set_queue_rate 7 2" in res.stdout and "port 2 rate 7" in res.stdout
-        res = subprocess.run([str(CONSOLE_SCRIPT), "cli", "--admin-port", str(sw.admin_port)],
-                             input="set_queue_rate nope\n", capture_output=True, text=True, timeout=30)
+        res = subprocess.run(
+            [str(CONSOLE_SCRIPT), "cli", "--admin-port", str(sw.admin_port)],
+            input="set_queue_rate nope\n",
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert res.returncode == 1 and "Error" in res.stdout
         sw.kill()
         assert sw.proc is None
@@ -83,6 +108,10 @@ def test_refswitch_process_like_bmv2switch(tmp_path):
 def test_command_line_errors():
     res = subprocess.run([str(CONSOLE_SCRIPT), "-i", "1@"], capture_output=True, text=True, timeout=30)
     assert res.returncode == 2 and "PORT@IFACE" in res.stderr
-    res = subprocess.run([str(CONSOLE_SCRIPT), "-i", "1@no-such-iface0", "--admin-port", "0",
-                          "--grpc-addr", "127.0.0.1:0"], capture_output=True, text=True, timeout=30)
+    res = subprocess.run(
+        [str(CONSOLE_SCRIPT), "-i", "1@no-such-iface0", "--admin-port", "0", "--grpc-addr", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert res.returncode == 1 and "cannot start" in res.stderr

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
+
 from mlfc.topologies import results
 from mlfc.topologies.spec import dumbbell, leaf_spine
 

@@ -1,0 +1,29 @@
+"""The PTF packet tests (ptf-tests/) against the reference switch: one PTF run per module, each against a
+fresh refswitch process on veths. Needs root but not BMv2 (tests/bmv2/test_ptf.py runs them on BMv2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mlfc.topologies.ptf_runner import PTF_DIR, ptf_missing, run_ptf
+
+MODULES = sorted(p.stem for p in PTF_DIR.glob("test_*.py"))
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("module", MODULES)
+def test_ptf_module_on_refswitch(module: str, tmp_path: Path) -> None:
+    missing = ptf_missing("ref")
+    if missing:
+        pytest.skip(missing)
+    rc = run_ptf([module], tmp_path, dataplane="ref")
+    if rc != 0:
+        log = (tmp_path / "ptf.log").read_text(errors="replace")[-6000:]
+        switch_log = tmp_path / "refswitch.log"
+        tail = switch_log.read_text(errors="replace")[-2000:] if switch_log.is_file() else "(none)"
+        pytest.fail(
+            f"PTF {module} on the refswitch failed with status {rc}; end of ptf.log:\n{log}\n"
+            f"end of refswitch.log:\n{tail}"
+        )
