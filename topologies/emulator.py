@@ -24,6 +24,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from mlfc.hosts.transport import Receiver, ReceiverConfig, Sender, SenderConfig
 from mlfc.policy.mltcp import MltcpParams
 from mlfc.wire import SHIM_PORT_BASE
@@ -69,8 +71,16 @@ def _sender_config(args: argparse.Namespace) -> SenderConfig:
     )
 
 
+def gradients(nbytes: int, seed: int) -> bytes:
+    """float32 values with a heavy-tailed magnitude, so the transport's magnitude-based importance
+    classes spread as they would for real gradients (an all-zero buffer would be one class)."""
+    rng = np.random.default_rng(seed)
+    n = max(1, nbytes // 4)
+    return (rng.standard_t(3, n).astype(np.float32) * 1e-3).tobytes()[:nbytes].ljust(nbytes, b"\0")
+
+
 def run_worker(args: argparse.Namespace) -> int:
-    push = bytes(args.push_bytes)
+    push = gradients(args.push_bytes, seed=args.job * 1000 + args.rank)
     with (
         Receiver((args.bind, WORKER_RX_PORT), ReceiverConfig(jobs=frozenset({args.job}))) as rx,
         Sender((args.ps, PS_PORT), (args.bind, WORKER_TX_PORT), _sender_config(args)) as tx,
@@ -136,7 +146,7 @@ def run_worker(args: argparse.Namespace) -> int:
 
 
 def run_ps(args: argparse.Namespace) -> int:
-    pull = bytes(args.pull_bytes)
+    pull = gradients(args.pull_bytes, seed=args.job)
     workers = [w for w in args.worker_ips.split(",") if w]
     if len(workers) != args.workers:
         print(f"--worker-ips names {len(workers)} workers, --workers says {args.workers}", file=sys.stderr)
