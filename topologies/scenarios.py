@@ -116,10 +116,12 @@ def solo(job: JobSpec) -> JobSpec:
 
 
 def ideal_iteration_times(solo_times: dict[int, float], solo_comm: dict[int, float]) -> dict[int, float]:
-    """Perfect interleaving: each job as fast as alone, unless the link cannot carry every job's
-    communication in one period (sum of comm times > a job's solo time)."""
-    total_comm = sum(solo_comm.values())
-    return {j: max(t, total_comm) for j, t in solo_times.items()}
+    """The best the network could do: with perfect interleaving each job iterates as fast as alone,
+    as long as the link can carry every job's communication (sum of a_j = comm_j / T_j <= 1). Past
+    that, the link is the limit: every job slows by the same factor sum(a_j), which uses the link
+    fully (sum over jobs of comm_j / T'_j = 1)."""
+    load = sum(solo_comm[j] / solo_times[j] for j in solo_times if solo_times[j] > 0)
+    return {j: t * max(1.0, load) for j, t in solo_times.items()}
 
 
 def interleaving_iteration(records: Sequence[IterationRecord], threshold: float = 0.2) -> int | None:

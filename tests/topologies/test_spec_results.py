@@ -60,3 +60,13 @@ def test_summary_and_percentiles(tmp_path: Path) -> None:
     assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
     table = results.format_table(["job", "avg"], [[1, 2.0], [2, math.nan]])
     assert "2.000" in table and "-" in table.splitlines()[-1]
+
+
+def test_ideal_iteration_times() -> None:
+    from mlfc.topologies.scenarios import ideal_iteration_times
+
+    # Compatible (0.4 + 0.4 <= 1): as fast as alone.
+    assert ideal_iteration_times({1: 1.0, 2: 1.0}, {1: 0.4, 2: 0.4}) == {1: 1.0, 2: 1.0}
+    # Partially compatible (0.65 + 0.65 = 1.3): the link is the limit, every job 1.3x slower.
+    ideal = ideal_iteration_times({1: 1.0, 2: 2.0}, {1: 0.65, 2: 1.3})
+    assert ideal[1] == pytest.approx(1.3) and ideal[2] == pytest.approx(2.6)
