@@ -1,4 +1,5 @@
-"""Fixtures for the controller tests: real simple_switch_grpc processes, always killed at teardown."""
+"""Fixtures for the controller tests: real switch processes (simple_switch_grpc, mlfc-refswitch), always
+killed at teardown."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # controller_helpers, table_model
+sys.path.insert(0, str(Path(__file__).parent))  # controller_helpers, table_model, switch_targets
+
+from switch_targets import SWITCH_CLASSES, Bmv2Switch, RefSwitchProcess
 
 from mlfc.controller.bmv2 import Bmv2Process
 
@@ -20,6 +23,31 @@ def bmv2_factory(tmp_path: Path) -> Iterator[Callable[..., Bmv2Process]]:
 
     def start(device_id: int = 1, **kwargs) -> Bmv2Process:
         sw = Bmv2Process(device_id=device_id, log_dir=tmp_path, **kwargs)
+        started.append(sw)
+        return sw.start()
+
+    yield start
+    for sw in started:
+        sw.stop()
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("bmv2", marks=pytest.mark.bmv2, id="bmv2"),
+        pytest.param("ref", id="ref"),
+    ]
+)
+def switch_factory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[..., Bmv2Switch | RefSwitchProcess]]:
+    """Each test using it runs twice, against BMv2 (``[bmv2]``, skipped where BMv2 is absent) and against
+    mlfc's reference switch (``[ref]``). ``switch_factory(device_id=1, interfaces={1: "veth0"})`` starts a
+    switch (``sw.target`` is its deployment ``target``); all are killed after the test."""
+    cls = SWITCH_CLASSES[request.param]
+    started: list[Bmv2Switch | RefSwitchProcess] = []
+
+    def start(device_id: int = 1, **kwargs) -> Bmv2Switch | RefSwitchProcess:
+        sw = cls(device_id=device_id, log_dir=tmp_path, **kwargs)
         started.append(sw)
         return sw.start()
 

@@ -19,7 +19,10 @@ needs_artifacts = pytest.mark.skipif(
 )
 
 
-def switch_doc(name: str = "s1", grpc_port: int = 50051, device_id: int = 1, **extra: Any) -> dict[str, Any]:
+def switch_doc(
+    name: str = "s1", grpc_port: int = 50051, device_id: int = 1, target: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """One switch of a deployment file; ``target`` (bmv2, refswitch, none) is left out unless given (bmv2)."""
     doc: dict[str, Any] = {
         "name": name,
         "grpc_addr": f"127.0.0.1:{grpc_port}",
@@ -31,8 +34,18 @@ def switch_doc(name: str = "s1", grpc_port: int = 50051, device_id: int = 1, **e
             {"prefix": "10.0.2.0/24", "port": 2, "src_mac": "00:00:00:00:02:00", "dst_mac": "00:00:00:00:00:02"},
         ],
     }
+    if target is not None:
+        doc["target"] = target
     doc.update(extra)
     return doc
+
+
+def target_doc(sw: Any, name: str | None = None, **extra: Any) -> dict[str, Any]:
+    """``switch_doc`` for a started test switch (tests/controller/switch_targets.py): its ports, its
+    ``target`` (``refswitch`` for the reference switch) and its queue port (Thrift, or the admin port)."""
+    return switch_doc(
+        name or f"s{sw.device_id}", sw.grpc_port, sw.device_id, target=sw.target, thrift_port=sw.thrift_port, **extra
+    )
 
 
 def config_doc(*switches: dict[str, Any], **extra: Any) -> dict[str, Any]:

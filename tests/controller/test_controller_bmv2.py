@@ -1,6 +1,8 @@
-"""Against real simple_switch_grpc processes: the library client, and the daemon (as a child process)
-installing, modifying and deleting via intents, restoring restarted switches, handling a rival
-primary, and exporting counters of real packets."""
+"""Against real switch processes: the library client, and the daemon (as a child process) installing,
+modifying and deleting via intents, restoring restarted switches, handling a rival primary, and exporting
+counters of real packets. Every test runs twice (the ``switch_factory`` fixture, tests/controller/conftest.py):
+``[bmv2]`` against simple_switch_grpc (skipped where BMv2 is absent) and ``[ref]`` against mlfc's reference
+switch (deployment ``target: refswitch``, queue commands to its admin port), which needs nothing else."""
 
 from __future__ import annotations
 
@@ -16,11 +18,12 @@ from typing import Any
 import grpc
 import pytest
 import yaml
-from controller_helpers import BMV2_JSON, P4INFO, config_doc, needs_artifacts, switch_doc
+from controller_helpers import BMV2_JSON, P4INFO, config_doc, needs_artifacts, target_doc
+from switch_targets import Bmv2Switch, RefSwitchProcess
 
 from mlfc.controller import compile as comp
 from mlfc.controller import pipeline as names
-from mlfc.controller.bmv2 import Bmv2Process, free_port
+from mlfc.controller.bmv2 import free_port
 from mlfc.controller.config import parse_config
 from mlfc.controller.entries import Ternary, entry
 from mlfc.controller.pipeline import Pipeline
@@ -28,7 +31,9 @@ from mlfc.controller.process import ControllerProcess
 from mlfc.controller.sync import SwitchConnection
 from mlfc.proto import intent_pb2 as pb
 
-pytestmark = [pytest.mark.bmv2, needs_artifacts, pytest.mark.timeout(120)]
+pytestmark = [needs_artifacts, pytest.mark.timeout(120)]  # [bmv2] params carry the bmv2 marker
+
+Switch = Bmv2Switch | RefSwitchProcess
 
 PIPELINE = Pipeline.load(P4INFO, BMV2_JSON) if P4INFO.is_file() and BMV2_JSON.is_file() else None
 
@@ -54,10 +59,9 @@ INTENT_B = pb.Intent(
 )
 
 
-def daemon_config(tmp_path: Path, switches: list[Bmv2Process], **controller: Any) -> Path:
-    docs = [switch_doc(f"s{sw.device_id}", sw.grpc_port, sw.device_id, thrift_port=sw.thrift_port) for sw in switches]
+def daemon_config(tmp_path: Path, switches: list[Switch], **controller: Any) -> Path:
     doc = config_doc(
-        *docs,
+        *(target_doc(sw) for sw in switches),
         pipeline={"p4info": str(P4INFO), "device_config": str(BMV2_JSON)},
         listen={"intent": f"127.0.0.1:{free_port()}", "metrics": f"127.0.0.1:{free_port()}"},
         controller={
@@ -77,7 +81,7 @@ def daemon_config(tmp_path: Path, switches: list[Bmv2Process], **controller: Any
 def controller_factory(tmp_path: Path) -> Iterator[Callable[..., ControllerProcess]]:
     started: list[ControllerProcess] = []
 
-    def start(switches: list[Bmv2Process], **controller: Any) -> ControllerProcess:
+    def start(switches: list[Switch], **controller: Any) -> ControllerProcess:
         ctl = ControllerProcess(daemon_config(tmp_path, switches, **controller), tmp_path / "controller.log")
         started.append(ctl)
         return ctl.start()
@@ -92,12 +96,12 @@ def expected(ctl: ControllerProcess, intent: pb.Intent, switch: str) -> set:
     return set(comp.compile_intent(intent, ctl.config, PIPELINE).entries[switch])
 
 
-def observer(sw: Bmv2Process) -> SwitchConnection:
+def observer(sw: Switch) -> SwitchConnection:
     """A second P4Runtime client with a lower election id: a backup that can read."""
     return SwitchConnection(sw.grpc_addr, sw.device_id, pipeline=PIPELINE, election_id=1).connect()
 
 
-def read_back(sw: Bmv2Process) -> set:
+def read_back(sw: Switch) -> set:
     with observer(sw) as conn:
         return set(conn.read_entries())
 
@@ -123,9 +127,9 @@ def eventually(check: Callable[[], bool], timeout_s: float = 15.0, what: str = "
 # ---- the library client -----------------------------------------------------------------------------
 
 
-def test_switch_connection_round_trip(bmv2_factory) -> None:
-    sw = bmv2_factory(device_id=1)
-    config = parse_config(config_doc(switch_doc("s1", sw.grpc_port, 1)))
+def test_switch_connection_round_trip(switch_factory) -> None:
+    sw = switch_factory(device_id=1)
+    config = parse_config(config_doc(target_doc(sw)))
     desired_a = list(comp.compile_intent(INTENT_A, config, PIPELINE).entries["s1"])
     desired_b = list(comp.compile_intent(INTENT_B, config, PIPELINE).entries["s1"])
     with SwitchConnection(sw.grpc_addr, 1, P4INFO, BMV2_JSON) as conn:
@@ -156,8 +160,8 @@ def test_switch_connection_round_trip(bmv2_factory) -> None:
 # ---- the daemon ---------------------------------------------------------------------------------------
 
 
-def test_daemon_installs_modifies_and_deletes_on_two_switches(bmv2_factory, controller_factory) -> None:
-    s1, s2 = bmv2_factory(device_id=1), bmv2_factory(device_id=2)
+def test_daemon_installs_modifies_and_deletes_on_two_switches(switch_factory, controller_factory) -> None:
+    s1, s2 = switch_factory(device_id=1), switch_factory(device_id=2)
     ctl = controller_factory([s1, s2])
     ctl.wait_synced(0)
     assert read_back(s1) == expected(ctl, pb.Intent(), "s1")  # routes + default policies
@@ -201,7 +205,10 @@ def test_daemon_installs_modifies_and_deletes_on_two_switches(bmv2_factory, cont
     st = ctl.status()
     s1_status = next(s for s in st.switches if s.name == "s1")
     assert s1_status.entries[names.JOB_PRIORITY] == sum(1 for e in b if e.table == names.JOB_PRIORITY)
-    assert s1_status.last_error == ""  # queue settings via Thrift went through too
+    assert s1_status.last_error == ""  # queue settings (Thrift, or the refswitch admin port) went through too
+    if isinstance(s1, RefSwitchProcess):  # its admin port can show them: port 3 at 1000 pkt/s, 32 packets a queue
+        port3 = next(line for line in s1.cli("show_queues").split(" | ") if line.startswith("port 3 "))
+        assert port3.startswith("port 3 rate 1000 queues ") and "/32@" in port3, port3
     out = subprocess.run(
         [sys.executable, "-m", "mlfc.controller.cli", "status", "--addr", ctl.intent_addr],
         capture_output=True,
@@ -212,8 +219,8 @@ def test_daemon_installs_modifies_and_deletes_on_two_switches(bmv2_factory, cont
     assert "job_priority=" in out
 
 
-def test_restarted_switch_is_restored_in_full(bmv2_factory, controller_factory) -> None:
-    s1, s2 = bmv2_factory(device_id=1), bmv2_factory(device_id=2)
+def test_restarted_switch_is_restored_in_full(switch_factory, controller_factory) -> None:
+    s1, s2 = switch_factory(device_id=1), switch_factory(device_id=2)
     ctl = controller_factory([s1, s2])
     ctl.wait_synced(0)
     generation = ctl.apply(INTENT_A).generation
@@ -240,8 +247,8 @@ def test_restarted_switch_is_restored_in_full(bmv2_factory, controller_factory) 
     assert read_back(s2) == expected(ctl, INTENT_B, "s2")
 
 
-def test_lost_primary_role_is_retried_and_state_repaired(bmv2_factory, controller_factory) -> None:
-    s1 = bmv2_factory(device_id=1)
+def test_lost_primary_role_is_retried_and_state_repaired(switch_factory, controller_factory) -> None:
+    s1 = switch_factory(device_id=1)
     ctl = controller_factory([s1])
     generation = ctl.apply(INTENT_A).generation
     ctl.wait_synced(generation)
@@ -259,9 +266,9 @@ def test_lost_primary_role_is_retried_and_state_repaired(bmv2_factory, controlle
     eventually(lambda: read_back(s1) == expected(ctl, INTENT_A, "s1"), what="entries repaired after regaining primary")
 
 
-def test_start_up_reconciles_what_the_switch_already_holds(bmv2_factory, controller_factory) -> None:
-    s1 = bmv2_factory(device_id=1)
-    config = parse_config(config_doc(switch_doc("s1", s1.grpc_port, 1)))
+def test_start_up_reconciles_what_the_switch_already_holds(switch_factory, controller_factory) -> None:
+    s1 = switch_factory(device_id=1)
+    config = parse_config(config_doc(target_doc(s1)))
     defaults = list(comp.compile_intent(pb.Intent(), config, PIPELINE).entries["s1"])
     stray = entry(names.JOB_PRIORITY, {"meta.job_id": Ternary(99, 0xFFFF)}, names.SET_PRIORITY, {"priority": 6}, 30)
     route = next(e for e in defaults if e.table == names.ROUTES_V4)
@@ -296,7 +303,7 @@ def veth_pair() -> Iterator[tuple[str, str]]:
 
 
 @pytest.mark.root
-def test_counters_of_real_packets_reach_status_and_metrics(bmv2_factory, controller_factory, veth_pair) -> None:
+def test_counters_of_real_packets_reach_status_and_metrics(switch_factory, controller_factory, veth_pair) -> None:
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
     from scapy.sendrecv import sendp
@@ -304,7 +311,7 @@ def test_counters_of_real_packets_reach_status_and_metrics(bmv2_factory, control
     from mlfc.wire import SHIM_PORT_BASE, MlfcShim
 
     switch_side, host_side = veth_pair
-    s1 = bmv2_factory(device_id=1, interfaces={1: switch_side})
+    s1 = switch_factory(device_id=1, interfaces={1: switch_side})
     ctl = controller_factory([s1])
     ctl.apply(pb.Intent(jobs=[pb.JobIntent(job_id=7, priority=5)]))
     ctl.wait_synced()
