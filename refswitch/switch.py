@@ -3,18 +3,14 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlfc.refswitch.admin import run_commands
 from mlfc.refswitch.tm import SHARED
-from mlfc.topologies.bmv2 import free_port, wait_for_port
+from mlfc.topologies.bmv2 import SwitchProcess, free_port
 
 
 class RefSwitchError(RuntimeError):
@@ -27,7 +23,7 @@ def refswitch_missing() -> str | None:
 
 
 @dataclass
-class RefSwitch:
+class RefSwitch(SwitchProcess):
     """One reference-switch process. ``ports`` maps switch port numbers to interface names."""
 
     name: str = "s1"
@@ -83,45 +79,18 @@ class RefSwitch:
             cmd = ["ip", "netns", "exec", self.netns, *cmd]
         return cmd
 
+    error = RefSwitchError
+    program = "mlfc-refswitch"
+    settle_s = 1.5
+
+    def listen_ports(self) -> list[int]:
+        return [self.grpc_port, self.admin_port]
+
     def start(self, timeout: float = 20.0) -> RefSwitch:
         self.grpc_port = self.grpc_port or free_port()
         self.admin_port = self.admin_port or free_port()
-        out = open(self.log_file.with_suffix(".out"), "wb") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            if self.netns:
-                # Loopback listeners live in the namespace: only check that the process stays up.
-                time.sleep(1.5)
-                if self.proc.poll() is not None:
-                    raise RefSwitchError(f"{self.name}: mlfc-refswitch exited with status {self.proc.returncode}")
-            else:
-                wait_for_port(self.grpc_port, timeout, self.proc)
-                wait_for_port(self.admin_port, timeout, self.proc)
-        except BaseException:
-            self.stop()
-            raise
+        self.launch(timeout)
         return self
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=5)
-        self.proc = None
-
-    def kill(self) -> None:
-        """Crash the switch (SIGKILL), as a power cut would."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
-        self.proc = None
 
     def cli(self, *commands: str, timeout: float = 20.0) -> str:
         """Queue commands as simple_switch_CLI takes them (set_queue_rate, set_queue_depth)."""
@@ -153,6 +122,3 @@ class RefSwitch:
 
     def __enter__(self) -> RefSwitch:
         return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -51,8 +51,68 @@ def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = Non
     raise Bmv2Error(f"nothing listening on 127.0.0.1:{port} after {timeout:.0f} s")
 
 
+class SwitchProcess:
+    """Start, stop and crash a switch process; shared by ``Bmv2Switch`` and the reference switch's
+    ``RefSwitch``. Subclasses are dataclasses with ``name``, ``netns``, ``log_file`` and ``proc``, and
+    provide ``command()``, ``listen_ports()`` and the error type they raise."""
+
+    error: type[Exception] = RuntimeError
+    program = "switch"
+    settle_s = 1.0  # in a namespace its loopback listeners cannot be probed: wait this long instead
+
+    name: str
+    netns: str | None
+    log_file: Path | None
+    proc: subprocess.Popen | None
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def listen_ports(self) -> list[int]:
+        raise NotImplementedError
+
+    def launch(self, timeout: float) -> None:
+        out = open(self.log_file.with_suffix(".out"), "wb") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
+        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            if self.netns:
+                time.sleep(self.settle_s)
+                if self.proc.poll() is not None:
+                    raise self.error(f"{self.name}: {self.program} exited with status {self.proc.returncode}")
+            else:
+                for port in self.listen_ports():
+                    wait_for_port(port, timeout, self.proc)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=5)
+        self.proc = None
+
+    def kill(self) -> None:
+        """Crash the switch (SIGKILL), as a power cut would."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+        self.proc = None
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 @dataclass
-class Bmv2Switch:
+class Bmv2Switch(SwitchProcess):
     """One simple_switch_grpc process. ``ports`` maps switch port numbers to interface names."""
 
     name: str = "s1"
@@ -90,49 +150,20 @@ class Bmv2Switch:
             cmd = ["ip", "netns", "exec", self.netns, *cmd]
         return cmd
 
+    error = Bmv2Error
+    program = "simple_switch_grpc"
+
+    def listen_ports(self) -> list[int]:
+        return [self.grpc_port, self.thrift_port]
+
     def start(self, timeout: float = 20.0) -> Bmv2Switch:
         missing = bmv2_missing()
         if missing:
             raise Bmv2Error(missing)
         self.grpc_port = self.grpc_port or free_port()
         self.thrift_port = self.thrift_port or free_port()
-        out = open(self.log_file.with_suffix(".out"), "wb") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            # In a namespace, loopback listeners are that namespace's: probe from inside is not possible here,
-            # so only check the process stays up.
-            if self.netns:
-                time.sleep(1.0)
-                if self.proc.poll() is not None:
-                    raise Bmv2Error(f"{self.name}: simple_switch_grpc exited with status {self.proc.returncode}")
-            else:
-                wait_for_port(self.grpc_port, timeout, self.proc)
-                wait_for_port(self.thrift_port, timeout, self.proc)
-        except BaseException:
-            self.stop()
-            raise
+        self.launch(timeout)
         return self
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=5)
-        self.proc = None
-
-    def kill(self) -> None:
-        """Crash the switch (SIGKILL), as a power cut would."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
-        self.proc = None
 
     def cli(self, *commands: str, timeout: float = 20.0) -> str:
         """Run commands through simple_switch_CLI (Thrift): queue rates and depths live there."""
@@ -146,6 +177,3 @@ class Bmv2Switch:
 
     def __enter__(self) -> Bmv2Switch:
         return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
