@@ -58,9 +58,18 @@ def _switch(dataplane: str, ports: dict[int, str], log_dir: Path, queue_mode: st
 
 
 def run_ptf(
-    specs: list[str], log_dir: Path, timeout: float = 600, dataplane: str = "bmv2", queue_mode: str = REF_QUEUE_MODE
+    specs: list[str],
+    log_dir: Path,
+    timeout: float = 600,
+    dataplane: str = "bmv2",
+    queue_mode: str = REF_QUEUE_MODE,
+    report: Path | None = None,
 ) -> int:
-    """Run PTF ``specs`` against a fresh ``dataplane`` switch (``queue_mode``: the refswitch's only)."""
+    """Run PTF ``specs`` against a fresh ``dataplane`` switch (``queue_mode``: the refswitch's only).
+
+    ``report``: a file for PTF's own console output (its unittest summary with the failing
+    assertion), which otherwise goes to this process's stdout.
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
     ptf_bin = _ptf_bin()
     if ptf_bin is None:
@@ -85,7 +94,19 @@ def run_ptf(
                 *[arg for i, p in enumerate(pairs) for arg in ("--interface", f"0-{i}@{p.test_side}")],
                 *specs,
             ]
-            return subprocess.run(cmd, cwd=PTF_DIR, timeout=timeout).returncode
+            if report is None:
+                return subprocess.run(cmd, cwd=PTF_DIR, timeout=timeout).returncode
+            with report.open("w") as out:
+                run = subprocess.run(cmd, cwd=PTF_DIR, timeout=timeout, stdout=out, stderr=subprocess.STDOUT)
+            return run.returncode
+
+
+def failure_summary(log_dir: Path, report: Path, tail_chars: int = 3000) -> str:
+    """What a failed run said: PTF's unittest report (tracebacks), then the end of ptf.log."""
+    said = report.read_text(errors="replace") if report.exists() else "(no PTF report)"
+    log_file = log_dir / "ptf.log"
+    log = log_file.read_text(errors="replace")[-tail_chars:] if log_file.exists() else "(no ptf.log)"
+    return f"PTF report:\n{said}\nend of ptf.log:\n{log}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mlfc.topologies.ptf_runner import PTF_DIR, run_ptf
+from mlfc.topologies.ptf_runner import PTF_DIR, failure_summary, run_ptf
 
 MODULES = sorted(p.stem for p in PTF_DIR.glob("test_*.py"))
 
@@ -15,7 +15,7 @@ MODULES = sorted(p.stem for p in PTF_DIR.glob("test_*.py"))
 @pytest.mark.root
 @pytest.mark.parametrize("module", MODULES)
 def test_ptf_module(module: str, tmp_path: Path) -> None:
-    rc = run_ptf([module], tmp_path)
+    report = tmp_path / "ptf-report.txt"
+    rc = run_ptf([module], tmp_path, report=report)
     if rc != 0:
-        log = (tmp_path / "ptf.log").read_text(errors="replace")[-6000:]
-        pytest.fail(f"PTF {module} failed with status {rc}; end of ptf.log:\n{log}")
+        pytest.fail(f"PTF {module} failed with status {rc}.\n{failure_summary(tmp_path, report)}")

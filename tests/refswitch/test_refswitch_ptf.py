@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mlfc.topologies.ptf_runner import PTF_DIR, ptf_missing, run_ptf
+from mlfc.topologies.ptf_runner import PTF_DIR, failure_summary, ptf_missing, run_ptf
 
 MODULES = sorted(p.stem for p in PTF_DIR.glob("test_*.py"))
 
@@ -18,12 +18,12 @@ def test_ptf_module_on_refswitch(module: str, tmp_path: Path) -> None:
     missing = ptf_missing("ref")
     if missing:
         pytest.skip(missing)
-    rc = run_ptf([module], tmp_path, dataplane="ref")
+    report = tmp_path / "ptf-report.txt"
+    rc = run_ptf([module], tmp_path, dataplane="ref", report=report)
     if rc != 0:
-        log = (tmp_path / "ptf.log").read_text(errors="replace")[-6000:]
         switch_log = tmp_path / "refswitch.log"
         tail = switch_log.read_text(errors="replace")[-2000:] if switch_log.is_file() else "(none)"
         pytest.fail(
-            f"PTF {module} on the refswitch failed with status {rc}; end of ptf.log:\n{log}\n"
+            f"PTF {module} on the refswitch failed with status {rc}.\n{failure_summary(tmp_path, report)}\n"
             f"end of refswitch.log:\n{tail}"
         )
