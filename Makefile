@@ -10,7 +10,7 @@ P4_PROGRAMS := mlfc l3fwd
 SHELL_VENV ?= .venv-shell
 GRPC_ADDR ?= 127.0.0.1:50051
 
-.PHONY: help install p4 proto test ptf e2e bench run lint shell clean
+.PHONY: help install p4 proto test ptf e2e sweep bench run lint shell clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ ptf: install  ## run the PTF packet tests against a fresh simple_switch_grpc (DA
 
 e2e: install  ## Mininet end-to-end scenarios, tables/CSVs/plots in results/ (DATAPLANE=bmv2|ref|both)
 	$(PY) -m mlfc.topologies.e2e --out results $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+
+sweep: install  ## MLTCP slope/intercept sweep on one mix: table and plots in results/sweep (DATAPLANE=bmv2|ref)
+	$(PY) -m mlfc.topologies.sweep --out results/sweep $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 bench: install  ## print the benchmark figures (dataplane, controller, coordinator, transport)
 	$(PY) bench/run_all.py

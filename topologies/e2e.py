@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlfc.topologies import dataplanes
-from mlfc.topologies.results import format_table, plot_timeline, summarise, write_csv
+from mlfc.topologies.results import JobSummary, format_table, plot_timeline, summarise, write_csv
 from mlfc.topologies.scenarios import (
     MIXES,
     PLAN,
@@ -27,11 +27,12 @@ from mlfc.topologies.scenarios import (
     Treatment,
     ideal_iteration_times,
     interleaving_iteration,
+    share_of_ideal_gain,
     solo,
     stack_config,
 )
 from mlfc.topologies.spec import dumbbell
-from mlfc.topologies.stack import StackRun, leftovers, network_with_control, run_jobs
+from mlfc.topologies.stack import StackConfig, StackRun, leftovers, network_with_control, run_jobs
 
 
 @dataclass
@@ -42,6 +43,8 @@ class TreatmentResult:
     p99: float
     per_job: dict[int, tuple[float, float]]
     interleaved_at: int | None
+    per_job_summaries: list[JobSummary]
+    overall: JobSummary
 
 
 def say(msg: str) -> None:
@@ -63,17 +66,7 @@ def run_mix(mix: Mix, treatments: list[Treatment], dataplane: dataplanes.Datapla
         intent_addr,
         rdir,
     ):
-        # Alone: each job's iteration and communication time without competition.
-        solo_t, solo_comm = {}, {}
-        solo_iters = max(4, iterations // 3)
-        for job in mix.jobs:
-            cfg = stack_config(mix, TREATMENTS["baseline"], solo_iters, jobs=[solo(job)])
-            res = run_jobs(net, topo, cfg, intent_addr, rdir, progress=say)
-            if res.errors:
-                raise RuntimeError(f"solo run of job {job.job} failed: {res.errors}")
-            per_job, _ = summarise(res.records)
-            solo_t[job.job] = per_job[0].avg
-            solo_comm[job.job] = per_job[0].comm_avg
+        solo_t, solo_comm = run_solo(net, topo, mix, iterations, intent_addr, rdir)
         ideal = ideal_iteration_times(solo_t, solo_comm)
         lines.append(
             "alone: "
@@ -85,34 +78,63 @@ def run_mix(mix: Mix, treatments: list[Treatment], dataplane: dataplanes.Datapla
         lines.append("")
         results: dict[str, TreatmentResult] = {}
         for treatment in treatments:
-            cfg = stack_config(mix, treatment, iterations)
-            before = _counters(intent_addr)
-            res = run_jobs(net, topo, cfg, intent_addr, rdir, progress=say)
-            res.counters = counters_delta(res.counters, before)
-            per_job, overall = summarise(res.records)
-            results[treatment.name] = TreatmentResult(
+            result = run_treatment(
+                net,
+                topo,
+                stack_config(mix, treatment, iterations),
                 treatment,
-                res,
-                overall.avg,
-                overall.p99,
-                {s.job: (s.avg, s.p99) for s in per_job},
-                interleaving_iteration(res.records),
+                intent_addr,
+                rdir,
+                run_dir / treatment.name,
+                f"{mix.name} / {treatment.name} on {dataplane.label}: communication phases",
             )
-            stem = run_dir / treatment.name
-            write_csv(stem.with_suffix(".csv"), res.records)
-            if res.records:
-                plot_timeline(
-                    stem.with_suffix(".png"),
-                    res.records,
-                    f"{mix.name} / {treatment.name} on {dataplane.label}: communication phases",
-                )
-            lines += _treatment_table(mix, treatment, res, per_job, overall)
-            if res.errors:
-                lines += ["", "errors: " + "; ".join(res.errors)]
+            results[treatment.name] = result
+            lines += _treatment_table(mix, treatment, result.run, result.per_job_summaries, result.overall)
+            if result.run.errors:
+                lines += ["", "errors: " + "; ".join(result.run.errors)]
             lines.append("")
             say("\n".join(lines[-12:]))
     lines += _speedup_table(mix, results, ideal)
     return "\n".join(lines)
+
+
+def run_solo(net, topo, mix: Mix, iterations: int, intent_addr: str, rdir: Path) -> tuple[dict, dict]:
+    """Each job alone: its iteration and communication time without competition (the ideal)."""
+    solo_t, solo_comm = {}, {}
+    solo_iters = max(4, iterations // 3)
+    for job in mix.jobs:
+        cfg = stack_config(mix, TREATMENTS["baseline"], solo_iters, jobs=[solo(job)])
+        res = run_jobs(net, topo, cfg, intent_addr, rdir, progress=say)
+        if res.errors:
+            raise RuntimeError(f"solo run of job {job.job} failed: {res.errors}")
+        per_job, _ = summarise(res.records)
+        solo_t[job.job] = per_job[0].avg
+        solo_comm[job.job] = per_job[0].comm_avg
+    return solo_t, solo_comm
+
+
+def run_treatment(
+    net, topo, cfg: StackConfig, treatment: Treatment, intent_addr: str, rdir: Path, stem: Path, title: str
+) -> TreatmentResult:
+    """One run of the mix under ``cfg``; its CSV and timeline PNG are written next to ``stem``."""
+    before = _counters(intent_addr)
+    res = run_jobs(net, topo, cfg, intent_addr, rdir, progress=say)
+    res.counters = counters_delta(res.counters, before)
+    per_job, overall = summarise(res.records)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    write_csv(stem.with_suffix(".csv"), res.records)
+    if res.records:
+        plot_timeline(stem.with_suffix(".png"), res.records, title)
+    return TreatmentResult(
+        treatment,
+        res,
+        overall.avg,
+        overall.p99,
+        {s.job: (s.avg, s.p99) for s in per_job},
+        interleaving_iteration(res.records),
+        per_job,
+        overall,
+    )
 
 
 def _counters(intent_addr: str) -> dict[int, dict[str, int]]:
@@ -160,7 +182,7 @@ def _speedup_table(mix: Mix, results: dict[str, TreatmentResult], ideal: dict[in
         speedup = base.avg / r.avg
         p99_speedup = base.p99 / r.p99
         ideal_speedup = base.avg / ideal_avg
-        gain = (speedup - 1) / (ideal_speedup - 1) if ideal_speedup > 1.0001 else math.nan
+        gain = share_of_ideal_gain(base.avg, r.avg, ideal_avg)
         rows.append(
             [
                 name,

@@ -8,9 +8,11 @@ job's communication within one period.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from mlfc.policy.mltcp import MltcpParams
 from mlfc.topologies.emulator import JobProfile
 from mlfc.topologies.results import IterationRecord
 from mlfc.topologies.stack import JobSpec, StackConfig
@@ -99,6 +101,7 @@ def stack_config(
     iterations: int,
     bottleneck_pps: int = BOTTLENECK_PPS,
     jobs: Sequence[JobSpec] | None = None,
+    mltcp_params: MltcpParams | None = None,
 ) -> StackConfig:
     return StackConfig(
         name=f"{mix.name}/{treatment.name}",
@@ -106,6 +109,7 @@ def stack_config(
         iterations=iterations,
         cc=treatment.cc,
         mltcp=treatment.mltcp,
+        mltcp_params=mltcp_params or MltcpParams(),
         priorities=treatment.priorities,
         bottleneck_pps=bottleneck_pps,
     )
@@ -122,6 +126,15 @@ def ideal_iteration_times(solo_times: dict[int, float], solo_comm: dict[int, flo
     fully (sum over jobs of comm_j / T'_j = 1)."""
     load = sum(solo_comm[j] / solo_times[j] for j in solo_times if solo_times[j] > 0)
     return {j: t * max(1.0, load) for j, t in solo_times.items()}
+
+
+def share_of_ideal_gain(base_avg: float, avg: float, ideal_avg: float) -> float:
+    """How much of the possible speed-up a treatment achieved: (speed-up - 1) / (ideal speed-up - 1),
+    both against the baseline's average iteration time; NaN when the baseline is already ideal."""
+    ideal_speedup = base_avg / ideal_avg
+    if not ideal_speedup > 1.0001 or not avg > 0:
+        return math.nan
+    return (base_avg / avg - 1) / (ideal_speedup - 1)
 
 
 def interleaving_iteration(records: Sequence[IterationRecord], threshold: float = 0.2) -> int | None:

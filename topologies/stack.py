@@ -26,6 +26,7 @@ import yaml
 
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
+from mlfc.policy.mltcp import MltcpParams
 from mlfc.proto import intent_pb2 as ipb
 from mlfc.proto import intent_pb2_grpc as ipb_grpc
 from mlfc.topologies.bmv2 import P4_BUILD, REPO, free_port, wait_for_port
@@ -62,6 +63,7 @@ class StackConfig:
     iterations: int = 15
     cc: str = "reno"
     mltcp: bool = False
+    mltcp_params: MltcpParams = field(default_factory=MltcpParams)
     priorities: str = "none"  # none | maif | interleave
     bottleneck_pps: int = 1500
     queue_depth: int = 64
@@ -352,7 +354,7 @@ def _emulator_args(cfg: StackConfig, spec: JobSpec) -> list[str]:
         str(spec.loss_bound),
     ]
     if cfg.mltcp:
-        args.append("--mltcp")
+        args += ["--mltcp", "--slope", str(cfg.mltcp_params.slope), "--intercept", str(cfg.mltcp_params.intercept)]
     if spec.importance is not None:
         args += ["--importance", str(spec.importance)]
     return args

@@ -1,0 +1,42 @@
+"""The MLTCP sweep's pieces that need no network: grid parsing, the gain share, and that a
+stack run hands F's parameters to the job emulator."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import pytest
+
+from mlfc.policy.mltcp import MltcpParams
+from mlfc.topologies.scenarios import MIXES, TREATMENTS, share_of_ideal_gain, stack_config
+from mlfc.topologies.stack import _emulator_args
+from mlfc.topologies.sweep import parse_grid
+
+
+def test_grid_parses_points_in_order() -> None:
+    assert parse_grid("1:0.5, 4:0.25") == [MltcpParams(1.0, 0.5), MltcpParams(4.0, 0.25)]
+
+
+@pytest.mark.parametrize("bad", ["4", "x:1", "1:0", "-1:0.5", "1:nan"])
+def test_grid_rejects_bad_points_naming_them(bad: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="grid point"):
+        parse_grid(bad)
+
+
+def test_share_of_ideal_gain() -> None:
+    # Baseline 1.4 s, ideal 1.0 s: reaching 1.0 is all of the gain, 1.2 s is 1.4/1.2 - 1 over 0.4.
+    assert share_of_ideal_gain(1.4, 1.0, 1.0) == pytest.approx(1.0)
+    assert share_of_ideal_gain(1.4, 1.2, 1.0) == pytest.approx((1.4 / 1.2 - 1) / 0.4)
+    assert share_of_ideal_gain(1.4, 1.5, 1.0) < 0  # slower than the baseline
+    assert math.isnan(share_of_ideal_gain(1.0, 1.0, 1.0))  # nothing to gain
+
+
+def test_emulator_gets_the_swept_f() -> None:
+    mix = MIXES["two-compatible"]
+    cfg = stack_config(mix, TREATMENTS["mltcp-reno"], 5, mltcp_params=MltcpParams(8.0, 0.25))
+    args = _emulator_args(cfg, mix.jobs[0])
+    assert args[args.index("--slope") + 1] == "8.0"
+    assert args[args.index("--intercept") + 1] == "0.25"
+    plain = _emulator_args(stack_config(mix, TREATMENTS["baseline"], 5), mix.jobs[0])
+    assert "--mltcp" not in plain and "--slope" not in plain

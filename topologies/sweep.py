@@ -1,0 +1,211 @@
+"""`make sweep`: MLTCP's F = slope * bytes_ratio + intercept, swept on one job mix.
+
+    python -m mlfc.topologies.sweep [--mix two-compatible] [--cc reno] [--grid 1:0.5,4:0.25 ...]
+                                    [--iterations 12] [--dataplane auto|bmv2|ref] [--out results/sweep]
+
+The network comes up once; the jobs run alone (the ideal), then under the unmodified controller
+(the baseline), then once per (slope, intercept) point with MLTCP on. One row per point: average and
+p99 iteration time, the speed-up over the baseline beside the ideal one, the share of the ideal gain
+and the iteration from which the jobs stay interleaved. Each run's CSV and timeline PNG, the table
+(sweep.md) and a plot of the gain per point (sweep.png) go to OUT/<mix>/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlfc.policy.mltcp import MltcpParams
+from mlfc.policy.priority import PolicyError
+from mlfc.topologies import dataplanes
+from mlfc.topologies.e2e import TreatmentResult, run_solo, run_treatment, say
+from mlfc.topologies.results import format_table
+from mlfc.topologies.scenarios import (
+    MIXES,
+    Treatment,
+    ideal_iteration_times,
+    share_of_ideal_gain,
+    stack_config,
+)
+from mlfc.topologies.spec import dumbbell
+from mlfc.topologies.stack import leftovers, network_with_control
+
+# F ranges from a gentle tilt to nearly strict priority for the job further into its iteration.
+DEFAULT_GRID = ((1.0, 0.5), (2.0, 0.5), (4.0, 0.5), (4.0, 0.25), (8.0, 0.25), (16.0, 0.125))
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    params: MltcpParams | None  # None: the baseline (MLTCP off)
+    result: TreatmentResult
+
+
+def parse_grid(text: str) -> list[MltcpParams]:
+    """'1:0.5,4:0.25' -> [MltcpParams(1, 0.5), MltcpParams(4, 0.25)], with the policy's own checks."""
+    points = []
+    for item in text.split(","):
+        slope, sep, intercept = item.strip().partition(":")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"grid point {item!r}: expected SLOPE:INTERCEPT, e.g. 4:0.25")
+        try:
+            points.append(MltcpParams(float(slope), float(intercept)))
+        except (ValueError, PolicyError) as exc:
+            raise argparse.ArgumentTypeError(f"grid point {item!r}: {exc}") from None
+    return points
+
+
+def label(params: MltcpParams | None) -> str:
+    return "off" if params is None else f"{params.slope:g}:{params.intercept:g}"
+
+
+def sweep_table(rows: list[SweepRow], ideal_avg: float) -> str:
+    base = rows[0].result
+    out = []
+    for row in rows:
+        r = row.result
+        gain = share_of_ideal_gain(base.avg, r.avg, ideal_avg)
+        f_range = "-"
+        if row.params is not None:
+            f_range = f"{row.params.intercept:g}..{row.params.slope + row.params.intercept:g}"
+        out.append(
+            [
+                label(row.params),
+                f_range,
+                r.avg,
+                r.p99,
+                base.avg / r.avg,
+                base.p99 / r.p99,
+                base.avg / ideal_avg,
+                "-" if math.isnan(gain) else f"{100 * gain:.0f} %",
+                "-" if r.interleaved_at is None else r.interleaved_at,
+            ]
+        )
+    return format_table(
+        [
+            "slope:intercept",
+            "F",
+            "avg s",
+            "p99 s",
+            "avg speed-up",
+            "p99 speed-up",
+            "ideal",
+            "of ideal gain",
+            "interleaved from iter",
+        ],
+        out,
+    )
+
+
+def plot_sweep(path: Path, rows: list[SweepRow], ideal_avg: float, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    base = rows[0].result
+    points = rows[1:]
+    gains = [100 * share_of_ideal_gain(base.avg, r.result.avg, ideal_avg) for r in points]
+    fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(points)), 3.5))
+    ax.bar([label(r.params) for r in points], gains, color="tab:blue")
+    ax.axhline(80, color="tab:red", linestyle="--", linewidth=1, label="target 80 %")
+    ax.set_xlabel("slope:intercept")
+    ax.set_ylabel("share of ideal gain (%)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run_sweep(
+    mix_name: str, cc: str, grid: list[MltcpParams], iterations: int, plane: dataplanes.Dataplane, out: Path
+) -> str:
+    mix = MIXES[mix_name]
+    topo = dumbbell(len(mix.jobs), mix.workers_per_job)
+    run_dir = out / mix.name
+    base_treatment = Treatment("baseline", cc)
+    with network_with_control(
+        topo, stack_config(mix, base_treatment, iterations), run_dir / "run", plane.factory, plane.target
+    ) as (net, _switches, intent_addr, rdir):
+        solo_t, solo_comm = run_solo(net, topo, mix, iterations, intent_addr, rdir)
+        ideal = ideal_iteration_times(solo_t, solo_comm)
+        ideal_avg = sum(ideal.values()) / len(ideal)
+        rows: list[SweepRow] = []
+        for i, params in enumerate([None, *grid]):
+            name = label(params)
+            say(f"-- {mix.name} / {cc} MLTCP {name} ({i + 1}/{len(grid) + 1})")
+            treatment = Treatment(f"mltcp-{cc}" if params else "baseline", cc, mltcp=params is not None)
+            cfg = stack_config(mix, treatment, iterations, mltcp_params=params)
+            stem = run_dir / f"{cc}-{name.replace(':', '_')}"
+            title = f"{mix.name} / {cc} MLTCP {name} on {plane.label}: communication phases"
+            result = run_treatment(net, topo, cfg, treatment, intent_addr, rdir, stem, title)
+            if result.run.errors:
+                raise RuntimeError(f"run {name} failed: {'; '.join(result.run.errors)}")
+            rows.append(SweepRow(params, result))
+            say(sweep_table(rows, ideal_avg))
+    title = f"MLTCP sweep: {mix.name}, {cc}, {plane.label}, {iterations} iterations"
+    plot_sweep(run_dir / "sweep.png", rows, ideal_avg, title)
+    text = "\n".join(
+        [
+            f"## {title}",
+            "",
+            f"{mix.description}; alone: "
+            + ", ".join(f"job {j} {solo_t[j]:.3f} s (a = {solo_comm[j] / solo_t[j]:.2f})" for j in sorted(solo_t)),
+            "",
+            "```",
+            sweep_table(rows, ideal_avg),
+            "```",
+            "",
+        ]
+    )
+    (run_dir / "sweep.md").write_text(text)
+    return text
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mix", default="two-compatible", choices=sorted(MIXES))
+    ap.add_argument("--cc", default="reno", choices=("reno", "cubic", "dcqcn"))
+    ap.add_argument(
+        "--grid",
+        type=parse_grid,
+        default=[MltcpParams(s, i) for s, i in DEFAULT_GRID],
+        help=f"SLOPE:INTERCEPT points, comma-separated (default: {','.join(f'{s:g}:{i:g}' for s, i in DEFAULT_GRID)})",
+    )
+    ap.add_argument("--iterations", type=int, default=12)
+    ap.add_argument("--dataplane", default="auto", choices=("auto", "bmv2", "ref"))
+    ap.add_argument("--out", type=Path, default=Path("results/sweep"))
+    args = ap.parse_args(argv)
+    if args.iterations < 3:
+        ap.error("--iterations must be >= 3 (the first iteration is warm-up)")
+    if os.geteuid() != 0:
+        print("make sweep needs root (Mininet)", file=sys.stderr)
+        return 2
+    try:
+        (plane,) = dataplanes.select(args.dataplane)
+    except dataplanes.DataplaneMissing as exc:
+        print(f"cannot run: {exc}", file=sys.stderr)
+        return 2
+    preexisting = set(leftovers())
+    text = run_sweep(args.mix, args.cc, args.grid, args.iterations, plane, args.out)
+    left = sorted(set(leftovers()) - preexisting)
+    if left:
+        print("left behind: " + "; ".join(left), file=sys.stderr)
+        return 1
+    print(text)
+    print(f"written: {args.out}/{args.mix}/sweep.md, sweep.png and a CSV/PNG per point")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
