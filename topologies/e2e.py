@@ -122,9 +122,10 @@ def run_treatment(
     res.counters = counters_delta(res.counters, before)
     per_job, overall = summarise(res.records)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    write_csv(stem.with_suffix(".csv"), res.records)
+    # Suffixes appended, not substituted: a stem like "reno-4_0.25" has a dot of its own.
+    write_csv(stem.parent / f"{stem.name}.csv", res.records)
     if res.records:
-        plot_timeline(stem.with_suffix(".png"), res.records, title)
+        plot_timeline(stem.parent / f"{stem.name}.png", res.records, title)
     return TreatmentResult(
         treatment,
         res,

@@ -24,6 +24,7 @@ from pathlib import Path
 import grpc
 import yaml
 
+from mlfc.coordinator.store import Store
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
 from mlfc.policy.mltcp import MltcpParams
@@ -241,11 +242,16 @@ def run_jobs(
     token = run_dir / "token"
     token.write_text(secrets.token_hex(16))
     coord_addr = f"127.0.0.1:{free_port()}"
+    # A fresh database per run: an earlier run's jobs (finished, same ids) would make the
+    # coordinator refuse this run's registrations.
+    db = run_dir / "coordinator.db"
+    for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        stale.unlink(missing_ok=True)
     coord_cmd = [
         tool("mlfc-coordinator"),
         "run",
         "--db",
-        str(run_dir / "coordinator.db"),
+        str(db),
         "--listen",
         coord_addr,
         "--token-file",
@@ -326,6 +332,8 @@ def run_jobs(
             for p in [*job.workers, job.ps]:
                 _kill(p)
         coord.stop()
+    if not errors:
+        errors += _unreported_jobs(db, cfg)
     return StackRun(
         sorted(records, key=lambda r: (r.job, r.worker, r.iteration)),
         counters,
@@ -504,6 +512,26 @@ def _job_counters(intent_addr: str) -> dict[int, dict[str, int]]:
     return {
         j.job_id: {"packets": j.packets, "bytes": j.bytes, "ecn_marks": j.ecn_marks, "drops": j.drops} for j in st.jobs
     }
+
+
+def _unreported_jobs(db: Path, cfg: StackConfig) -> list[str]:
+    """Workers whose every iteration did not reach the coordinator. The agents let the job carry on
+    when the coordinator refuses or misses them, so a run would otherwise look fine while the
+    coordinator (and MAIF) never saw the job."""
+    last = cfg.iterations - 1
+    store = Store(db, readonly=True)
+    try:
+        progress = {spec.job: store.worker_progress(spec.job) for spec in cfg.jobs}
+    finally:
+        store.close()
+    return [
+        f"coordinator saw job {spec.job} worker {rank} "
+        + ("not at all" if rank not in progress[spec.job] else f"up to iteration {progress[spec.job][rank]}")
+        + f", not {last}"
+        for spec in cfg.jobs
+        for rank in range(spec.workers)
+        if progress[spec.job].get(rank) != last
+    ]
 
 
 def _switch_entries(intent_addr: str) -> dict[str, dict[str, int]]:

@@ -40,3 +40,18 @@ def test_emulator_gets_the_swept_f() -> None:
     assert args[args.index("--intercept") + 1] == "0.25"
     plain = _emulator_args(stack_config(mix, TREATMENTS["baseline"], 5), mix.jobs[0])
     assert "--mltcp" not in plain and "--slope" not in plain
+
+
+def test_a_worker_the_coordinator_missed_is_an_error(tmp_path) -> None:
+    from mlfc.coordinator.store import Store
+    from mlfc.topologies.stack import _unreported_jobs
+
+    cfg = stack_config(MIXES["two-compatible"], TREATMENTS["baseline"], 3)
+    db = tmp_path / "coordinator.db"
+    store = Store(db)
+    with store.transaction() as conn:
+        # job 1 reported all three iterations, job 2 stopped after the first
+        Store.insert_reports(conn, [(1, 0, i, 0.5, 0.6, 0.4, 1000, float(i), float(i)) for i in range(3)])
+        Store.insert_reports(conn, [(2, 0, 0, 0.5, 0.6, 0.4, 1000, 0.0, 0.0)])
+    store.close()
+    assert _unreported_jobs(db, cfg) == ["coordinator saw job 2 worker 0 up to iteration 0, not 2"]
