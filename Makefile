@@ -45,8 +45,8 @@ e2e: install  ## Mininet end-to-end scenarios, tables/CSVs/plots in results/ (DA
 sweep: install  ## MLTCP slope/intercept sweep on one mix: table and plots in results/sweep (DATAPLANE=bmv2|ref)
 	$(PY) -m mlfc.topologies.sweep --out results/sweep $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
-bench: install  ## print the benchmark figures (dataplane, controller, coordinator, transport)
-	$(PY) bench/run_all.py
+bench: install  ## print the benchmark figures (BMV2="path ..." compares simple_switch_grpc builds)
+	$(PY) bench/run_all.py $(foreach b,$(BMV2),--bmv2 $(b))
 
 run: install  ## the main job: the full stack on a local Mininet network
 	$(PY) -m mlfc.topologies.run

@@ -124,6 +124,7 @@ class Bmv2Switch(SwitchProcess):
     log_file: Path | None = None  # BMv2 logging slows it down a lot: off unless asked
     netns: str | None = None  # run inside this network namespace (its interfaces)
     cpu_port: int | None = None
+    binary: str = "simple_switch_grpc"  # another build, e.g. one without logging macros for benchmarks
     proc: subprocess.Popen | None = None
 
     @property
@@ -132,7 +133,7 @@ class Bmv2Switch(SwitchProcess):
 
     def command(self) -> list[str]:
         cmd = [
-            "simple_switch_grpc",
+            self.binary,
             "--no-p4",
             "--device-id",
             str(self.device_id),
