@@ -9,7 +9,8 @@ gradient packets on port 0 as fast as a raw socket can send for --seconds and co
 port 1 (the interface's rx counter, no capture). Trials alternate between the programs; the median
 of each is reported with their ratio (target >= 0.85). Needs root and BMv2.
 
---bmv2 names a simple_switch_grpc binary (repeat it to compare builds; default: the one on PATH).
+--bmv2 names a simple_switch_grpc binary (repeat it to compare builds; default: $MLFC_BMV2, else
+the one on PATH).
 p4lang's performance notes measure BMv2 built with --disable-logging-macros; the logging macros cost
 every table lookup and action something, so the ratio depends on the build as well as the program.
 """
@@ -36,7 +37,7 @@ from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.sync import SwitchConnection
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
-from mlfc.topologies.bmv2 import P4_BUILD, Bmv2Switch, bmv2_missing
+from mlfc.topologies.bmv2 import P4_BUILD, Bmv2Switch, bmv2_binary, bmv2_missing
 from mlfc.topologies.veth import veth_pairs
 from mlfc.wire import SHIM_PORT_BASE, MlfcShim, MsgType
 
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"dataplane benchmark skipped: {missing}")
         return 0
-    binaries = args.bmv2 or ["simple_switch_grpc"]
+    binaries = args.bmv2 or [bmv2_binary()]
     for binary in binaries:
         if not shutil.which(binary):
             print(f"--bmv2 {binary}: not an executable", file=sys.stderr)

@@ -24,10 +24,21 @@ class Bmv2Error(RuntimeError):
     pass
 
 
+BMV2_ENV = "MLFC_BMV2"
+
+
+def bmv2_binary() -> str:
+    """The simple_switch_grpc to start: $MLFC_BMV2 when set (e.g. a build without logging macros
+    for experiments, docs/toolchain.md), else the one on PATH."""
+    return os.environ.get(BMV2_ENV) or "simple_switch_grpc"
+
+
 def bmv2_missing() -> str | None:
     """None if BMv2 is usable here, else what is missing and how to get it."""
-    for tool in ("simple_switch_grpc", "simple_switch_CLI"):
+    for tool in (bmv2_binary(), "simple_switch_CLI"):
         if not shutil.which(tool):
+            if tool != "simple_switch_CLI" and os.environ.get(BMV2_ENV):
+                return f"{BMV2_ENV}={tool}: not an executable"
             return f"{tool} not found: install BMv2 built with PI and Thrift"
     return None
 
@@ -124,7 +135,7 @@ class Bmv2Switch(SwitchProcess):
     log_file: Path | None = None  # BMv2 logging slows it down a lot: off unless asked
     netns: str | None = None  # run inside this network namespace (its interfaces)
     cpu_port: int | None = None
-    binary: str = "simple_switch_grpc"  # another build, e.g. one without logging macros for benchmarks
+    binary: str = field(default_factory=bmv2_binary)
     proc: subprocess.Popen | None = None
 
     @property

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlfc.topologies.bmv2 import bmv2_missing, free_port
+from mlfc.topologies.bmv2 import bmv2_binary, bmv2_missing, free_port
 from mlfc.topologies.mininet_net import SwitchFactory, bmv2_factory
 
 if TYPE_CHECKING:
@@ -45,6 +46,13 @@ def ref_factory(name: str, device_id: int, ports: dict[int, str], log_dir: Path 
 
 BMV2 = Dataplane("bmv2", "BMv2 (per-queue rate limits)", bmv2_factory, "bmv2")
 REF = Dataplane("ref", "reference switch (one shared port rate)", ref_factory, "refswitch")
+
+
+def describe(plane: Dataplane) -> str:
+    """The dataplane and, for BMv2, which build runs (results depend on it: docs/toolchain.md)."""
+    if plane.name == "bmv2":
+        return f"{plane.label}: {shutil.which(bmv2_binary()) or bmv2_binary()}"
+    return plane.label
 
 
 def select(choice: str) -> list[Dataplane]:

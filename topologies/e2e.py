@@ -232,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     preexisting = set(leftovers())  # not ours: only what this run leaves behind counts
     sections = [f"# mlfc end-to-end results ({time.strftime('%Y-%m-%d %H:%M')})", ""]
     for plane in planes:
+        say(f"dataplane: {dataplanes.describe(plane)}")
+        sections += [f"dataplane: {dataplanes.describe(plane)}", ""]
         for mix_name in args.mix or list(PLAN):
             names = args.treatment or list(PLAN[mix_name])
             if plane.priorities_only:

@@ -154,6 +154,8 @@ def run_sweep(
         [
             f"## {title}",
             "",
+            f"dataplane: {dataplanes.describe(plane)}",
+            "",
             f"{mix.description}; alone: "
             + ", ".join(f"job {j} {solo_t[j]:.3f} s (a = {solo_comm[j] / solo_t[j]:.2f})" for j in sorted(solo_t)),
             "",
@@ -197,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot run: {exc}", file=sys.stderr)
         return 2
     preexisting = set(leftovers())
+    say(f"dataplane: {dataplanes.describe(plane)}")
     text = run_sweep(args.mix, args.cc, args.grid, args.iterations, plane, args.out)
     left = sorted(set(leftovers()) - preexisting)
     if left:
