@@ -39,7 +39,7 @@ test: install  ## run the test suite (switch tests skip with a reason where p4c/
 ptf: install  ## run the PTF packet tests against a fresh simple_switch_grpc (DATAPLANE=ref: the reference switch)
 	$(PY) -m mlfc.topologies.ptf_runner $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
-e2e: install  ## Mininet end-to-end scenarios, tables/CSVs/plots in results/ (DATAPLANE=bmv2|ref|both)
+e2e: install  ## Mininet end-to-end scenarios, tables/CSVs/plots in results/ (DATAPLANE=bmv2|ref|both; MLFC_BMV2=another build)
 	$(PY) -m mlfc.topologies.e2e --out results $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 sweep: install  ## MLTCP slope/intercept sweep on one mix: table and plots in results/sweep (DATAPLANE=bmv2|ref)

@@ -103,6 +103,7 @@ def run_worker(args: argparse.Namespace) -> int:
                 loss_bound=args.loss_bound,
                 timeout=args.timeout,
             )
+            push_end = time.time()  # every pushed chunk acknowledged: the pull direction takes over
             pulled = rx.recv(timeout=args.timeout)
             while pulled.iteration != it:  # a late duplicate of an earlier pull
                 pulled = rx.recv(timeout=args.timeout)
@@ -119,6 +120,7 @@ def run_worker(args: argparse.Namespace) -> int:
                         "job": args.job,
                         "start": start,
                         "comm_start": comm_start,
+                        "push_end": push_end,
                         "comm_end": end,
                         "end": end,
                         "retransmits": res.retransmits,

@@ -23,10 +23,19 @@ class IterationRecord:
     bytes: int
     retransmits: int = 0
     zero_filled: int = 0
+    # When the push was acknowledged: comm_start..push_end is the push (worker -> PS direction),
+    # push_end..comm_end the pull (PS -> worker). None in records that do not say.
+    push_end: float | None = None
 
     @property
     def duration(self) -> float:
         return self.end - self.start
+
+    def phases(self) -> dict[str, tuple[float, float]]:
+        """Communication spans by link direction; one undirected span when the split is unknown."""
+        if self.push_end is None:
+            return {"comm": (self.comm_start, self.comm_end)}
+        return {"push": (self.comm_start, self.push_end), "pull": (self.push_end, self.comm_end)}
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,7 @@ def read_csv(path: Path) -> list[IterationRecord]:
                     bytes=int(row["bytes"]),
                     retransmits=int(row["retransmits"]),
                     zero_filled=int(row["zero_filled"]),
+                    push_end=float(row["push_end"]) if row.get("push_end") else None,
                 )
             )
     return out
@@ -120,7 +130,8 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
 
 
 def plot_timeline(path: Path, records: Sequence[IterationRecord], title: str) -> None:
-    """One row per worker: a bar for every communication phase, so interleaving is visible."""
+    """One row per worker: a bar for every communication phase (push solid, pull pale), so
+    interleaving is visible."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -130,8 +141,13 @@ def plot_timeline(path: Path, records: Sequence[IterationRecord], title: str) ->
     fig, ax = plt.subplots(figsize=(11, 0.6 * len(workers) + 1.6))
     colours = plt.get_cmap("tab10")
     for row, (job, worker) in enumerate(workers):
-        spans = [(r.comm_start, r.comm_end - r.comm_start) for r in records if r.worker == worker and r.job == job]
-        ax.broken_barh(spans, (row - 0.35, 0.7), color=colours((job - 1) % 10), label=f"job {job}")
+        mine = [r for r in records if r.worker == worker and r.job == job]
+        colour = colours((job - 1) % 10)
+        for phase, alpha in (("comm", 1.0), ("push", 1.0), ("pull", 0.45)):
+            spans = [(a, b - a) for r in mine if phase in (ph := r.phases()) for a, b in [ph[phase]]]
+            if spans:
+                name = f"job {job}" if phase != "pull" else f"job {job} pull"
+                ax.broken_barh(spans, (row - 0.35, 0.7), color=colour, alpha=alpha, label=name)
     ax.set_yticks(range(len(workers)), [f"job {j} {w}" for j, w in workers])
     ax.set_xlabel("time (s)")
     ax.set_title(title)

@@ -138,23 +138,27 @@ def share_of_ideal_gain(base_avg: float, avg: float, ideal_avg: float) -> float:
 
 
 def interleaving_iteration(records: Sequence[IterationRecord], threshold: float = 0.2) -> int | None:
-    """The first iteration from which every job's communication overlaps others' by less than
-    ``threshold`` of its length for the rest of the run; None if that never happens."""
+    """The first iteration from which no job's communication overlaps other jobs' communication in
+    the same link direction (push with push, pull with pull) by ``threshold`` of its length or more,
+    for the rest of the run; None if that never happens. A push and a pull cross the bottleneck in
+    opposite directions, so they do not compete; records without the push/pull split compare whole
+    communication phases."""
     jobs = sorted({r.job for r in records})
     if len(jobs) < 2:
         return 0
-    by_iter: dict[int, list[IterationRecord]] = {}
+    overlapped: dict[int, bool] = {}
     for r in records:
-        by_iter.setdefault(r.iteration, []).append(r)
-    overlapped = {}
-    for it, rs in by_iter.items():
-        worst = 0.0
-        for r in rs:
-            length = max(1e-9, r.comm_end - r.comm_start)
-            others = [o for o in records if o.job != r.job]
-            ov = sum(max(0.0, min(r.comm_end, o.comm_end) - max(r.comm_start, o.comm_start)) for o in others)
-            worst = max(worst, ov / length)
-        overlapped[it] = worst >= threshold
+        length = max(1e-9, r.comm_end - r.comm_start)
+        ov = 0.0
+        for o in records:
+            if o.job == r.job:
+                continue
+            theirs = o.phases()
+            for phase, (a, b) in r.phases().items():
+                for other_phase, (c, d) in theirs.items():
+                    if phase == other_phase or "comm" in (phase, other_phase):
+                        ov += max(0.0, min(b, d) - max(a, c))
+        overlapped[r.iteration] = overlapped.get(r.iteration, False) or ov / length >= threshold
     its = sorted(overlapped)
     for i, it in enumerate(its):
         if not any(overlapped[x] for x in its[i:]):

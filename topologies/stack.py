@@ -499,6 +499,7 @@ def _read_worker(
                     int(row["bytes"]),
                     int(row.get("retransmits", 0)),
                     int(row.get("zero_filled", 0)),
+                    row["push_end"] - t0 if "push_end" in row else None,
                 )
             )
             progress_state[(job, rank)] = int(row["iteration"])

@@ -1,13 +1,16 @@
 """`make sweep`: MLTCP's F = slope * bytes_ratio + intercept, swept on one job mix.
 
     python -m mlfc.topologies.sweep [--mix two-compatible] [--cc reno] [--grid 1:0.5,4:0.25 ...]
-                                    [--iterations 12] [--dataplane auto|bmv2|ref] [--out results/sweep]
+                                    [--iterations 12] [--repeat 1] [--dataplane auto|bmv2|ref]
+                                    [--out results/sweep]
 
 The network comes up once; the jobs run alone (the ideal), then under the unmodified controller
-(the baseline), then once per (slope, intercept) point with MLTCP on. One row per point: average and
-p99 iteration time, the speed-up over the baseline beside the ideal one, the share of the ideal gain
-and the iteration from which the jobs stay interleaved. Each run's CSV and timeline PNG, the table
-(sweep.md) and a plot of the gain per point (sweep.png) go to OUT/<mix>/.
+(the baseline) and once per (slope, intercept) point with MLTCP on; --repeat N runs that round N
+times (rounds, not points, are repeated, so slow drift of the machine hits every point alike). One
+row per point, averaged over the rounds: average and p99 iteration time, the speed-up over the
+baseline beside the ideal one, the share of the ideal gain (with its spread over the rounds) and the
+iteration from which the jobs stay interleaved in each round. Each run's CSV and timeline PNG, the
+table (sweep.md) and a plot of the gain per point (sweep.png) go to OUT/<mix>/.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import argparse
 import math
 import os
 import signal
+import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlfc.policy.mltcp import MltcpParams
@@ -39,10 +43,21 @@ from mlfc.topologies.stack import leftovers, network_with_control
 DEFAULT_GRID = ((1.0, 0.5), (2.0, 0.5), (4.0, 0.5), (4.0, 0.25), (8.0, 0.25), (16.0, 0.125))
 
 
-@dataclass(frozen=True)
+@dataclass
 class SweepRow:
     params: MltcpParams | None  # None: the baseline (MLTCP off)
-    result: TreatmentResult
+    results: list[TreatmentResult] = field(default_factory=list)  # one per round
+
+    @property
+    def avg(self) -> float:
+        return statistics.fmean(r.avg for r in self.results)
+
+    @property
+    def p99(self) -> float:
+        return statistics.fmean(r.p99 for r in self.results)
+
+    def gains(self, base_avg: float, ideal_avg: float) -> list[float]:
+        return [share_of_ideal_gain(base_avg, r.avg, ideal_avg) for r in self.results]
 
 
 def parse_grid(text: str) -> list[MltcpParams]:
@@ -64,31 +79,38 @@ def label(params: MltcpParams | None) -> str:
 
 
 def sweep_table(rows: list[SweepRow], ideal_avg: float) -> str:
-    base = rows[0].result
+    base = rows[0]
     out = []
     for row in rows:
-        r = row.result
-        gain = share_of_ideal_gain(base.avg, r.avg, ideal_avg)
+        gains = [g for g in row.gains(base.avg, ideal_avg) if not math.isnan(g)]
+        gain = "-"
+        if gains and row.params is not None:
+            gain = f"{100 * statistics.fmean(gains):.0f} %"
+            if len(gains) > 1:
+                gain += f" ({100 * min(gains):.0f}..{100 * max(gains):.0f})"
         f_range = "-"
         if row.params is not None:
             f_range = f"{row.params.intercept:g}..{row.params.slope + row.params.intercept:g}"
+        interleaved = "/".join("-" if r.interleaved_at is None else str(r.interleaved_at) for r in row.results)
         out.append(
             [
                 label(row.params),
                 f_range,
-                r.avg,
-                r.p99,
-                base.avg / r.avg,
-                base.p99 / r.p99,
+                len(row.results),
+                row.avg,
+                row.p99,
+                base.avg / row.avg,
+                base.p99 / row.p99,
                 base.avg / ideal_avg,
-                "-" if math.isnan(gain) else f"{100 * gain:.0f} %",
-                "-" if r.interleaved_at is None else r.interleaved_at,
+                gain,
+                interleaved,
             ]
         )
     return format_table(
         [
             "slope:intercept",
             "F",
+            "runs",
             "avg s",
             "p99 s",
             "avg speed-up",
@@ -107,11 +129,14 @@ def plot_sweep(path: Path, rows: list[SweepRow], ideal_avg: float, title: str) -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    base = rows[0].result
+    base = rows[0]
     points = rows[1:]
-    gains = [100 * share_of_ideal_gain(base.avg, r.result.avg, ideal_avg) for r in points]
     fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(points)), 3.5))
-    ax.bar([label(r.params) for r in points], gains, color="tab:blue")
+    for i, row in enumerate(points):
+        gains = [100 * g for g in row.gains(base.avg, ideal_avg)]
+        ax.bar(i, statistics.fmean(gains), color="tab:blue")
+        ax.plot([i] * len(gains), gains, "k.", markersize=5)  # each round
+    ax.set_xticks(range(len(points)), [label(r.params) for r in points])
     ax.axhline(80, color="tab:red", linestyle="--", linewidth=1, label="target 80 %")
     ax.set_xlabel("slope:intercept")
     ax.set_ylabel("share of ideal gain (%)")
@@ -123,7 +148,13 @@ def plot_sweep(path: Path, rows: list[SweepRow], ideal_avg: float, title: str) -
 
 
 def run_sweep(
-    mix_name: str, cc: str, grid: list[MltcpParams], iterations: int, plane: dataplanes.Dataplane, out: Path
+    mix_name: str,
+    cc: str,
+    grid: list[MltcpParams],
+    iterations: int,
+    plane: dataplanes.Dataplane,
+    out: Path,
+    repeat: int = 1,
 ) -> str:
     mix = MIXES[mix_name]
     topo = dumbbell(len(mix.jobs), mix.workers_per_job)
@@ -135,20 +166,23 @@ def run_sweep(
         solo_t, solo_comm = run_solo(net, topo, mix, iterations, intent_addr, rdir)
         ideal = ideal_iteration_times(solo_t, solo_comm)
         ideal_avg = sum(ideal.values()) / len(ideal)
-        rows: list[SweepRow] = []
-        for i, params in enumerate([None, *grid]):
-            name = label(params)
-            say(f"-- {mix.name} / {cc} MLTCP {name} ({i + 1}/{len(grid) + 1})")
-            treatment = Treatment(f"mltcp-{cc}" if params else "baseline", cc, mltcp=params is not None)
-            cfg = stack_config(mix, treatment, iterations, mltcp_params=params)
-            stem = run_dir / f"{cc}-{name.replace(':', '_')}"
-            title = f"{mix.name} / {cc} MLTCP {name} on {plane.label}: communication phases"
-            result = run_treatment(net, topo, cfg, treatment, intent_addr, rdir, stem, title)
-            if result.run.errors:
-                raise RuntimeError(f"run {name} failed: {'; '.join(result.run.errors)}")
-            rows.append(SweepRow(params, result))
+        rows = [SweepRow(params) for params in [None, *grid]]
+        runs = len(rows) * repeat
+        for rnd in range(repeat):
+            for i, row in enumerate(rows):
+                name = label(row.params)
+                say(f"-- {mix.name} / {cc} MLTCP {name}, round {rnd + 1}/{repeat} ({rnd * len(rows) + i + 1}/{runs})")
+                treatment = Treatment(f"mltcp-{cc}" if row.params else "baseline", cc, mltcp=row.params is not None)
+                cfg = stack_config(mix, treatment, iterations, mltcp_params=row.params)
+                suffix = "" if repeat == 1 else f"-r{rnd + 1}"
+                stem = run_dir / f"{cc}-{name.replace(':', '_')}{suffix}"
+                title = f"{mix.name} / {cc} MLTCP {name} on {plane.label}: communication phases"
+                result = run_treatment(net, topo, cfg, treatment, intent_addr, rdir, stem, title)
+                if result.run.errors:
+                    raise RuntimeError(f"run {name} failed: {'; '.join(result.run.errors)}")
+                row.results.append(result)
             say(sweep_table(rows, ideal_avg))
-    title = f"MLTCP sweep: {mix.name}, {cc}, {plane.label}, {iterations} iterations"
+    title = f"MLTCP sweep: {mix.name}, {cc}, {plane.label}, {iterations} iterations x {repeat}"
     plot_sweep(run_dir / "sweep.png", rows, ideal_avg, title)
     text = "\n".join(
         [
@@ -185,11 +219,14 @@ def main(argv: list[str] | None = None) -> int:
         help=f"SLOPE:INTERCEPT points, comma-separated (default: {','.join(f'{s:g}:{i:g}' for s, i in DEFAULT_GRID)})",
     )
     ap.add_argument("--iterations", type=int, default=12)
+    ap.add_argument("--repeat", type=int, default=1, help="rounds over the grid (default 1)")
     ap.add_argument("--dataplane", default="auto", choices=("auto", "bmv2", "ref"))
     ap.add_argument("--out", type=Path, default=Path("results/sweep"))
     args = ap.parse_args(argv)
     if args.iterations < 3:
         ap.error("--iterations must be >= 3 (the first iteration is warm-up)")
+    if args.repeat < 1:
+        ap.error("--repeat must be >= 1")
     if os.geteuid() != 0:
         print("make sweep needs root (Mininet)", file=sys.stderr)
         return 2
@@ -200,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     preexisting = set(leftovers())
     say(f"dataplane: {dataplanes.describe(plane)}")
-    text = run_sweep(args.mix, args.cc, args.grid, args.iterations, plane, args.out)
+    text = run_sweep(args.mix, args.cc, args.grid, args.iterations, plane, args.out, args.repeat)
     left = sorted(set(leftovers()) - preexisting)
     if left:
         print("left behind: " + "; ".join(left), file=sys.stderr)

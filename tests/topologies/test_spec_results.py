@@ -70,3 +70,37 @@ def test_ideal_iteration_times() -> None:
     # Partially compatible (0.65 + 0.65 = 1.3): the link is the limit, every job 1.3x slower.
     ideal = ideal_iteration_times({1: 1.0, 2: 2.0}, {1: 0.65, 2: 1.3})
     assert ideal[1] == pytest.approx(1.3) and ideal[2] == pytest.approx(2.6)
+
+
+def _phased(job: int, it: int, comm_start: float, push: float, pull: float) -> results.IterationRecord:
+    end = comm_start + push + pull
+    return results.IterationRecord(
+        "s", job, "w0", it, comm_start - 0.6, comm_start, end, end, 1000, push_end=comm_start + push
+    )
+
+
+def test_interleaving_compares_pushes_with_pushes_and_pulls_with_pulls(tmp_path: Path) -> None:
+    from mlfc.topologies.scenarios import interleaving_iteration
+
+    # Job 2 starts its push as job 1's push ends: job 1's pull and job 2's push overlap in time but
+    # cross the link in opposite directions. Iterations 0-1 collide, from 2 on they are offset.
+    recs = []
+    for it in range(6):
+        offset = 0.0 if it < 2 else 0.2
+        recs += [_phased(1, it, it * 1.0, 0.2, 0.2), _phased(2, it, it * 1.0 + offset, 0.2, 0.2)]
+    assert interleaving_iteration(recs) == 2
+    # Without the push/pull split the same spans overlap by half: never interleaved.
+    whole = [
+        results.IterationRecord(
+            *[
+                getattr(r, f)
+                for f in ("scenario", "job", "worker", "iteration", "start", "comm_start", "comm_end", "end", "bytes")
+            ]
+        )
+        for r in recs
+    ]
+    assert interleaving_iteration(whole) is None
+    # The split survives a CSV round trip and the plot draws it.
+    results.write_csv(tmp_path / "p.csv", recs)
+    assert results.read_csv(tmp_path / "p.csv") == recs
+    results.plot_timeline(tmp_path / "p.png", recs, "phases")

@@ -55,3 +55,20 @@ def test_a_worker_the_coordinator_missed_is_an_error(tmp_path) -> None:
         Store.insert_reports(conn, [(2, 0, 0, 0.5, 0.6, 0.4, 1000, 0.0, 0.0)])
     store.close()
     assert _unreported_jobs(db, cfg) == ["coordinator saw job 2 worker 0 up to iteration 0, not 2"]
+
+
+def test_sweep_table_averages_rounds_and_shows_the_spread(tmp_path) -> None:
+    from mlfc.topologies.e2e import TreatmentResult
+    from mlfc.topologies.sweep import SweepRow, plot_sweep, sweep_table
+
+    def result(avg: float, interleaved: int | None) -> TreatmentResult:
+        return TreatmentResult(TREATMENTS["mltcp-reno"], None, avg, avg * 1.1, {}, interleaved, [], None)
+
+    base = SweepRow(None, [result(1.4, None), result(1.4, None)])
+    point = SweepRow(MltcpParams(2.0, 0.5), [result(1.0, 3), result(1.2, None)])
+    table = sweep_table([base, point], ideal_avg=1.0)
+    row = table.splitlines()[-1]
+    # gains 100 % and 41.7 %: mean 71 %, spread 42..100; interleaved in round 1 from iteration 3 only
+    assert "2:0.5" in row and "0.5..2.5" in row and "71 % (42..100)" in row and "3/-" in row
+    plot_sweep(tmp_path / "s.png", [base, point], 1.0, "t")
+    assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
