@@ -12,6 +12,7 @@ client code path in mlfc:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Coroutine, Iterable
 from pathlib import Path
@@ -23,6 +24,15 @@ from mlfc.controller.reconcile import Diff
 from mlfc.controller.switch import DEFAULT_ELECTION_ID, CounterValue, SwitchClient
 
 _T = TypeVar("_T")
+
+
+async def _cancel_leftover_tasks() -> None:
+    """Cancel what finsy/gRPC left running on the loop, and wait for it, so no pending task is
+    garbage-collected later ("Task was destroyed but it is pending")."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class SwitchConnection:
@@ -41,6 +51,7 @@ class SwitchConnection:
         """``p4info``/``device_config`` default to p4src/build/mlfc.*; pass ``pipeline`` to share one."""
         self.pipeline = pipeline or Pipeline.load(p4info, device_config)
         self.timeout_s = timeout_s
+        self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"p4rt-{grpc_addr}", daemon=True)
         self._thread.start()
@@ -60,14 +71,19 @@ class SwitchConnection:
         return self
 
     def close(self) -> None:
-        if self._loop.is_closed():
+        if self._closed:
             return
+        self._closed = True
         try:
             self._call(self.client.close())
         finally:
+            with contextlib.suppress(Exception):
+                self._call(_cancel_leftover_tasks())
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(5)
-            self._loop.close()
+            # The loop is stopped but deliberately not closed: gRPC's completion-queue poller may
+            # still hand it a callback after the channel closed, and a closed loop answers that
+            # with an "Event loop is closed" traceback on stderr.
 
     def __enter__(self) -> SwitchConnection:
         try:

@@ -21,6 +21,7 @@ import os
 import signal
 import statistics
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -140,7 +141,7 @@ def plot_sweep(path: Path, rows: list[SweepRow], ideal_avg: float, title: str) -
     ax.axhline(80, color="tab:red", linestyle="--", linewidth=1, label="target 80 %")
     ax.set_xlabel("slope:intercept")
     ax.set_ylabel("share of ideal gain (%)")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(textwrap.fill(title, 70), fontsize=9)
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
