@@ -14,15 +14,20 @@ import ptf
 import ptf.testutils as tu
 from mlfc_switch import TestSwitch
 from ptf.base_tests import BaseTest
-from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 
-from mlfc.wire import SHIM_PORT_BASE, MlfcShim, MsgType
-
-PORTS = (0, 1, 2)
-HOST_MAC = {0: "00:00:00:00:00:10", 1: "00:00:00:00:00:11", 2: "00:00:00:00:00:12"}
-HOST_IP = {0: "10.0.0.10", 1: "10.0.0.11", 2: "10.0.0.12"}
-SWITCH_MAC = "00:aa:bb:00:00:01"
+# Hosts and packet builders live in the package, shared with the reference switch's tests.
+from mlfc.testpackets import (  # noqa: F401 - re-exported for the test modules
+    HOST_IP,
+    HOST_MAC,
+    PORTS,
+    SWITCH_MAC,
+    forwarded,
+    shim_packet,
+    tcp_packet,
+    truncated_shim,
+)
+from mlfc.wire import MlfcShim
 
 
 def param(name: str, default=None):
@@ -30,63 +35,6 @@ def param(name: str, default=None):
     if value is None:
         raise RuntimeError(f"PTF test param {name!r} missing: run through `make ptf`")
     return value
-
-
-def shim_packet(
-    src_port: int = 0,
-    dst_port: int = 1,
-    *,
-    job: int = 1,
-    iteration: int = 0,
-    importance: int = 0,
-    progress: int = 0,
-    msg_type: int = MsgType.DATA,
-    seq: int = 0,
-    ecn: int = 2,
-    version: int = 1,
-    payload: bytes = b"",
-    size: int = 200,
-    udp_dport: int = SHIM_PORT_BASE + 1,
-) -> Ether:
-    """A tagged packet from host ``src_port`` to host ``dst_port``, as that host would send it."""
-    pkt = (
-        Ether(src=HOST_MAC[src_port], dst=SWITCH_MAC)
-        / IP(src=HOST_IP[src_port], dst=HOST_IP[dst_port], ttl=64, tos=ecn)
-        / UDP(sport=SHIM_PORT_BASE + 2, dport=udp_dport, chksum=0)
-        / MlfcShim(
-            version=version,
-            msg_type=msg_type,
-            job_id=job,
-            iteration=iteration,
-            importance=importance,
-            progress=progress,
-            chunk_seq=seq,
-        )
-        / payload
-    )
-    pad = size - len(pkt)
-    return pkt / (b"\x00" * pad) if pad > 0 else pkt
-
-
-def forwarded(pkt: Ether, out_port: int, *, ce: bool = False) -> Ether:
-    """What the switch emits for ``pkt`` routed to host ``out_port``: MACs rewritten, TTL - 1."""
-    out = pkt.copy()
-    out[Ether].src = SWITCH_MAC
-    out[Ether].dst = HOST_MAC[out_port]
-    out[IP].ttl -= 1
-    if ce:
-        out[IP].tos = (out[IP].tos & 0xFC) | 3
-    del out[IP].chksum
-    return Ether(bytes(out))
-
-
-def tcp_packet(src_port: int, dst_port: int, sport: int, dport: int, size: int = 200) -> Ether:
-    pkt = (
-        Ether(src=HOST_MAC[src_port], dst=SWITCH_MAC)
-        / IP(src=HOST_IP[src_port], dst=HOST_IP[dst_port], ttl=64)
-        / TCP(sport=sport, dport=dport, flags="A")
-    )
-    return pkt / (b"\x00" * max(0, size - len(pkt)))
 
 
 class MlfcTest(BaseTest):

@@ -6,28 +6,18 @@ from __future__ import annotations
 import time
 
 import ptf.testutils as tu
-from mlfc_base import HOST_IP, HOST_MAC, SWITCH_MAC, MlfcTest, forwarded, shim_packet
-from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import Ether
+from mlfc_base import MlfcTest, forwarded, shim_packet, truncated_shim
+from scapy.layers.inet import UDP
 
 from mlfc.policy.drop import DropPolicy
-from mlfc.wire import SHIM_PORT_BASE, MlfcShim
-
-
-def truncated(src: int, dst: int, length: int) -> Ether:
-    return (
-        Ether(src=HOST_MAC[src], dst=SWITCH_MAC)
-        / IP(src=HOST_IP[src], dst=HOST_IP[dst])
-        / UDP(sport=1000, dport=SHIM_PORT_BASE + 3, chksum=0)
-        / (b"\x10" * length)
-    )
+from mlfc.wire import MlfcShim
 
 
 class MalformedAreForwardedAndCounted(MlfcTest):
     def runTest(self) -> None:
         bad_version = shim_packet(0, 1, job=5, version=2)
         bad_type = shim_packet(0, 1, job=5, msg_type=9)
-        short = [truncated(2, 1, n) for n in (0, 1, 8, 15)]
+        short = [truncated_shim(2, 1, n) for n in (0, 1, 8, 15)]
         for p in [bad_version, bad_type]:
             self.send(0, p)
             tu.verify_packet(self, forwarded(p, 1), 1)

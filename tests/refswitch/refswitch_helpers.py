@@ -6,19 +6,23 @@ their output into the tables the way docs/dataplane.md says the controller does.
 
 from __future__ import annotations
 
-from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 
 from mlfc.policy.drop import NUM_LEVELS, DropPolicy, level_ranges
 from mlfc.policy.ecn import MAX_QDEPTH, EcnProfile, compile_profile
 from mlfc.refswitch import program as P
 from mlfc.refswitch.tables import Entry, Exact, Lpm, Range, Ternary, make_entry
-from mlfc.wire import SHIM_PORT_BASE, MlfcShim, MsgType
+from mlfc.testpackets import (  # noqa: F401 - re-exported for the test modules
+    HOST_IP,
+    HOST_MAC,
+    PORTS,
+    SWITCH_MAC,
+    shim_packet,
+    tcp_packet,
+    truncated_shim,
+)
+from mlfc.testpackets import forwarded as forwarded_packet
 
-PORTS = (0, 1, 2)
-HOST_MAC = {0: "00:00:00:00:00:10", 1: "00:00:00:00:00:11", 2: "00:00:00:00:00:12"}
-HOST_IP = {0: "10.0.0.10", 1: "10.0.0.11", 2: "10.0.0.12"}
-SWITCH_MAC = "00:aa:bb:00:00:01"
 PORT_MASK = 0x1FF
 
 
@@ -31,69 +35,9 @@ def ip(text: str) -> int:
     return (a << 24) | (b << 16) | (c << 8) | d
 
 
-def shim_packet(
-    src: int = 0,
-    dst: int = 1,
-    *,
-    job: int = 1,
-    iteration: int = 0,
-    importance: int = 0,
-    progress: int = 0,
-    msg_type: int = MsgType.DATA,
-    seq: int = 0,
-    ecn: int = 2,
-    version: int = 1,
-    payload: bytes = b"",
-    size: int = 200,
-    udp_dport: int = SHIM_PORT_BASE + 1,
-) -> Ether:
-    pkt = (
-        Ether(src=HOST_MAC[src], dst=SWITCH_MAC)
-        / IP(src=HOST_IP[src], dst=HOST_IP[dst], ttl=64, tos=ecn)
-        / UDP(sport=SHIM_PORT_BASE + 2, dport=udp_dport, chksum=0)
-        / MlfcShim(
-            version=version,
-            msg_type=msg_type,
-            job_id=job,
-            iteration=iteration,
-            importance=importance,
-            progress=progress,
-            chunk_seq=seq,
-        )
-        / payload
-    )
-    pad = size - len(pkt)
-    return pkt / (b"\x00" * pad) if pad > 0 else pkt
-
-
-def tcp_packet(src: int, dst: int, sport: int, dport: int, size: int = 200, ecn: int = 0) -> Ether:
-    pkt = (
-        Ether(src=HOST_MAC[src], dst=SWITCH_MAC)
-        / IP(src=HOST_IP[src], dst=HOST_IP[dst], ttl=64, tos=ecn)
-        / TCP(sport=sport, dport=dport, flags="A")
-    )
-    return pkt / (b"\x00" * max(0, size - len(pkt)))
-
-
-def truncated_shim(src: int, dst: int, length: int, first: int = 0x10) -> Ether:
-    return (
-        Ether(src=HOST_MAC[src], dst=SWITCH_MAC)
-        / IP(src=HOST_IP[src], dst=HOST_IP[dst])
-        / UDP(sport=1000, dport=SHIM_PORT_BASE + 3, chksum=0)
-        / (bytes([first]) + b"\x10" * (length - 1) if length else b"")
-    )
-
-
 def forwarded(pkt: Ether, out_port: int, *, ce: bool = False) -> bytes:
-    """What the switch should emit for ``pkt`` routed to host ``out_port`` (computed by scapy)."""
-    out = pkt.copy()
-    out[Ether].src = SWITCH_MAC
-    out[Ether].dst = HOST_MAC[out_port]
-    out[IP].ttl -= 1
-    if ce:
-        out[IP].tos = (out[IP].tos & 0xFC) | 3
-    del out[IP].chksum
-    return bytes(Ether(bytes(out)))
+    """The bytes the switch should emit for ``pkt`` routed to host ``out_port``."""
+    return bytes(forwarded_packet(pkt, out_port, ce=ce))
 
 
 # ---- entries ------------------------------------------------------------------------------------
