@@ -141,6 +141,9 @@ class SenderConfig:
     initial_rto: float = 0.2
     min_rto: float = 0.05  # above scheduling gaps of a Python process (~10 ms seen on 2 cores); RFC 6298: 1 s
     max_rto: float = 1.0
+    # Restart the window after more than an RTO without sending (RFC 5681 4.1), as Linux does by
+    # default (net.ipv4.tcp_slow_start_after_idle=1). Window-based controllers only.
+    restart_after_idle: bool = True
     peer_timeout: float = 3.0  # no feedback at all for this long ends the transfer with PeerTimeout
     reorder_window: int = 3  # RACK: a chunk is lost once one sent this many transmissions later is acked
     max_tensor_bytes: int = 1 << 30
@@ -179,6 +182,7 @@ class FlowStats:
     cnps: int = 0
     loss_events: int = 0
     timeouts: int = 0
+    idle_restarts: int = 0  # window restarts after an idle period (restart_after_idle)
     tensors: int = 0
     malformed: int = 0  # undecodable packets on the socket
     foreign: int = 0  # decodable but not feedback (e.g. DATA), or for another job
@@ -283,6 +287,7 @@ class Sender:
         self._backoff = 1
         self._tokens = 0.0
         self._last_refill = now
+        self._last_active: float | None = None  # when the previous transfer ended
         self._pkt = bytearray(HEADER_LEN + cfg.chunk_size)
         self._pktmv = memoryview(self._pkt)
         self._fbuf = bytearray(4096)
@@ -359,9 +364,16 @@ class Sender:
         classes[n - 1] = max(classes[n - 1], IMPORTANCE_PROTECTED)  # the end-of-tensor marker must arrive
         self.tracker.note_iteration(iteration)
         now = self._clock()
+        # send_tensor returns only when everything is acknowledged, so between calls nothing is in flight.
+        if cfg.restart_after_idle and self._last_active is not None and now - self._last_active > self._rto():
+            self.cc.on_idle_restart(now)
+            self.stats.idle_restarts += 1
         t = _Transfer(job, iteration, tensor_id, mv, cfg.chunk_size, classes,
                       int(loss_bound * LOSS_BOUND_SCALE), now)  # fmt: skip
-        self._run(t, None if timeout is None else now + timeout)
+        try:
+            self._run(t, None if timeout is None else now + timeout)
+        finally:
+            self._last_active = self._clock()
         self.stats.tensors += 1
         return SendResult(job, iteration, tensor_id, nbytes, t.n, self._clock() - t.started, t.retransmits,
                           t.tolerated, t.fin)  # fmt: skip

@@ -8,7 +8,8 @@ drive them with a fake clock):
   ECN congestion event (the transport allows one window reduction per round trip, as RFC 3168 does);
 * ``on_loss(now)``: a new loss event (again at most one per round trip), ``on_timeout(now)``: an RTO;
 * ``on_cnp(now)``: a DCQCN congestion notification packet arrived;
-* ``on_timer(now)``: called whenever the transport's loop runs, for time-driven algorithms.
+* ``on_timer(now)``: called whenever the transport's loop runs, for time-driven algorithms;
+* ``on_idle_restart(now)``: sending resumes after more than an RTO without data in flight.
 
 A controller exposes ``cwnd`` (bytes the transport may have in flight) and ``pacing_rate``
 (bytes/s, or None when the flow is only window-limited).
@@ -146,6 +147,10 @@ class CongestionControl(ABC):
 
     def on_timer(self, now: float) -> None:  # noqa: B027 - optional hook
         pass
+
+    def on_idle_restart(self, now: float) -> None:  # noqa: B027 - rate-based controllers keep their rate
+        """The flow sent nothing for longer than an RTO and is about to send again: its window no
+        longer reflects the path (RFC 5681 section 4.1; Linux's tcp_slow_start_after_idle)."""
 
     def describe(self) -> dict[str, float]:
         """State for stats timelines."""

@@ -122,3 +122,10 @@ class Cubic(CongestionControl):
         self._congestion_event(now)
         self.w = 1.0
         self.epoch_start = None  # RFC 9438 4.8: a new epoch starts when congestion avoidance resumes
+
+    def on_idle_restart(self, now: float) -> None:
+        # As Reno (RFC 5681 4.1); the cubic curve is not charged for the idle time: a new epoch
+        # starts when congestion avoidance resumes (what Linux does on CA_EVENT_TX_START).
+        self.ssthresh = max(self.ssthresh, 0.75 * self.w)
+        self.w = min(self.w, float(self.params.initial_window))
+        self.epoch_start = None

@@ -3,7 +3,8 @@
 Defaults and sources: initial window 10 segments (RFC 6928); slow start adds the acknowledged bytes;
 congestion avoidance adds ``F * mss * acked / cwnd`` per ACK, i.e. ``cwnd += F / cwnd`` segments per
 acknowledged segment, F = 1 without MLTCP; a loss or an ECN echo halves the window (RFC 5681,
-RFC 3168); an RTO collapses it to one segment (RFC 5681 loss window). MLTCP scales only the
+RFC 3168); an RTO collapses it to one segment (RFC 5681 loss window); after more than an RTO idle
+the window restarts from the initial window (RFC 5681 section 4.1). MLTCP scales only the
 congestion-avoidance increase; slow start and the halving are unchanged (arXiv 2402.09589).
 """
 
@@ -71,3 +72,9 @@ class Reno(CongestionControl):
     def on_timeout(self, now: float) -> None:
         self.ssthresh = max(self._cwnd * self.params.beta, float(self.params.min_window * self.mss))
         self._cwnd = float(self.mss)
+
+    def on_idle_restart(self, now: float) -> None:
+        # RFC 5681 4.1: restart from min(IW, cwnd). ssthresh keeps 3/4 of the old window (as Linux's
+        # tcp_cwnd_restart does), so slow start climbs back quickly to where the path was.
+        self.ssthresh = max(self.ssthresh, 0.75 * self._cwnd)
+        self._cwnd = min(self._cwnd, float(self.params.initial_window * self.mss))

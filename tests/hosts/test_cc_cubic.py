@@ -97,3 +97,12 @@ def test_timeout_restarts_from_one_segment():
     cc = after_loss(Cubic(MSS), 100)
     cc.on_timeout(1.0)
     assert cc.w == 1 and cc.epoch_start is None
+
+
+def test_idle_restart_returns_to_the_initial_window_and_a_fresh_epoch():
+    cc = after_loss(Cubic(MSS), 100)
+    assert cc.w > 10
+    w = cc.w
+    cc.on_idle_restart(5.0)
+    assert cc.w == 10 and cc.epoch_start is None
+    assert cc.ssthresh == pytest.approx(max(w, 0.75 * w))  # ssthresh after the loss was w itself

@@ -80,3 +80,16 @@ def test_window_is_capped():
     cc.on_ack(10**9, 0.001, False, 0.0)
     assert cc.cwnd == cc.params.max_window * MSS
     assert math.isinf(cc.ssthresh)
+
+
+def test_idle_restart_goes_back_to_the_initial_window_keeping_three_quarters_as_ssthresh():
+    cc = Reno(MSS)
+    cc.on_ack(90 * MSS, 0.01, False, 0.0)  # slow start to 100 segments
+    assert cc.cwnd == 100 * MSS
+    cc.on_idle_restart(1.0)
+    assert cc.cwnd == 10 * MSS and cc.in_slow_start
+    assert cc.ssthresh == math.inf  # no loss yet: slow start may climb as far as before
+    cc.on_loss(1.1)  # ssthresh 5 segments
+    cc.on_idle_restart(2.0)
+    assert cc.cwnd == 5 * MSS  # a window already below IW is kept
+    assert cc.ssthresh == 5 * MSS

@@ -270,3 +270,22 @@ def test_progress_field_and_mltcp_iterations(receiver):
     receiver.recv(timeout=2)
     assert tx.tracker.iterations_started == 2 and tx.tracker.bytes_per_iteration == 2 * 100 * CHUNK
     assert tx.stats.samples and all(len(s) == 6 for s in tx.stats.samples)
+
+
+@pytest.mark.parametrize("restart", [True, False])
+def test_window_restarts_after_an_idle_gap_longer_than_the_rto(receiver, restart):
+    tx, _ = sender_to(receiver, cc="reno", restart_after_idle=restart, min_rto=0.05, initial_rto=0.05)
+    data = grads(200_000)
+    tx.send_tensor(1, 0, 0, data)
+    receiver.recv(timeout=5)
+    tx.send_tensor(1, 0, 1, data)  # back to back: no idle time
+    receiver.recv(timeout=5)
+    assert tx.stats.idle_restarts == 0
+    grown = tx.cc.cwnd
+    time.sleep(1.2)  # longer than any RTO (max_rto 1 s)
+    tx.send_tensor(1, 1, 0, grads(1000))
+    receiver.recv(timeout=5)
+    assert tx.stats.idle_restarts == (1 if restart else 0)
+    if restart:
+        assert tx.cc.cwnd < grown
+    tx.close()
