@@ -100,7 +100,7 @@ def test_mltcp_gives_the_flow_further_into_its_iteration_the_larger_share(lab):
     lab_.tc(s, "qdisc", "add", "dev", dev, "root", "tbf", "rate", "50mbit", "burst", "15kb", "limit", "30kb")
     size = 3_000_000
     plain = share_of_first(lab, None, size)
-    # slope 4 (F in [0.5, 4.5]) makes the effect clear within one second; the default slope 1 gives ~0.57
+    # slope 4 (F in [0.5, 4.5]) makes the effect clear within one second; slope 1 gives ~0.57
     mltcp = share_of_first(lab, MltcpParams(slope=4.0, intercept=0.5), size)
     print(f"share of flow A: plain {plain:.3f}, MLTCP {mltcp:.3f}")
     assert 0.35 < plain < 0.65  # plain Reno: about fair
