@@ -66,12 +66,13 @@ def run_mix(mix: Mix, treatments: list[Treatment], dataplane: dataplanes.Datapla
         intent_addr,
         rdir,
     ):
-        solo_t, solo_comm = run_solo(net, topo, mix, iterations, intent_addr, rdir)
-        ideal = ideal_iteration_times(solo_t, solo_comm)
+        solo_t, solo_comm, solo_push = run_solo(net, topo, mix, iterations, intent_addr, rdir)
+        ideal = ideal_iteration_times(solo_t, solo_comm, solo_push)
         lines.append(
             "alone: "
             + ", ".join(
-                f"job {j} {solo_t[j]:.3f} s (comm {solo_comm[j]:.3f} s, a = {solo_comm[j] / solo_t[j]:.2f})"
+                f"job {j} {solo_t[j]:.3f} s (comm {solo_comm[j]:.3f} s of which push {solo_push[j]:.3f} s, "
+                f"a = {solo_comm[j] / solo_t[j]:.2f})"
                 for j in sorted(solo_t)
             )
         )
@@ -98,9 +99,9 @@ def run_mix(mix: Mix, treatments: list[Treatment], dataplane: dataplanes.Datapla
     return "\n".join(lines)
 
 
-def run_solo(net, topo, mix: Mix, iterations: int, intent_addr: str, rdir: Path) -> tuple[dict, dict]:
-    """Each job alone: its iteration and communication time without competition (the ideal)."""
-    solo_t, solo_comm = {}, {}
+def run_solo(net, topo, mix: Mix, iterations: int, intent_addr: str, rdir: Path) -> tuple[dict, dict, dict]:
+    """Each job alone: its iteration, communication and push time without competition (the ideal)."""
+    solo_t, solo_comm, solo_push = {}, {}, {}
     solo_iters = max(4, iterations // 3)
     for job in mix.jobs:
         cfg = stack_config(mix, TREATMENTS["baseline"], solo_iters, jobs=[solo(job)])
@@ -110,7 +111,8 @@ def run_solo(net, topo, mix: Mix, iterations: int, intent_addr: str, rdir: Path)
         per_job, _ = summarise(res.records)
         solo_t[job.job] = per_job[0].avg
         solo_comm[job.job] = per_job[0].comm_avg
-    return solo_t, solo_comm
+        solo_push[job.job] = per_job[0].push_avg
+    return solo_t, solo_comm, solo_push
 
 
 def run_treatment(

@@ -45,6 +45,7 @@ class JobSummary:
     avg: float
     p99: float
     comm_avg: float
+    push_avg: float = math.nan  # NaN when the records do not split push from pull
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -67,10 +68,18 @@ def summarise(records: Iterable[IterationRecord], skip_warmup: int = 1) -> tuple
         rs = [r for r in by_job[job] if r.iteration >= skip_warmup] or by_job[job]
         durations = [r.duration for r in rs]
         comm = [r.comm_end - r.comm_start for r in rs]
+        push = [r.push_end - r.comm_start for r in rs if r.push_end is not None]
         all_durations += durations
         all_comm += comm
         per_job.append(
-            JobSummary(job, len(rs), sum(durations) / len(rs), percentile(durations, 99), sum(comm) / len(rs))
+            JobSummary(
+                job,
+                len(rs),
+                sum(durations) / len(rs),
+                percentile(durations, 99),
+                sum(comm) / len(rs),
+                sum(push) / len(push) if len(push) == len(rs) else math.nan,
+            )
         )
     n = len(all_durations)
     overall = JobSummary(

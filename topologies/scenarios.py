@@ -119,12 +119,25 @@ def solo(job: JobSpec) -> JobSpec:
     return replace(job, start_delay=0.0)
 
 
-def ideal_iteration_times(solo_times: dict[int, float], solo_comm: dict[int, float]) -> dict[int, float]:
+def ideal_iteration_times(
+    solo_times: dict[int, float], solo_comm: dict[int, float], solo_push: dict[int, float] | None = None
+) -> dict[int, float]:
     """The best the network could do: with perfect interleaving each job iterates as fast as alone,
-    as long as the link can carry every job's communication (sum of a_j = comm_j / T_j <= 1). Past
-    that, the link is the limit: every job slows by the same factor sum(a_j), which uses the link
-    fully (sum over jobs of comm_j / T'_j = 1)."""
-    load = sum(solo_comm[j] / solo_times[j] for j in solo_times if solo_times[j] > 0)
+    as long as the link can carry every job's communication. Past that, the link is the limit:
+    every job slows by the same factor, the load, which uses the link fully.
+
+    The load is the sum over jobs of the fraction of its solo iteration a link direction is busy
+    with it. With ``solo_push`` (time of the push, worker -> PS; the rest of the communication is
+    the pull, PS -> worker) the two directions count apart, as they are on a full-duplex link: one
+    job's pull can run beside another's push. Without it, the whole communication phase counts
+    against one shared resource."""
+    times = {j: t for j, t in solo_times.items() if t > 0}
+    if solo_push is not None and all(j in solo_push and not math.isnan(solo_push[j]) for j in times):
+        push_load = sum(solo_push[j] / t for j, t in times.items())
+        pull_load = sum((solo_comm[j] - solo_push[j]) / t for j, t in times.items())
+        load = max(push_load, pull_load)
+    else:
+        load = sum(solo_comm[j] / t for j, t in times.items())
     return {j: t * max(1.0, load) for j, t in solo_times.items()}
 
 

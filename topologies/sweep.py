@@ -164,8 +164,8 @@ def run_sweep(
     with network_with_control(
         topo, stack_config(mix, base_treatment, iterations), run_dir / "run", plane.factory, plane.target
     ) as (net, _switches, intent_addr, rdir):
-        solo_t, solo_comm = run_solo(net, topo, mix, iterations, intent_addr, rdir)
-        ideal = ideal_iteration_times(solo_t, solo_comm)
+        solo_t, solo_comm, solo_push = run_solo(net, topo, mix, iterations, intent_addr, rdir)
+        ideal = ideal_iteration_times(solo_t, solo_comm, solo_push)
         ideal_avg = sum(ideal.values()) / len(ideal)
         rows = [SweepRow(params) for params in [None, *grid]]
         runs = len(rows) * repeat

@@ -70,6 +70,15 @@ def test_ideal_iteration_times() -> None:
     # Partially compatible (0.65 + 0.65 = 1.3): the link is the limit, every job 1.3x slower.
     ideal = ideal_iteration_times({1: 1.0, 2: 2.0}, {1: 0.65, 2: 1.3})
     assert ideal[1] == pytest.approx(1.3) and ideal[2] == pytest.approx(2.6)
+    # Split into push and pull, the same jobs load each direction of a full-duplex link with only
+    # 0.65: one job's pull runs beside the other's push, so both can iterate as fast as alone...
+    split = ideal_iteration_times({1: 1.0, 2: 2.0}, {1: 0.65, 2: 1.3}, {1: 0.325, 2: 0.65})
+    assert split[1] == pytest.approx(1.0) and split[2] == pytest.approx(2.0)
+    # ...while push-heavy jobs overload the push direction: 0.6 + 0.6 = 1.2.
+    heavy = ideal_iteration_times({1: 1.0, 2: 1.0}, {1: 0.7, 2: 0.7}, {1: 0.6, 2: 0.6})
+    assert heavy[1] == pytest.approx(1.2)
+    # A job without the split falls back to the whole phase against one resource.
+    assert ideal_iteration_times({1: 1.0, 2: 1.0}, {1: 0.65, 2: 0.65}, {1: 0.3, 2: math.nan})[1] == pytest.approx(1.3)
 
 
 def _phased(job: int, it: int, comm_start: float, push: float, pull: float) -> results.IterationRecord:
@@ -101,6 +110,8 @@ def test_interleaving_compares_pushes_with_pushes_and_pulls_with_pulls(tmp_path:
     ]
     assert interleaving_iteration(whole) is None
     # The split survives a CSV round trip and the plot draws it.
+    per_job, _ = results.summarise(recs, skip_warmup=0)
+    assert per_job[0].push_avg == pytest.approx(0.2)
     results.write_csv(tmp_path / "p.csv", recs)
     assert results.read_csv(tmp_path / "p.csv") == recs
     results.plot_timeline(tmp_path / "p.png", recs, "phases")
