@@ -113,6 +113,7 @@ class SwitchAgent:
         self._installed: dict[EntryKey, TableEntry] | None = None  # model of the switch; None = read it
         self._queues_ok = False
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     @property
     def name(self) -> str:
@@ -121,14 +122,21 @@ class SwitchAgent:
     # ---- interface for the daemon ---------------------------------------------------------------
 
     def start(self) -> None:
+        self._stopping = False
         self._task = asyncio.create_task(self.run(), name=f"agent:{self.name}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stopping = True
+        # Cancel until it is done: Python 3.11's asyncio.wait_for can swallow a cancellation that
+        # arrives as the awaited call (e.g. finsy's connect) completes, and the loop would go on.
+        while not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=1.0)
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            task.result()
 
     def set_desired(self, desired: DesiredState) -> None:
         self._desired = desired
@@ -153,7 +161,7 @@ class SwitchAgent:
 
     async def run(self) -> None:
         backoff = Backoff(self.settings.reconnect_min_s, self.settings.reconnect_max_s)
-        while True:
+        while not self._stopping:
             try:
                 await self.client.connect(timeout_s=max(5.0, self.settings.reconnect_max_s))
                 self.stats.connects += 1

@@ -92,6 +92,7 @@ class ControllerSettings:
     write_batch: int = 5000  # updates per Write RPC
     apply_timeout_s: float = 5.0  # Apply waits this long for connected switches to converge
     read_back_on_apply: bool = True  # read the switch before every diff (False: diff against last read)
+    state_file: Path | None = None  # the last accepted intent, restored on start (None: not kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +157,7 @@ def parse_config(data: Any, base_dir: Path | None = None, source: Path | None = 
         p4info=p4info,
         device_config=device_config,
         defaults=defaults,
-        controller=_controller(root.get("controller", {}), root.get("listen", {})),
+        controller=_controller(root.get("controller", {}), root.get("listen", {}), base_dir),
         source=source,
     )
 
@@ -263,7 +264,7 @@ def _defaults(data: Any, path: str) -> Defaults:
     return Defaults(ecn, drop, interleaving, queue)
 
 
-def _controller(data: Any, listen_data: Any) -> ControllerSettings:
+def _controller(data: Any, listen_data: Any, base_dir: Path | None) -> ControllerSettings:
     keys = {
         "election_id",
         "counter_interval_s",
@@ -273,6 +274,7 @@ def _controller(data: Any, listen_data: Any) -> ControllerSettings:
         "write_batch",
         "apply_timeout_s",
         "read_back_on_apply",
+        "state_file",
     }
     d = _mapping(data, "controller", keys)
     listen = _mapping(listen_data, "listen", {"intent", "metrics"})
@@ -292,6 +294,7 @@ def _controller(data: Any, listen_data: Any) -> ControllerSettings:
         write_batch=_int(d.get("write_batch", base.write_batch), "controller.write_batch", 1, 100_000),
         apply_timeout_s=num("apply_timeout_s", 0.0, 3600),
         read_back_on_apply=_bool(d.get("read_back_on_apply", base.read_back_on_apply), "controller.read_back_on_apply"),
+        state_file=_state_file(d.get("state_file"), base_dir),
     )
     if settings.reconnect_max_s < settings.reconnect_min_s:
         raise ValidationError("controller.reconnect_max_s", "must be >= controller.reconnect_min_s")
@@ -325,6 +328,19 @@ def _address(value: Any, path: str, allow_port_zero: bool = False) -> str:
     if not m or not lowest <= int(m.group(2)) <= 65535:
         raise ValidationError(path, f"expected host:port, got {value!r}")
     return value
+
+
+def _state_file(value: Any, base_dir: Path | None) -> Path | None:
+    if value is None:
+        return None
+    p = Path(_str(value, "controller.state_file"))
+    if not p.is_absolute() and base_dir is not None:
+        p = base_dir / p
+    if not p.parent.is_dir():
+        raise ValidationError("controller.state_file", f"folder {str(p.parent)!r} does not exist")
+    if p.is_dir():
+        raise ValidationError("controller.state_file", f"{str(p)!r} is a folder")
+    return p
 
 
 def _artifact(value: Any, path: str, base_dir: Path | None, default: Path) -> Path:

@@ -19,9 +19,11 @@ import grpc
 from mlfc.controller.agent import JOB_COUNTERS, DesiredState, SwitchAgent
 from mlfc.controller.compile import CompiledIntent, compile_intent, compile_policy, default_policy
 from mlfc.controller.config import DeploymentConfig
+from mlfc.controller.errors import ValidationError
 from mlfc.controller.intent_server import start_intent_server
 from mlfc.controller.metrics import start_metrics_server
 from mlfc.controller.pipeline import JOB_DROPS, JOB_ECN_MARKS, JOB_PACKETS, Pipeline
+from mlfc.controller.state import load_state, save_state
 from mlfc.controller.thrift import adapter_for, queue_settings
 from mlfc.proto import intent_pb2 as pb
 
@@ -42,6 +44,7 @@ class Daemon:
         self.generation = 0  # generation 0: the deployment file's defaults, before any intent
         self.intent = pb.Intent()
         self.compiled: CompiledIntent = compile_policy(default_policy(config), config, self.pipeline)
+        self._restore()
         self.started_at = time.time()
         self.agents: dict[str, SwitchAgent] = {
             sw.name: SwitchAgent(
@@ -65,6 +68,28 @@ class Daemon:
         job_ids = tuple(j.job_id for j in self.compiled.policy.jobs)
         return DesiredState(self.generation, self.compiled.entries[switch], job_ids)
 
+    def _restore(self) -> None:
+        """Serve the intent accepted before a restart, if the deployment keeps a state file. One
+        that no longer loads or compiles (e.g. the deployment file changed) is moved aside, named in
+        the log, and the defaults apply until the next intent."""
+        path = self.config.controller.state_file
+        if path is None:
+            return
+        try:
+            saved = load_state(path)
+            if saved is None:
+                LOG.info("no saved intent in %s: the deployment file's defaults apply", path)
+                return
+            compiled = compile_intent(saved.intent, self.config, self.pipeline)
+        except (ValueError, ValidationError) as exc:
+            aside = path.with_name(path.name + ".rejected")
+            path.replace(aside)
+            LOG.error("saved intent not restored (%s); moved to %s, the defaults apply", exc, aside)
+            return
+        self.generation, self.compiled = saved.generation, compiled
+        self.intent.CopyFrom(saved.intent)
+        LOG.info("restored intent generation %d from %s (%d job(s))", saved.generation, path, len(compiled.policy.jobs))
+
     # ---- intents --------------------------------------------------------------------------------
 
     async def apply(self, intent: pb.Intent, timeout_s: float | None = None) -> ApplyResult:
@@ -72,6 +97,10 @@ class Daemon:
         for every connected switch to hold it."""
         async with self._apply_lock:
             compiled = compile_intent(intent, self.config, self.pipeline)
+            if self.config.controller.state_file is not None:
+                # Saved before it is published: an intent the controller cannot keep is not accepted
+                # (StateError), so a restart never serves older state than a caller was told about.
+                save_state(self.config.controller.state_file, self.generation + 1, intent)
             self.generation += 1
             self.intent = pb.Intent()
             self.intent.CopyFrom(intent)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from mlfc.controller.errors import ValidationError
+from mlfc.controller.state import StateError
 from mlfc.proto import intent_pb2 as pb
 from mlfc.proto import intent_pb2_grpc as pb_grpc
 
@@ -33,6 +34,9 @@ class IntentServicer(pb_grpc.IntentServiceServicer):
         except ValidationError as exc:
             LOG.warning("intent from %r rejected: %s", request.source, exc)
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except StateError as exc:  # valid, but not kept: the caller may retry
+            LOG.error("intent from %r not accepted: %s", request.source, exc)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         if result.unconverged:
             context.set_trailing_metadata(((UNCONVERGED_METADATA, ",".join(result.unconverged)),))
         return pb.ApplyReply(generation=result.generation, entries=result.entries)

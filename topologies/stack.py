@@ -37,6 +37,7 @@ from mlfc.topologies.results import IterationRecord
 from mlfc.topologies.spec import Topology
 
 VENV_BIN = Path(sys.executable).parent
+CONTROLLER_STATE = "controller-state.json"  # next to deployment.yaml
 
 
 class StackError(RuntimeError):
@@ -118,7 +119,7 @@ def deployment(
     return {
         "pipeline": {"p4info": str(P4_BUILD / "mlfc.p4info.txtpb"), "device_config": str(P4_BUILD / "mlfc.json")},
         "listen": {"intent": intent_addr, "metrics": metrics_addr},
-        "controller": {"counter_interval_s": 1.0},
+        "controller": {"counter_interval_s": 1.0, "state_file": CONTROLLER_STATE},
         "defaults": {
             "ecn": {"kmin": cfg.ecn.kmin, "kmax": cfg.ecn.kmax, "pmax": cfg.ecn.pmax},
             "drop_policy": {
@@ -215,6 +216,7 @@ def network_with_control(
         intent_addr = f"127.0.0.1:{free_port()}"
         metrics_addr = f"127.0.0.1:{free_port()}"
         config_path = run_dir / "deployment.yaml"
+        (run_dir / CONTROLLER_STATE).unlink(missing_ok=True)  # a new network starts from the defaults
         config_path.write_text(
             yaml.safe_dump(deployment(topo, switches, cfg, intent_addr, metrics_addr, target), sort_keys=False)
         )

@@ -77,3 +77,69 @@ async def _status_and_metrics_without_switches(daemon: Daemon, stub: pb_grpc.Int
     text = body.decode()
     assert 'mlfc_switch_connected{switch="s1"} 0.0' in text
     assert "mlfc_intent_generation 0.0" in text
+
+
+def _state_doc(state_file) -> dict:
+    return config_doc(
+        switch_doc("s1", free_port(), 1),
+        pipeline={"p4info": str(P4INFO), "device_config": str(BMV2_JSON)},
+        listen={"intent": "127.0.0.1:0", "metrics": "127.0.0.1:0"},
+        controller={"reconnect_min_s": 0.05, "reconnect_max_s": 0.2, "state_file": str(state_file)},
+    )
+
+
+def test_a_restarted_controller_serves_the_intent_it_accepted(tmp_path) -> None:
+    import json
+    import shutil
+
+    state = tmp_path / "state" / "controller.json"
+    state.parent.mkdir()
+    doc = _state_doc(state)
+
+    async def main() -> None:
+        first = Daemon(parse_config(doc))
+        assert first.generation == 0  # no file yet: the deployment file's defaults
+        await first.start()
+        try:
+            async with grpc.aio.insecure_channel(first.intent_address) as channel:
+                assert (await pb_grpc.IntentServiceStub(channel).Apply(GOOD, timeout=5)).generation == 1
+        finally:
+            await first.stop()
+        assert json.loads(state.read_text())["generation"] == 1
+
+        second = Daemon(parse_config(doc))  # the restart
+        assert (second.generation, second.intent) == (1, GOOD)
+        assert second.compiled.entries == first.compiled.entries
+        await second.start()
+        try:
+            async with grpc.aio.insecure_channel(second.intent_address) as channel:
+                stub = pb_grpc.IntentServiceStub(channel)
+                got = await stub.Get(pb.GetRequest(), timeout=5)
+                assert (got.generation, got.intent) == (1, GOOD)
+                # A state file that cannot be written: the intent is not accepted, nothing changes.
+                shutil.rmtree(state.parent)
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await stub.Apply(pb.Intent(jobs=[pb.JobIntent(job_id=4, priority=2)]), timeout=5)
+                assert err.value.code() == grpc.StatusCode.UNAVAILABLE and "cannot save" in err.value.details()
+                assert (await stub.Get(pb.GetRequest(), timeout=5)).generation == 1
+        finally:
+            await second.stop()
+
+    asyncio.run(main())
+
+
+def test_a_state_file_that_does_not_load_is_moved_aside(tmp_path) -> None:
+    state = tmp_path / "controller.json"
+    state.write_text('{"generation": 3, "intent": {"jobs": [{"job_id": 3, "priority": 99}]}}')  # priority > 6
+    d = Daemon(parse_config(_state_doc(state)))
+    assert d.generation == 0 and not d.intent.jobs
+    assert not state.exists() and (tmp_path / "controller.json.rejected").exists()
+    state.write_text("not json")
+    assert Daemon(parse_config(_state_doc(state))).generation == 0
+
+
+def test_state_file_folder_must_exist(tmp_path) -> None:
+    from mlfc.controller.errors import ValidationError
+
+    with pytest.raises(ValidationError, match=r"controller\.state_file"):
+        parse_config(_state_doc(tmp_path / "missing" / "controller.json"))
