@@ -39,12 +39,17 @@ from mlfc.topologies.stack import StackConfig, StackRun, leftovers, network_with
 class TreatmentResult:
     treatment: Treatment
     run: StackRun
-    avg: float
-    p99: float
-    per_job: dict[int, tuple[float, float]]
-    interleaved_at: int | None
-    per_job_summaries: list[JobSummary]
+    per_job: list[JobSummary]
     overall: JobSummary
+    interleaved_at: int | None
+
+    @property
+    def avg(self) -> float:
+        return self.overall.avg
+
+    @property
+    def p99(self) -> float:
+        return self.overall.p99
 
 
 def say(msg: str) -> None:
@@ -90,7 +95,7 @@ def run_mix(mix: Mix, treatments: list[Treatment], dataplane: dataplanes.Datapla
                 f"{mix.name} / {treatment.name} on {dataplane.label}: communication phases",
             )
             results[treatment.name] = result
-            lines += _treatment_table(mix, treatment, result.run, result.per_job_summaries, result.overall)
+            lines += _treatment_table(mix, treatment, result.run, result.per_job, result.overall)
             if result.run.errors:
                 lines += ["", "errors: " + "; ".join(result.run.errors)]
             lines.append("")
@@ -128,16 +133,7 @@ def run_treatment(
     write_csv(stem.parent / f"{stem.name}.csv", res.records)
     if res.records:
         plot_timeline(stem.parent / f"{stem.name}.png", res.records, title)
-    return TreatmentResult(
-        treatment,
-        res,
-        overall.avg,
-        overall.p99,
-        {s.job: (s.avg, s.p99) for s in per_job},
-        interleaving_iteration(res.records),
-        per_job,
-        overall,
-    )
+    return TreatmentResult(treatment, res, per_job, overall, interleaving_iteration(res.records))
 
 
 def _counters(intent_addr: str) -> dict[int, dict[str, int]]:

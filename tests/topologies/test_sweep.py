@@ -59,10 +59,12 @@ def test_a_worker_the_coordinator_missed_is_an_error(tmp_path) -> None:
 
 def test_sweep_table_averages_rounds_and_shows_the_spread(tmp_path) -> None:
     from mlfc.topologies.e2e import TreatmentResult
+    from mlfc.topologies.results import JobSummary
     from mlfc.topologies.sweep import SweepRow, plot_sweep, sweep_table
 
     def result(avg: float, interleaved: int | None) -> TreatmentResult:
-        return TreatmentResult(TREATMENTS["mltcp-reno"], None, avg, avg * 1.1, {}, interleaved, [], None)
+        overall = JobSummary(0, 10, avg, avg * 1.1, 0.4)
+        return TreatmentResult(TREATMENTS["mltcp-reno"], None, [], overall, interleaved)
 
     base = SweepRow(None, [result(1.4, None), result(1.4, None)])
     point = SweepRow(MltcpParams(2.0, 0.5), [result(1.0, 3), result(1.2, None)])
