@@ -37,19 +37,19 @@ test: install  ## run the test suite (switch tests skip with a reason where p4c/
 	@$(PY) -m pytest tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; rc=0; fi; exit $$rc
 
 ptf: install  ## run the PTF packet tests against a fresh simple_switch_grpc (DATAPLANE=ref: the reference switch)
-	$(PY) -m mlfc.topologies.ptf_runner $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+	$(PY) -m mlfc.lab.ptf_runner $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 e2e: install  ## Mininet end-to-end scenarios, tables/CSVs/plots in results/ (DATAPLANE=bmv2|ref|both; MLFC_BMV2=another build)
-	$(PY) -m mlfc.topologies.e2e --out results $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+	$(PY) -m mlfc.lab.e2e --out results $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 sweep: install  ## MLTCP slope/intercept sweep on one mix: table and plots in results/sweep (DATAPLANE=bmv2|ref)
-	$(PY) -m mlfc.topologies.sweep --out results/sweep $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+	$(PY) -m mlfc.lab.sweep --out results/sweep $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 bench: install  ## print the benchmark figures (BMV2="path ..." compares simple_switch_grpc builds)
 	$(PY) bench/run_all.py $(foreach b,$(BMV2),--bmv2 $(b))
 
 run: install  ## the main job: the full stack on a local Mininet network
-	$(PY) -m mlfc.topologies.run
+	$(PY) -m mlfc.lab.run
 
 lint: install  ## ruff
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

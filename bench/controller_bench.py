@@ -21,12 +21,13 @@ from pathlib import Path
 import psutil
 import yaml
 
-from mlfc.controller import pipeline as names
-from mlfc.controller.bmv2 import Bmv2Process, free_port
+from mlfc import contract as names
 from mlfc.controller.entries import Lpm, Range, Ternary, entry
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.process import ControllerProcess
 from mlfc.controller.sync import SwitchConnection
+from mlfc.launch.process import free_port
+from mlfc.launch.switches import Bmv2Switch
 from mlfc.proto import intent_pb2 as pb
 
 
@@ -75,7 +76,10 @@ def synthetic_entries(pipeline: Pipeline, per_table: int) -> list:
 
 
 def bench_install(pipeline: Pipeline, tmp: Path) -> None:
-    with Bmv2Process(device_id=1, log_dir=tmp) as sw, SwitchConnection(sw.grpc_addr, 1, pipeline=pipeline) as conn:
+    with (
+        Bmv2Switch("bench", 1, log_file=Path(tmp) / "bmv2.log") as sw,
+        SwitchConnection(sw.grpc_addr, 1, pipeline=pipeline) as conn,
+    ):
         conn.load_pipeline()
         entries = synthetic_entries(pipeline, 1024)
         t0 = time.perf_counter()
@@ -112,7 +116,7 @@ def percentile(xs: list[float], p: float) -> float:
 
 
 def bench_daemon(pipeline: Pipeline, tmp: Path, intents: int, jobs: int) -> None:
-    with Bmv2Process(device_id=1, log_dir=tmp) as sw:
+    with Bmv2Switch("bench", 1, log_file=Path(tmp) / "bmv2.log") as sw:
         doc = {
             "pipeline": {"p4info": str(pipeline.p4info_path), "device_config": str(pipeline.device_config_path)},
             "listen": {"intent": f"127.0.0.1:{free_port()}", "metrics": f"127.0.0.1:{free_port()}"},

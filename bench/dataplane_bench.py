@@ -30,15 +30,16 @@ from pathlib import Path
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from mlfc import contract as names
+from mlfc.contract import P4_BUILD
 from mlfc.controller import compile as cc
-from mlfc.controller import pipeline as names
 from mlfc.controller.entries import Lpm, entry
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.sync import SwitchConnection
+from mlfc.launch.switches import Bmv2Switch, bmv2_binary, bmv2_missing
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
-from mlfc.topologies.bmv2 import P4_BUILD, Bmv2Switch, bmv2_binary, bmv2_missing
-from mlfc.topologies.veth import veth_pairs
+from mlfc.testing.veth import veth_pairs
 from mlfc.wire import SHIM_PORT_BASE, MlfcShim, MsgType
 
 DST_IP = "10.0.1.2"

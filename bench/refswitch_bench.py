@@ -15,14 +15,14 @@ import time
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from mlfc import contract as P
+from mlfc.launch.switches import RefSwitch
 from mlfc.refswitch import pipeline as pl
-from mlfc.refswitch import program as P
 from mlfc.refswitch.client import P4RuntimeClient
 from mlfc.refswitch.p4info import committed_device_config, default_p4info
 from mlfc.refswitch.state import SwitchState
-from mlfc.refswitch.switch import RefSwitch
 from mlfc.refswitch.tables import Lpm, Tables, Ternary, make_entry
-from mlfc.topologies.veth import veth_pairs
+from mlfc.testing.veth import veth_pairs
 from mlfc.wire import SHIM_PORT_BASE, MlfcShim
 
 ETH_P_ALL = 0x0003

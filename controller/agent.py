@@ -27,19 +27,19 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from mlfc.controller import pipeline as names
-from mlfc.controller.config import ControllerSettings, QueueSettings, SwitchConfig
+from mlfc import contract as names
+from mlfc.controller.config import ControllerSettings, SwitchConfig
 from mlfc.controller.entries import EntryKey, TableEntry
 from mlfc.controller.pipeline import Pipeline
+from mlfc.controller.queues import QueueClient, QueueConfigError, QueueSettings
 from mlfc.controller.reconcile import Diff, apply_diff, count_by_table, diff
 from mlfc.controller.switch import CounterValue, SwitchClient, SwitchError
-from mlfc.controller.thrift import QueueAdapter, QueueConfigError
 
 DISCOVERY_EVERY = 5  # telemetry cycles between scans for jobs with traffic
 LOG = logging.getLogger(__name__)
 
-JOB_COUNTERS = (names.JOB_PACKETS, names.JOB_DROPS, names.JOB_ECN_MARKS)
-PORT_COUNTERS = (names.SHIM_BAD_HEADER, names.SHIM_TRUNCATED)
+JOB_COUNTERS = names.JOB_COUNTERS
+PORT_COUNTERS = names.PORT_COUNTERS
 _CONNECTION_CODES = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"}
 
 
@@ -90,7 +90,7 @@ class SwitchAgent:
         sw: SwitchConfig,
         pipeline: Pipeline,
         settings: ControllerSettings,
-        queue_adapter: QueueAdapter,
+        queue_adapter: QueueClient,
         queues: Mapping[int, QueueSettings],
         desired: DesiredState,
     ) -> None:
@@ -272,7 +272,7 @@ class SwitchAgent:
 
     async def _configure_queues(self) -> None:
         try:
-            await self.queue_adapter.configure(self.queues)
+            await asyncio.to_thread(self.queue_adapter.configure, self.queues)
             self._queues_ok = True
             self.stats.queue_error = ""
         except QueueConfigError as exc:
@@ -312,7 +312,9 @@ class SwitchAgent:
         job_size = self.pipeline.counter_size(names.JOB_PACKETS)
         self._seen_jobs.update(j for j in self._desired.job_ids if j < job_size)
         jobs = sorted({0, *self._seen_jobs})
-        ports = sorted(p for p in self.config.port_numbers if p < self.pipeline.counter_size(names.SHIM_BAD_HEADER))
+        ports = sorted(
+            p for p in self.config.port_numbers if p < self.pipeline.counter_size(names.SHIM_BAD_HEADER_COUNTER)
+        )
         return {**{c: jobs for c in JOB_COUNTERS}, **{c: ports for c in PORT_COUNTERS}}
 
     async def _telemetry_loop(self) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from mlfc.controller import pipeline as names
+from mlfc import contract as names
 from mlfc.controller.config import MAX_PORT, DeploymentConfig, SwitchConfig, parse_prefix
 from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary, entry
 from mlfc.controller.errors import ValidationError, join
@@ -28,10 +28,9 @@ from mlfc.policy import drop, ecn, priority
 from mlfc.policy.priority import PolicyError
 from mlfc.proto import intent_pb2 as pb
 
-MAX_JOB_ID = 0xFFFF  # bit<16> job_id_t; 0 means "no job"
-MAX_ITERATION = priority.MAX_ITERATION
-PORT_MASK = 0x1FF  # bit<9>
-IPV4_MASK = 0xFFFFFFFF
+MAX_JOB_ID = names.MAX_JOB_ID  # 0 means "no job"
+MAX_ITERATION = names.MAX_ITERATION
+PORT_MASK = (1 << names.PORT_BITS) - 1
 
 # job_priority entry priorities: higher wins (windows > job > job-0 guard > interleaving bands).
 PRIO_WINDOW = 40
@@ -276,9 +275,7 @@ def route_entries(sw: SwitchConfig) -> list[TableEntry]:
     out = []
     for i, r in enumerate(sw.routes_v4):
         # A /0 route is the LPM don't-care: P4Runtime wants the field omitted.
-        match = (
-            {"hdr.ipv4.dst_addr": Lpm(int(r.prefix.network_address), r.prefix.prefixlen)} if r.prefix.prefixlen else {}
-        )
+        match = {names.IPV4_DST: Lpm(int(r.prefix.network_address), r.prefix.prefixlen)} if r.prefix.prefixlen else {}
         out.append(
             entry(
                 names.ROUTES_V4,
@@ -297,15 +294,15 @@ def flow_entries(jobs: tuple[Job, ...]) -> list[TableEntry]:
         for k, f in enumerate(job.flows):
             match: dict[str, Match] = {}
             if f.src and f.src.prefixlen:
-                match["hdr.ipv4.src_addr"] = Ternary(int(f.src.network_address), int(f.src.netmask))
+                match[names.IPV4_SRC] = Ternary(int(f.src.network_address), int(f.src.netmask))
             if f.dst and f.dst.prefixlen:
-                match["hdr.ipv4.dst_addr"] = Ternary(int(f.dst.network_address), int(f.dst.netmask))
+                match[names.IPV4_DST] = Ternary(int(f.dst.network_address), int(f.dst.netmask))
             if f.protocol:
-                match["hdr.ipv4.protocol"] = Ternary(f.protocol, 0xFF)
+                match[names.IP_PROTOCOL] = Ternary(f.protocol, 0xFF)
             if f.src_port:
-                match["meta.l4_src_port"] = Ternary(f.src_port, 0xFFFF)
+                match[names.L4_SRC_PORT] = Ternary(f.src_port, 0xFFFF)
             if f.dst_port:
-                match["meta.l4_dst_port"] = Ternary(f.dst_port, 0xFFFF)
+                match[names.L4_DST_PORT] = Ternary(f.dst_port, 0xFFFF)
             out.append(
                 entry(
                     names.FLOWS,
@@ -322,7 +319,7 @@ def flow_entries(jobs: tuple[Job, ...]) -> list[TableEntry]:
 def job_priority_entries(jobs: tuple[Job, ...], interleaving: bool) -> list[TableEntry]:
     out = []
     for job in jobs:
-        job_match = {"meta.job_id": Ternary(job.job_id, 0xFFFF)}
+        job_match = {names.JOB_ID: Ternary(job.job_id, 0xFFFF)}
         out.append(
             entry(
                 names.JOB_PRIORITY,
@@ -336,7 +333,7 @@ def job_priority_entries(jobs: tuple[Job, ...], interleaving: bool) -> list[Tabl
         for k, w in enumerate(job.windows):
             match: dict[str, Match] = dict(job_match)
             if (w.first, w.last) != (0, MAX_ITERATION):  # the full range is a don't-care: omitted
-                match["meta.iteration"] = Range(w.first, w.last)
+                match[names.ITERATION] = Range(w.first, w.last)
             out.append(
                 entry(
                     names.JOB_PRIORITY,
@@ -352,7 +349,7 @@ def job_priority_entries(jobs: tuple[Job, ...], interleaving: bool) -> list[Tabl
         out.append(
             entry(
                 names.JOB_PRIORITY,
-                {"meta.job_id": Ternary(0, 0xFFFF)},
+                {names.JOB_ID: Ternary(0, 0xFFFF)},
                 names.SET_PRIORITY,
                 {"priority": priority.PRIORITY_DEFAULT},
                 PRIO_NO_JOB_GUARD,
@@ -363,7 +360,7 @@ def job_priority_entries(jobs: tuple[Job, ...], interleaving: bool) -> list[Tabl
             out.append(
                 entry(
                     names.JOB_PRIORITY,
-                    {"meta.progress": Range(band.lo, band.hi)},
+                    {names.PROGRESS: Range(band.lo, band.hi)},
                     names.SET_PRIORITY,
                     {"priority": band.priority},
                     PRIO_BAND,
@@ -379,7 +376,7 @@ def drop_entries(policy: drop.DropPolicy) -> list[TableEntry]:
         out.append(
             entry(
                 names.CONGESTION_LEVELS,
-                {"std_meta.deq_qdepth": Range(lo, hi)},
+                {names.DEQ_QDEPTH: Range(lo, hi)},
                 names.SET_LEVEL,
                 {"l": level},
                 PRIO_SINGLE,
@@ -390,7 +387,7 @@ def drop_entries(policy: drop.DropPolicy) -> list[TableEntry]:
         out.append(
             entry(
                 names.DROP_THRESHOLD,
-                {"meta.level": Exact(level)},
+                {names.LEVEL: Exact(level)},
                 names.SET_MIN_IMPORTANCE,
                 {"importance": policy.min_importance[level]},
                 PRIO_SINGLE,
@@ -407,11 +404,11 @@ def ecn_entries(profiles: Mapping[int, ecn.EcnProfile]) -> list[TableEntry]:
         match_port: dict[str, Match] = {}
         prio = PRIO_ECN_ANY
         if port != EVERY_PORT:
-            match_port = {"std_meta.egress_port": Ternary(port, PORT_MASK)}
+            match_port = {names.EGRESS_PORT: Ternary(port, PORT_MASK)}
             prio = PRIO_ECN_PORT
         origin = f"ecn port {port or 'any'}"
         for r in ranges:
-            match = {**match_port, "std_meta.enq_qdepth": Range(r.lo, r.hi)}
+            match = {**match_port, names.ENQ_QDEPTH: Range(r.lo, r.hi)}
             if r.always:
                 out.append(entry(names.ECN_PROFILE, match, names.MARK_ALWAYS, {}, prio, origin))
             else:
@@ -424,7 +421,7 @@ def ecn_entries(profiles: Mapping[int, ecn.EcnProfile]) -> list[TableEntry]:
             for lo, hi in _gaps(ranges):
                 match = dict(match_port)
                 if (lo, hi) != (0, ecn.MAX_QDEPTH):  # the full range is a don't-care: omitted
-                    match["std_meta.enq_qdepth"] = Range(lo, hi)
+                    match[names.ENQ_QDEPTH] = Range(lo, hi)
                 out.append(entry(names.ECN_PROFILE, match, names.NO_MARK, {}, prio, origin))
     return out
 

@@ -16,15 +16,16 @@ from dataclasses import dataclass
 
 import grpc
 
+from mlfc.contract import JOB_DROPS, JOB_ECN_MARKS, JOB_PACKETS
 from mlfc.controller.agent import JOB_COUNTERS, DesiredState, SwitchAgent
 from mlfc.controller.compile import CompiledIntent, compile_intent, compile_policy, default_policy
-from mlfc.controller.config import DeploymentConfig
+from mlfc.controller.config import DeploymentConfig, queue_settings
 from mlfc.controller.errors import ValidationError
 from mlfc.controller.intent_server import start_intent_server
 from mlfc.controller.metrics import start_metrics_server
-from mlfc.controller.pipeline import JOB_DROPS, JOB_ECN_MARKS, JOB_PACKETS, Pipeline
+from mlfc.controller.pipeline import Pipeline
+from mlfc.controller.queues import queue_client
 from mlfc.controller.state import load_state, save_state
-from mlfc.controller.thrift import adapter_for, queue_settings
 from mlfc.proto import intent_pb2 as pb
 
 LOG = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class Daemon:
                 sw,
                 self.pipeline,
                 config.controller,
-                adapter_for(sw),
+                queue_client(sw.target, sw.thrift_port, sw.thrift_host),
                 queue_settings(sw, config.defaults.queue),
                 self._desired_for(sw.name),
             )

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from mlfc.controller import pipeline as names
+from mlfc import contract as names
 
 if TYPE_CHECKING:
     from mlfc.controller.daemon import Daemon
@@ -62,7 +62,10 @@ class ControllerCollector(Collector):
             for job, v in counters.get(names.JOB_DROPS, {}).items():
                 drops.add_metric([name, str(job)], v.packets)
                 drop_bytes.add_metric([name, str(job)], v.bytes)
-            for counter, kind in ((names.SHIM_BAD_HEADER, "bad_header"), (names.SHIM_TRUNCATED, "truncated")):
+            for counter, kind in (
+                (names.SHIM_BAD_HEADER_COUNTER, "bad_header"),
+                (names.SHIM_TRUNCATED_COUNTER, "truncated"),
+            ):
                 for port, v in counters.get(counter, {}).items():
                     shim.add_metric([name, str(port), kind], v.packets)
             connected.add_metric([name], int(st.connected))

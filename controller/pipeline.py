@@ -1,10 +1,10 @@
-"""The compiled pipeline (P4Info + BMv2 JSON) and the names the controller relies on.
+"""The compiled pipeline (P4Info + device config) as the controller uses it.
 
-The table/action/counter names below are the contract of docs/dataplane.md. ``Pipeline`` loads the
-artifacts once into a finsy ``P4Schema``, checks the contract against the P4Info (so a renamed
-table fails at start-up, not at the first write), and converts ``TableEntry`` values to and from
-P4Runtime protobufs: encoding goes through finsy (``P4TableEntry.encode_entry``), decoding reads
-the protobuf ids directly because it is on the hot path of every read-back.
+``Pipeline`` loads the artifacts once into a finsy ``P4Schema``, checks the dataplane contract
+(mlfc/contract.py) against the P4Info, so a renamed table fails at start-up, not at the first write,
+and converts ``TableEntry`` values to and from P4Runtime protobufs: encoding goes through finsy
+(``P4TableEntry.encode_entry``), decoding reads the protobuf ids directly because it is on the hot
+path of every read-back.
 """
 
 from __future__ import annotations
@@ -18,57 +18,8 @@ import finsy as fy
 from finsy.p4schema import P4MatchType
 from finsy.proto import p4r
 
+from mlfc import contract as dataplane_contract
 from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary
-
-# ---- the dataplane contract (docs/dataplane.md) ---------------------------------------------
-
-ROUTES_V4 = "MlfcIngress.forwarding.routes_v4"
-FLOWS = "MlfcIngress.classifier.flows"
-JOB_PRIORITY = "MlfcIngress.queueing.job_priority"
-DROP_THRESHOLD = "MlfcIngress.selective_drop.drop_threshold"
-CONGESTION_LEVELS = "MlfcEgress.congestion.congestion_levels"
-ECN_PROFILE = "MlfcEgress.ecn.ecn_profile"
-
-SET_NEXT_HOP = "MlfcIngress.forwarding.set_next_hop"
-SET_JOB = "MlfcIngress.classifier.set_job"
-SET_PRIORITY = "MlfcIngress.queueing.set_priority"
-SET_MIN_IMPORTANCE = "MlfcIngress.selective_drop.set_min_importance"
-SET_LEVEL = "MlfcEgress.congestion.set_level"
-MARK_WITH_PROBABILITY = "MlfcEgress.ecn.mark_with_probability"
-MARK_ALWAYS = "MlfcEgress.ecn.mark_always"
-NO_MARK = "MlfcEgress.ecn.no_mark"
-
-JOB_PACKETS = "MlfcIngress.stats.job_packets"
-JOB_DROPS = "MlfcIngress.selective_drop.job_drops"
-JOB_ECN_MARKS = "MlfcEgress.ecn.job_ecn_marks"
-SHIM_BAD_HEADER = "MlfcIngress.stats.shim_bad_header"
-SHIM_TRUNCATED = "MlfcIngress.stats.shim_truncated"
-
-# table -> {match field: kind}; the compiler only emits these fields.
-TABLE_KEYS: dict[str, dict[str, str]] = {
-    ROUTES_V4: {"hdr.ipv4.dst_addr": "lpm"},
-    FLOWS: {
-        "hdr.ipv4.src_addr": "ternary",
-        "hdr.ipv4.dst_addr": "ternary",
-        "hdr.ipv4.protocol": "ternary",
-        "meta.l4_src_port": "ternary",
-        "meta.l4_dst_port": "ternary",
-    },
-    JOB_PRIORITY: {"meta.job_id": "ternary", "meta.iteration": "range", "meta.progress": "range"},
-    DROP_THRESHOLD: {"std_meta.egress_spec": "ternary", "meta.level": "exact"},
-    CONGESTION_LEVELS: {"std_meta.egress_port": "ternary", "std_meta.deq_qdepth": "range"},
-    ECN_PROFILE: {"std_meta.egress_port": "ternary", "meta.priority": "ternary", "std_meta.enq_qdepth": "range"},
-}
-TABLE_ACTIONS: dict[str, tuple[str, ...]] = {
-    ROUTES_V4: (SET_NEXT_HOP,),
-    FLOWS: (SET_JOB,),
-    JOB_PRIORITY: (SET_PRIORITY,),
-    DROP_THRESHOLD: (SET_MIN_IMPORTANCE,),
-    CONGESTION_LEVELS: (SET_LEVEL,),
-    ECN_PROFILE: (MARK_WITH_PROBABILITY, MARK_ALWAYS, NO_MARK),
-}
-COUNTERS = (JOB_PACKETS, JOB_DROPS, JOB_ECN_MARKS, SHIM_BAD_HEADER, SHIM_TRUNCATED)
-TABLES = tuple(TABLE_KEYS)
 
 _KINDS = {
     P4MatchType.EXACT: "exact",
@@ -78,18 +29,9 @@ _KINDS = {
     P4MatchType.OPTIONAL: "optional",
 }
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_P4INFO = Path("p4src/build/mlfc.p4info.txtpb")
-DEFAULT_BMV2_JSON = Path("p4src/build/mlfc.json")
-
 
 class PipelineError(RuntimeError):
     """The artifacts are missing or do not carry the tables/actions/counters the controller needs."""
-
-
-def default_artifact(relative: Path) -> Path:
-    """``p4src/build/...`` relative to the working directory, else to this repository checkout."""
-    return relative.resolve() if relative.exists() else REPO_ROOT / relative
 
 
 @dataclass(frozen=True)
@@ -106,8 +48,8 @@ class Pipeline:
     ) -> Pipeline:
         """``contract=False`` loads another program (e.g. the l3fwd baseline of the benchmarks) without
         checking it carries mlfc's tables."""
-        p4info_path = Path(p4info) if p4info else default_artifact(DEFAULT_P4INFO)
-        config_path = Path(device_config) if device_config else default_artifact(DEFAULT_BMV2_JSON)
+        p4info_path = Path(p4info) if p4info else dataplane_contract.P4INFO
+        config_path = Path(device_config) if device_config else dataplane_contract.BMV2_JSON
         for what, path in (("P4Info", p4info_path), ("BMv2 JSON", config_path)):
             if not path.is_file():
                 raise PipelineError(f"{what} not found: {path} (run `make p4`)")
@@ -133,27 +75,27 @@ class Pipeline:
     # ---- contract ---------------------------------------------------------------------------
 
     def check_contract(self) -> None:
-        """Fail early with every missing or changed name listed."""
+        """Fail early with every missing or changed name listed (the P4Info may carry more)."""
         problems: list[str] = []
-        for table_name, keys in TABLE_KEYS.items():
-            table = self.schema.tables.get(table_name)
+        for spec in dataplane_contract.TABLES.values():
+            table = self.schema.tables.get(spec.name)
             if table is None:
-                problems.append(f"table {table_name} missing")
+                problems.append(f"table {spec.name} missing")
                 continue
-            for field_name, kind in keys.items():
-                fld = table.match_fields.get(field_name)
+            for want in spec.fields:
+                fld = table.match_fields.get(want.name)
                 if fld is None:
-                    problems.append(f"{table_name}: match field {field_name} missing")
-                elif _KINDS.get(fld.match_type) != kind:
-                    problems.append(f"{table_name}: {field_name} is {fld.match_type}, expected {kind}")
-            for action in TABLE_ACTIONS[table_name]:
+                    problems.append(f"{spec.name}: match field {want.name} missing")
+                elif _KINDS.get(fld.match_type) != want.kind:
+                    problems.append(f"{spec.name}: {want.name} is {fld.match_type}, expected {want.kind}")
+            for action in spec.actions:
                 if table.actions.get(action) is None:
-                    problems.append(f"{table_name}: action {action} missing")
-        for counter in COUNTERS:
+                    problems.append(f"{spec.name}: action {action} missing")
+        for counter in dataplane_contract.COUNTERS:
             if self.schema.counters.get(counter) is None:
                 problems.append(f"counter {counter} missing")
         if problems:
-            raise PipelineError(f"{self.p4info_path} does not match docs/dataplane.md: " + "; ".join(problems))
+            raise PipelineError(f"{self.p4info_path} does not match mlfc/contract.py: " + "; ".join(problems))
 
     def table_size(self, table: str) -> int:
         return self.schema.tables[table].size

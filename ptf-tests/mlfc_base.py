@@ -1,6 +1,6 @@
 """Base class and helpers for mlfc's PTF tests.
 
-The harness (`python -m mlfc.topologies.ptf_runner`, `make ptf`) starts simple_switch_grpc with
+The harness (`python -m mlfc.lab.ptf_runner`, `make ptf`) starts simple_switch_grpc with
 ports 0..2 on veths and passes its addresses as PTF test params. Every test loads the pipeline
 through the controller's own P4Runtime client, installs what it needs, and has every entry it
 wrote deleted and every queue setting reset in tearDown, so tests do not leak into each other.
@@ -16,8 +16,10 @@ from mlfc_switch import TestSwitch
 from ptf.base_tests import BaseTest
 from scapy.layers.l2 import Ether
 
+from mlfc.controller.queues import queue_client
+
 # Hosts and packet builders live in the package, shared with the reference switch's tests.
-from mlfc.testpackets import (  # noqa: F401 - re-exported for the test modules
+from mlfc.testing.packets import (  # noqa: F401 - re-exported for the test modules
     HOST_IP,
     HOST_MAC,
     PORTS,
@@ -47,7 +49,7 @@ class MlfcTest(BaseTest):
         self.sw = TestSwitch(
             grpc_addr=param("grpc_addr"),
             device_id=int(param("device_id", 1)),
-            thrift_port=int(param("thrift_port")),
+            queues=queue_client(str(param("target")), int(param("queue_port"))),
         )
         self.sw.connect()
         for port in PORTS:

@@ -1,29 +1,23 @@
-"""The switch as PTF tests see it: the controller's own P4Runtime client and entry compiler, plus
-simple_switch_CLI's queue commands (to BMv2's Thrift port, or to the reference switch's admin port when
-the `dataplane` test param is `ref`). Entries are kept as a desired set and reconciled, so cleanup is one
-reconcile to the empty set; counters are reported as deltas since the test began."""
+"""The switch as PTF tests see it: the controller's own P4Runtime client, entry compiler and queue client
+(BMv2's Thrift port, or the reference switch's admin port). Entries are kept as a desired set and
+reconciled, so cleanup is one reconcile to the empty set; counters are reported as deltas since the test
+began."""
 
 from __future__ import annotations
 
 import ipaddress
-import subprocess
 
+from mlfc import contract as names
 from mlfc.controller import compile as cc
-from mlfc.controller import pipeline as names
 from mlfc.controller.entries import Lpm, TableEntry, entry
+from mlfc.controller.queues import QueueClient
 from mlfc.controller.sync import SwitchConnection
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
 
-JOB_COUNTERS = {
-    "job_packets": "MlfcIngress.stats.job_packets",
-    "job_drops": "MlfcIngress.selective_drop.job_drops",
-    "job_ecn_marks": "MlfcEgress.ecn.job_ecn_marks",
-}
-PORT_COUNTERS = {
-    "shim_bad_header": "MlfcIngress.stats.shim_bad_header",
-    "shim_truncated": "MlfcIngress.stats.shim_truncated",
-}
+# The tests' short counter names: the last component of the P4Info name.
+JOB_COUNTERS = {name.rsplit(".", 1)[-1]: name for name in names.JOB_COUNTERS}
+PORT_COUNTERS = {name.rsplit(".", 1)[-1]: name for name in names.PORT_COUNTERS}
 UNLIMITED_PPS = 1_000_000
 DEFAULT_DEPTH = 64
 
@@ -32,22 +26,9 @@ def _mac(text: str) -> int:
     return int(text.replace(":", ""), 16)
 
 
-def _dataplane_param() -> str:
-    """The `dataplane` PTF test param (bmv2 when absent or outside PTF)."""
-    try:
-        import ptf.testutils as tu
-    except ImportError:
-        return "bmv2"
-    return str(tu.test_param_get("dataplane", "bmv2") or "bmv2")
-
-
 class TestSwitch:
-    def __init__(self, grpc_addr: str, device_id: int, thrift_port: int, dataplane: str | None = None) -> None:
-        """``thrift_port``: where queue commands go (BMv2 Thrift, or the refswitch admin port)."""
-        self.grpc_addr, self.device_id, self.thrift_port = grpc_addr, device_id, thrift_port
-        self.dataplane = dataplane or _dataplane_param()
-        if self.dataplane not in ("bmv2", "ref"):
-            raise ValueError(f"dataplane {self.dataplane!r}: expected bmv2 or ref")
+    def __init__(self, grpc_addr: str, device_id: int, queues: QueueClient) -> None:
+        self.grpc_addr, self.device_id, self.queues = grpc_addr, device_id, queues
         self.conn: SwitchConnection | None = None
         self.routes: list[TableEntry] = []
         self.jobs: dict[int, cc.Job] = {}
@@ -99,7 +80,7 @@ class TestSwitch:
         self.routes.append(
             entry(
                 names.ROUTES_V4,
-                {"hdr.ipv4.dst_addr": Lpm(int(net.network_address), net.prefixlen)},
+                {names.IPV4_DST: Lpm(int(net.network_address), net.prefixlen)},
                 names.SET_NEXT_HOP,
                 {"port": port, "src_mac": _mac(src_mac), "dst_mac": _mac(dst_mac)},
             )
@@ -162,24 +143,4 @@ class TestSwitch:
             parts = c.split()
             if parts[0] in ("set_queue_rate", "set_queue_depth") and len(parts) == 4:
                 self.queues_touched.add((int(parts[2]), int(parts[3])))
-        if self.dataplane == "ref":
-            return self._ref_cli(commands)
-        res = subprocess.run(
-            ["simple_switch_CLI", "--thrift-port", str(self.thrift_port)],
-            input="\n".join(commands) + "\n",
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        if res.returncode != 0 or "Error" in res.stdout or "Invalid" in res.stdout:
-            raise RuntimeError(f"simple_switch_CLI {commands}: {res.stdout} {res.stderr}")
-        return res.stdout
-
-    def _ref_cli(self, commands: tuple[str, ...]) -> str:
-        from mlfc.refswitch.admin import run_commands
-
-        replies = run_commands(self.thrift_port, list(commands), timeout=30)
-        failed = [f"{c}: {r}" for c, r in zip(commands, replies, strict=True) if r.startswith("Error")]
-        if failed:
-            raise RuntimeError(f"refswitch admin {'; '.join(failed)}")
-        return "\n".join(replies)
+        return "\n".join(self.queues.run(list(commands)))

@@ -12,7 +12,6 @@ One command per line, one reply line per command: ``OK``, ``Error: <why>`` or th
 from __future__ import annotations
 
 import logging
-import socket
 import socketserver
 import threading
 from collections.abc import Callable
@@ -107,17 +106,3 @@ class AdminServer(socketserver.ThreadingTCPServer):
     def stop(self) -> None:
         self.shutdown()
         self.server_close()
-
-
-def run_commands(port: int, commands: list[str], host: str = "127.0.0.1", timeout: float = 10.0) -> list[str]:
-    """Send command lines to a switch's admin port; one reply per command."""
-    replies = []
-    with socket.create_connection((host, port), timeout=timeout) as s, s.makefile("rwb") as f:
-        for cmd in commands:
-            f.write(cmd.strip().encode() + b"\n")
-            f.flush()
-            reply = f.readline()
-            if not reply:
-                raise ConnectionError("admin connection closed")
-            replies.append(reply.decode().rstrip("\n"))
-    return replies

@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 
-from mlfc.refswitch.admin import run_commands
+from mlfc.controller.queues import QueueConfigError, RefSwitchAdminQueues
 from mlfc.refswitch.pipeline import default_rng
 from mlfc.refswitch.server import RefSwitchServer, SwitchOptions
 from mlfc.refswitch.tm import QUEUE_MODES, SHARED
@@ -74,13 +74,17 @@ def cli_main(argv: list[str]) -> int:
     )
     ap.add_argument("--admin-port", type=int, default=DEFAULT_ADMIN_PORT)
     ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--raw", action="store_true", help="print exactly one reply line per command")
     args = ap.parse_args(argv)
     commands = [line.strip() for line in sys.stdin if line.strip() and not line.lstrip().startswith("#")]
     try:
-        replies = run_commands(args.admin_port, commands, args.host)
-    except OSError as err:
+        replies = RefSwitchAdminQueues(args.admin_port, args.host).exchange(commands)
+    except QueueConfigError as err:
         print(f"Error: cannot reach refswitch admin port {args.host}:{args.admin_port}: {err}")
         return 1
+    if args.raw:
+        print("\n".join(replies))
+        return 1 if any(r.startswith("Error") for r in replies) else 0
     failed = False
     for cmd, reply in zip(commands, replies, strict=True):
         print(f"RuntimeCmd: {cmd}")

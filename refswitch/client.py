@@ -11,9 +11,9 @@ from collections.abc import Iterable, Iterator
 import grpc
 from finsy.proto import p4i, p4r, p4r_grpc, rpc_status
 
+from mlfc.contract import COUNTERS
 from mlfc.refswitch import codec
 from mlfc.refswitch.p4info import P4InfoIndex, index_p4info
-from mlfc.refswitch.program import COUNTERS
 from mlfc.refswitch.tables import Entry
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from finsy.proto import p4i, p4r
 
+from mlfc.contract import TableSpec
 from mlfc.refswitch.errors import Code, P4RuntimeError, invalid
 from mlfc.refswitch.p4info import P4InfoIndex
-from mlfc.refswitch.program import TableSpec
 from mlfc.refswitch.tables import Entry, Exact, Lpm, Match, Range, Ternary, check_priority, compile_entry, make_match
 from mlfc.refswitch.tables import make_params as _make_params
 

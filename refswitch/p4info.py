@@ -3,15 +3,14 @@ one from the model (with p4c's id scheme) where the compiled artifact is absent.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from finsy.proto import p4i
 from google.protobuf import text_format
 
-from mlfc.refswitch.errors import invalid
-from mlfc.refswitch.program import (
+from mlfc import contract
+from mlfc.contract import (
     ACTIONS,
     COUNTERS,
     PKG_ARCH,
@@ -26,12 +25,10 @@ from mlfc.refswitch.program import (
     RegisterSpec,
     TableSpec,
 )
+from mlfc.refswitch.errors import invalid
 
-REPO = Path(__file__).resolve().parents[1]
-# MLFC_P4_BUILD points at another build of mlfc.p4 (e.g. a candidate fix being checked against the model).
-P4_BUILD = Path(os.environ.get("MLFC_P4_BUILD") or REPO / "p4src" / "build")
-COMMITTED_P4INFO = P4_BUILD / "mlfc.p4info.txtpb"
-COMMITTED_DEVICE_CONFIG = P4_BUILD / "mlfc.json"
+COMMITTED_P4INFO = contract.P4INFO
+COMMITTED_DEVICE_CONFIG = contract.BMV2_JSON
 
 _MATCH_TYPES = {
     "exact": p4i.MatchField.EXACT,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from mlfc.contract import SHIM_BAD_HEADER, SHIM_NONE, SHIM_OK, SHIM_TRUNCATED
 from mlfc.wire import SHIM_LEN, SHIM_VERSION, MsgType, Shim, is_shim_port, unpack_shim
 
 ETH_LEN = 14
@@ -30,11 +31,6 @@ UDP_SHIM_MIN_LEN = UDP_LEN + SHIM_LEN  # define.p4: a shorter UDP datagram is a 
 # check_shim's select on the first byte: v1 DATA/ACK/CNP go on to extract the shim, anything else is bad.
 _SHIM_FIRST_BYTES = frozenset((SHIM_VERSION << 4) | t for t in (MsgType.DATA, MsgType.ACK, MsgType.CNP))
 
-# shim_status values (p4src/shared/define.p4)
-SHIM_NONE = 0
-SHIM_OK = 1
-SHIM_BAD_HEADER = 2
-SHIM_TRUNCATED = 3
 
 _IPV4 = struct.Struct("!BBHHHBBH4s4s")
 _PORTS = struct.Struct("!HH")

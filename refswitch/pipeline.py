@@ -14,11 +14,11 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mlfc.refswitch import packet as pk
-from mlfc.refswitch.program import (
+from mlfc.contract import (
     CONGESTION_LEVELS,
-    DROP_PORT,
     DROP_THRESHOLD,
+    ECN_CE,
+    ECN_NOT_ECT,
     ECN_PROFILE,
     FLOWS,
     JOB_DROPS,
@@ -28,23 +28,21 @@ from mlfc.refswitch.program import (
     MARK_ALWAYS,
     MARK_WITH_PROBABILITY,
     MAX_JOBS,
+    MAX_QDEPTH,
     NUM_QUEUES,
-    QDEPTH_BITS,
+    PRIORITY_CONTROL,
+    PRIORITY_DEFAULT,
     ROUTES_V4,
     SET_JOB,
     SET_NEXT_HOP,
-    SHIM_BAD_HEADER,
-    SHIM_TRUNCATED,
+    SHIM_BAD_HEADER_COUNTER,
+    SHIM_TRUNCATED_COUNTER,
+    V1MODEL_DROP_PORT,
 )
+from mlfc.refswitch import packet as pk
 from mlfc.refswitch.state import SwitchState
 from mlfc.refswitch.tables import Tables
 from mlfc.wire import IMPORTANCE_PROTECTED, MsgType
-
-PRIORITY_CONTROL = 7  # ACK/CNP; reserved (define.p4)
-PRIORITY_DEFAULT = 1
-ECN_NOT_ECT = 0
-ECN_CE = 3
-MAX_QDEPTH = (1 << QDEPTH_BITS) - 1
 
 # Why a packet was dropped (None: forwarded).
 DROP_NOT_IPV4 = "not_ipv4"
@@ -113,7 +111,7 @@ def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState)
         return _dropped(p, ingress_port, DROP_BAD_CHECKSUM)
 
     # Forwarding
-    egress_spec = DROP_PORT
+    egress_spec = V1MODEL_DROP_PORT
     reason: str | None = None
     src_mac = dst_mac = 0
     ttl = p.ttl
@@ -124,7 +122,7 @@ def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState)
         if action == SET_NEXT_HOP:
             egress_spec, src_mac, dst_mac = params
             ttl = p.ttl - 1
-            if egress_spec == DROP_PORT:
+            if egress_spec == V1MODEL_DROP_PORT:
                 reason = DROP_NO_ROUTE
         else:
             reason = DROP_NO_ROUTE
@@ -157,23 +155,28 @@ def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState)
     length = len(frame)
     state.count(JOB_PACKETS, counter_index, length)
     if status == pk.SHIM_BAD_HEADER:
-        state.count(SHIM_BAD_HEADER, ingress_port, length)
+        state.count(SHIM_BAD_HEADER_COUNTER, ingress_port, length)
     elif status == pk.SHIM_TRUNCATED:
-        state.count(SHIM_TRUNCATED, ingress_port, length)
+        state.count(SHIM_TRUNCATED_COUNTER, ingress_port, length)
 
     # SelectiveDrop: tagged DATA below the protected class, headed for a real port
-    if tagged and shim.msg_type == MsgType.DATA and importance < IMPORTANCE_PROTECTED and egress_spec != DROP_PORT:
+    if (
+        tagged
+        and shim.msg_type == MsgType.DATA
+        and importance < IMPORTANCE_PROTECTED
+        and egress_spec != V1MODEL_DROP_PORT
+    ):
         level = state.congestion_level[egress_spec * NUM_QUEUES + priority]
         min_importance = tables[DROP_THRESHOLD].lookup((egress_spec, level))[1][0]
         if importance < min_importance:
-            egress_spec = DROP_PORT
+            egress_spec = V1MODEL_DROP_PORT
             reason = DROP_SELECTIVE
             state.count(JOB_DROPS, counter_index, length)
 
     return IngressResult(
         p,
         ingress_port,
-        None if egress_spec == DROP_PORT else egress_spec,
+        None if egress_spec == V1MODEL_DROP_PORT else egress_spec,
         priority,
         reason,
         job_id,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from mlfc.contract import CONGESTION_LEVEL_REGISTER, COUNTERS, REGISTERS, CounterSpec
 from mlfc.refswitch.errors import Code, P4RuntimeError
-from mlfc.refswitch.program import CONGESTION_LEVEL_REGISTER, COUNTERS, REGISTERS, CounterSpec
 
 
 class CounterArray:

@@ -11,8 +11,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from mlfc.contract import ACTIONS, TABLES, TableSpec
 from mlfc.refswitch.errors import Code, P4RuntimeError, invalid
-from mlfc.refswitch.program import ACTIONS, TABLES, TableSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from mlfc.contract import MAX_QDEPTH, THRESHOLD_BITS
 from mlfc.policy.priority import PolicyError
 
-QDEPTH_BITS = 19  # v1model enq_qdepth width
-MAX_QDEPTH = (1 << QDEPTH_BITS) - 1
-RANDOM_RANGE = 1 << 16
+RANDOM_RANGE = 1 << THRESHOLD_BITS
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mlfc.contract import MAX_JOB_PRIORITY, NUM_QUEUES, PRIORITY_CONTROL, PRIORITY_DEFAULT
 from mlfc.wire import PROGRESS_BUCKETS
 
-NUM_QUEUES = 8
-PRIORITY_CONTROL = 7  # transport ACKs/CNPs and ARP: tiny volume, must never wait behind data
-PRIORITY_DEFAULT = 1  # untagged traffic and tagged traffic without a matching entry
-MAX_JOB_PRIORITY = 6  # job classes are 0..6; 7 is reserved for control
-MAX_ITERATION = (1 << 32) - 1
+__all__ = ["MAX_JOB_PRIORITY", "NUM_QUEUES", "PRIORITY_CONTROL", "PRIORITY_DEFAULT"]
 
 
 class PolicyError(ValueError):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mlfc.topologies.ptf_runner import PTF_DIR, failure_summary, run_ptf
+from mlfc.lab.ptf_runner import PTF_DIR, failure_summary, run_ptf
 
 MODULES = sorted(p.stem for p in PTF_DIR.glob("test_*.py"))
 

@@ -9,26 +9,24 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # controller_helpers, table_model, switch_targets
+sys.path.insert(0, str(Path(__file__).parent))  # controller_helpers, table_model
 
-from switch_targets import SWITCH_CLASSES, Bmv2Switch, RefSwitchProcess
-
-from mlfc.controller.bmv2 import Bmv2Process
+from mlfc.launch.switches import SWITCHES, Bmv2Switch, SwitchProcess
 
 
 @pytest.fixture
-def bmv2_factory(tmp_path: Path) -> Iterator[Callable[..., Bmv2Process]]:
-    """``bmv2_factory(device_id=1, interfaces={1: "veth0"})`` starts a switch; all are killed after the test."""
-    started: list[Bmv2Process] = []
+def bmv2_factory(tmp_path: Path) -> Iterator[Callable[..., Bmv2Switch]]:
+    """``bmv2_factory(device_id=1, ports={1: "veth0"})`` starts a switch; all are killed after the test."""
+    started: list[Bmv2Switch] = []
 
-    def start(device_id: int = 1, **kwargs) -> Bmv2Process:
-        sw = Bmv2Process(device_id=device_id, log_dir=tmp_path, **kwargs)
+    def start(device_id: int = 1, **kwargs) -> Bmv2Switch:
+        sw = Bmv2Switch(f"s{device_id}", device_id, log_file=tmp_path / f"bmv2-{device_id}.log", **kwargs)
         started.append(sw)
         return sw.start()
 
     yield start
     for sw in started:
-        sw.stop()
+        sw.kill()
 
 
 @pytest.fixture(
@@ -37,20 +35,18 @@ def bmv2_factory(tmp_path: Path) -> Iterator[Callable[..., Bmv2Process]]:
         pytest.param("ref", id="ref"),
     ]
 )
-def switch_factory(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[Callable[..., Bmv2Switch | RefSwitchProcess]]:
+def switch_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., SwitchProcess]]:
     """Each test using it runs twice, against BMv2 (``[bmv2]``, skipped where BMv2 is absent) and against
-    mlfc's reference switch (``[ref]``). ``switch_factory(device_id=1, interfaces={1: "veth0"})`` starts a
+    mlfc's reference switch (``[ref]``). ``switch_factory(device_id=1, ports={1: "veth0"})`` starts a
     switch (``sw.target`` is its deployment ``target``); all are killed after the test."""
-    cls = SWITCH_CLASSES[request.param]
-    started: list[Bmv2Switch | RefSwitchProcess] = []
+    cls = SWITCHES[request.param]
+    started: list[SwitchProcess] = []
 
-    def start(device_id: int = 1, **kwargs) -> Bmv2Switch | RefSwitchProcess:
-        sw = cls(device_id=device_id, log_dir=tmp_path, **kwargs)
+    def start(device_id: int = 1, **kwargs) -> SwitchProcess:
+        sw = cls(f"s{device_id}", device_id, log_file=tmp_path / f"{request.param}-{device_id}.log", **kwargs)
         started.append(sw)
         return sw.start()
 
     yield start
     for sw in started:
-        sw.stop()
+        sw.kill()

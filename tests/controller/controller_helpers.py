@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from mlfc.contract import BMV2_JSON, P4INFO
 from mlfc.controller.config import DeploymentConfig, parse_config
-
-REPO = Path(__file__).resolve().parents[2]
-P4INFO = REPO / "p4src/build/mlfc.p4info.txtpb"
-BMV2_JSON = REPO / "p4src/build/mlfc.json"
 
 needs_artifacts = pytest.mark.skipif(
     not (P4INFO.is_file() and BMV2_JSON.is_file()),
@@ -41,10 +37,10 @@ def switch_doc(
 
 
 def target_doc(sw: Any, name: str | None = None, **extra: Any) -> dict[str, Any]:
-    """``switch_doc`` for a started test switch (tests/controller/switch_targets.py): its ports, its
-    ``target`` (``refswitch`` for the reference switch) and its queue port (Thrift, or the admin port)."""
+    """``switch_doc`` for a started test switch (mlfc.launch.switches): its ports, its ``target``
+    (``refswitch`` for the reference switch) and its queue port (Thrift, or the admin port)."""
     return switch_doc(
-        name or f"s{sw.device_id}", sw.grpc_port, sw.device_id, target=sw.target, thrift_port=sw.thrift_port, **extra
+        name or f"s{sw.device_id}", sw.grpc_port, sw.device_id, target=sw.target, thrift_port=sw.queue_port, **extra
     )
 
 

@@ -13,9 +13,9 @@ from mlfc.controller import compile as comp
 from mlfc.controller.agent import DesiredState, SwitchAgent
 from mlfc.controller.config import ControllerSettings
 from mlfc.controller.entries import TableEntry
+from mlfc.controller.queues import QueueClient
 from mlfc.controller.reconcile import Diff, apply_diff
 from mlfc.controller.switch import CounterValue, SwitchError
-from mlfc.controller.thrift import QueueAdapter
 from mlfc.proto import intent_pb2 as pb
 
 CONFIG = make_config(switch_doc("s1", 50051, 1))
@@ -114,12 +114,21 @@ class FakeClient:
         return {i: CounterValue(i, 10 * i) for i in (indices if indices is not None else range(8))}
 
 
-class NoQueues(QueueAdapter):
+class CountingQueues(QueueClient):
+    """Accepts every setting and counts configure calls (one per restore)."""
+
     def __init__(self) -> None:
         self.calls = 0
 
-    async def configure(self, ports) -> None:
+    def run(self, commands) -> list[str]:
+        return ["OK"] * len(commands)
+
+    def describe(self) -> str:
+        return "counting"
+
+    def configure(self, ports) -> int:
         self.calls += 1
+        return 0
 
 
 def desired(generation: int, intent: pb.Intent) -> DesiredState:
@@ -130,7 +139,7 @@ def desired(generation: int, intent: pb.Intent) -> DesiredState:
 def run_agent(scenario) -> None:
     async def main() -> None:
         sw = FakeSwitch()
-        queues = NoQueues()
+        queues = CountingQueues()
         agent = SwitchAgent(CONFIG.switch("s1"), StubPipeline(), SETTINGS, queues, {}, desired(0, pb.Intent()))  # type: ignore[arg-type]
         client = FakeClient(sw)
         agent.client = client  # type: ignore[assignment]

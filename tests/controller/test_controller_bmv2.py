@@ -19,21 +19,21 @@ import grpc
 import pytest
 import yaml
 from controller_helpers import BMV2_JSON, P4INFO, config_doc, needs_artifacts, target_doc
-from switch_targets import Bmv2Switch, RefSwitchProcess
 
+from mlfc import contract as names
 from mlfc.controller import compile as comp
-from mlfc.controller import pipeline as names
-from mlfc.controller.bmv2 import free_port
 from mlfc.controller.config import parse_config
 from mlfc.controller.entries import Ternary, entry
 from mlfc.controller.pipeline import Pipeline
-from mlfc.controller.process import ControllerProcess
 from mlfc.controller.sync import SwitchConnection
+from mlfc.launch.daemons import ControllerProcess
+from mlfc.launch.process import free_port
+from mlfc.launch.switches import SwitchProcess
 from mlfc.proto import intent_pb2 as pb
 
 pytestmark = [needs_artifacts, pytest.mark.timeout(120)]  # [bmv2] params carry the bmv2 marker
 
-Switch = Bmv2Switch | RefSwitchProcess
+Switch = SwitchProcess
 
 PIPELINE = Pipeline.load(P4INFO, BMV2_JSON) if P4INFO.is_file() and BMV2_JSON.is_file() else None
 
@@ -148,7 +148,9 @@ def test_switch_connection_round_trip(switch_factory) -> None:
         assert set(conn.read_entries()) == set(desired_b)
         assert conn.reconcile(desired_b).empty  # idempotent
         assert conn.read_counter(names.JOB_PACKETS, 7) == (0, 0)
-        assert set(conn.read_counters(names.SHIM_TRUNCATED)) == set(range(PIPELINE.counter_size(names.SHIM_TRUNCATED)))
+        assert set(conn.read_counters(names.SHIM_TRUNCATED_COUNTER)) == set(
+            range(PIPELINE.counter_size(names.SHIM_TRUNCATED_COUNTER))
+        )
         with pytest.raises(Exception, match="ALREADY_EXISTS"):
             conn.write_entries([desired_b[0]])
         conn.delete_entries([desired_b[0]])
@@ -163,10 +165,10 @@ def test_switch_connection_round_trip(switch_factory) -> None:
 def test_daemon_installs_modifies_and_deletes_on_two_switches(switch_factory, controller_factory) -> None:
     s1, s2 = switch_factory(device_id=1), switch_factory(device_id=2)
     ctl = controller_factory([s1, s2])
-    ctl.wait_synced(0)
+    ctl.client.wait_synced(0)
     assert read_back(s1) == expected(ctl, pb.Intent(), "s1")  # routes + default policies
 
-    reply = ctl.apply(INTENT_A)
+    reply = ctl.client.apply(INTENT_A)
     assert reply.generation == 1
     assert reply.entries == len(expected(ctl, INTENT_A, "s1"))
     # Apply returns once written: read straight away.
@@ -175,7 +177,7 @@ def test_daemon_installs_modifies_and_deletes_on_two_switches(switch_factory, co
     assert expected(ctl, INTENT_A, "s1") != expected(ctl, INTENT_A, "s2")  # s1 has its own ECN port profile
 
     writes_before = metric(ctl, "mlfc_entry_writes_total", switch="s1", op="insert")
-    reply = ctl.apply(INTENT_B)
+    reply = ctl.client.apply(INTENT_B)
     assert reply.generation == 2
     for sw, name in ((s1, "s1"), (s2, "s2")):
         assert read_back(sw) == expected(ctl, INTENT_B, name)
@@ -187,26 +189,26 @@ def test_daemon_installs_modifies_and_deletes_on_two_switches(switch_factory, co
     # A bad intent is refused with the field named, and changes nothing anywhere.
     bad = pb.Intent(jobs=[pb.JobIntent(job_id=7, priority=3), pb.JobIntent(job_id=11, priority=7)])
     with pytest.raises(grpc.RpcError) as err:
-        ctl.apply(bad)
+        ctl.client.apply(bad)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert err.value.details().startswith("jobs[1].priority:")
-    assert ctl.get().generation == 2
-    assert ctl.get().intent == INTENT_B
+    assert ctl.client.get().generation == 2
+    assert ctl.client.get().intent == INTENT_B
     assert read_back(s1) == expected(ctl, INTENT_B, "s1")
 
     # Re-applying the same intent writes nothing (idempotent).
     total = sum(metric(ctl, "mlfc_entry_writes_total", switch="s1", op=op) for op in ("insert", "modify", "delete"))
-    assert ctl.apply(INTENT_B).generation == 3
+    assert ctl.client.apply(INTENT_B).generation == 3
     assert (
         sum(metric(ctl, "mlfc_entry_writes_total", switch="s1", op=op) for op in ("insert", "modify", "delete"))
         == total
     )
 
-    st = ctl.status()
+    st = ctl.client.status()
     s1_status = next(s for s in st.switches if s.name == "s1")
     assert s1_status.entries[names.JOB_PRIORITY] == sum(1 for e in b if e.table == names.JOB_PRIORITY)
     assert s1_status.last_error == ""  # queue settings (Thrift, or the refswitch admin port) went through too
-    if isinstance(s1, RefSwitchProcess):  # its admin port can show them: port 3 at 1000 pkt/s, 32 packets a queue
+    if s1.target == "refswitch":  # its admin port can show them: port 3 at 1000 pkt/s, 32 packets a queue
         port3 = next(line for line in s1.cli("show_queues").split(" | ") if line.startswith("port 3 "))
         assert port3.startswith("port 3 rate 1000 queues ") and "/32@" in port3, port3
     out = subprocess.run(
@@ -222,13 +224,13 @@ def test_daemon_installs_modifies_and_deletes_on_two_switches(switch_factory, co
 def test_restarted_switch_is_restored_in_full(switch_factory, controller_factory) -> None:
     s1, s2 = switch_factory(device_id=1), switch_factory(device_id=2)
     ctl = controller_factory([s1, s2])
-    ctl.wait_synced(0)
-    generation = ctl.apply(INTENT_A).generation
+    ctl.client.wait_synced(0)
+    generation = ctl.client.apply(INTENT_A).generation
     assert metric(ctl, "mlfc_pipeline_loads_total", switch="s1") == 1
 
     s1.restart()  # SIGKILL + start: comes back with no pipeline and no entries
     started = time.monotonic()
-    ctl.wait_synced(generation, timeout_s=20)
+    ctl.client.wait_synced(generation, timeout_s=20)
     restore_s = time.monotonic() - started
     with observer(s1) as conn:
         assert conn.pipeline_cookie() == PIPELINE.cookie
@@ -239,30 +241,32 @@ def test_restarted_switch_is_restored_in_full(switch_factory, controller_factory
     print(f"restore after restart: {restore_s * 1000:.0f} ms")
 
     # An intent sent while a switch is down is applied when it comes back.
-    s2.stop()
-    reply = ctl.apply(INTENT_B, timeout_s=10)
+    s2.kill()
+    reply = ctl.client.apply(INTENT_B, timeout_s=10)
     assert read_back(s1) == expected(ctl, INTENT_B, "s1")
     s2.start()
-    ctl.wait_synced(reply.generation, timeout_s=20)
+    ctl.client.wait_synced(reply.generation, timeout_s=20)
     assert read_back(s2) == expected(ctl, INTENT_B, "s2")
 
 
 def test_lost_primary_role_is_retried_and_state_repaired(switch_factory, controller_factory) -> None:
     s1 = switch_factory(device_id=1)
     ctl = controller_factory([s1])
-    generation = ctl.apply(INTENT_A).generation
-    ctl.wait_synced(generation)
+    generation = ctl.client.apply(INTENT_A).generation
+    ctl.client.wait_synced(generation)
 
     rival = SwitchConnection(s1.grpc_addr, 1, pipeline=PIPELINE, election_id=1000).connect()
     try:
         assert rival.primary
-        eventually(lambda: not ctl.status().switches[0].primary, what="daemon to notice it lost the primary role")
+        eventually(
+            lambda: not ctl.client.status().switches[0].primary, what="daemon to notice it lost the primary role"
+        )
         # Logged, then retried: it reconnects and re-arbitrates (as backup) with backoff.
-        eventually(lambda: "not primary" in ctl.status().switches[0].last_error, what="re-arbitration as backup")
+        eventually(lambda: "not primary" in ctl.client.status().switches[0].last_error, what="re-arbitration as backup")
         rival.clear_entries()  # the rival wipes the tables while it is primary
     finally:
         rival.close()
-    ctl.wait_synced(generation, timeout_s=20)
+    ctl.client.wait_synced(generation, timeout_s=20)
     eventually(lambda: read_back(s1) == expected(ctl, INTENT_A, "s1"), what="entries repaired after regaining primary")
 
 
@@ -278,7 +282,7 @@ def test_start_up_reconciles_what_the_switch_already_holds(switch_factory, contr
         conn.write_entries([e for e in defaults if e is not route] + [wrong_route, stray])
 
     ctl = controller_factory([s1])
-    ctl.wait_synced(0)
+    ctl.client.wait_synced(0)
     assert read_back(s1) == set(defaults)
     assert metric(ctl, "mlfc_pipeline_loads_total", switch="s1") == 0  # same cookie: kept, not reloaded
     assert metric(ctl, "mlfc_entry_writes_total", switch="s1", op="delete") == 1
@@ -311,10 +315,10 @@ def test_counters_of_real_packets_reach_status_and_metrics(switch_factory, contr
     from mlfc.wire import SHIM_PORT_BASE, MlfcShim
 
     switch_side, host_side = veth_pair
-    s1 = switch_factory(device_id=1, interfaces={1: switch_side})
+    s1 = switch_factory(device_id=1, ports={1: switch_side})
     ctl = controller_factory([s1])
-    ctl.apply(pb.Intent(jobs=[pb.JobIntent(job_id=7, priority=5)]))
-    ctl.wait_synced()
+    ctl.client.apply(pb.Intent(jobs=[pb.JobIntent(job_id=7, priority=5)]))
+    ctl.client.wait_synced()
 
     tagged = (
         Ether()
@@ -326,8 +330,8 @@ def test_counters_of_real_packets_reach_status_and_metrics(switch_factory, contr
     bad_shim = Ether() / IP(src="10.0.1.1", dst="10.0.2.1") / UDP(sport=1, dport=SHIM_PORT_BASE) / MlfcShim(version=3)
     sendp([tagged] * 5 + [bad_shim] * 2, iface=host_side, verbose=False)
 
-    eventually(lambda: any(j.job_id == 7 and j.packets == 5 for j in ctl.status().jobs), what="job 7 counters")
-    job7 = next(j for j in ctl.status().jobs if j.job_id == 7)
+    eventually(lambda: any(j.job_id == 7 and j.packets == 5 for j in ctl.client.status().jobs), what="job 7 counters")
+    job7 = next(j for j in ctl.client.status().jobs if j.job_id == 7)
     assert job7.bytes == 5 * len(tagged)
     eventually(lambda: metric(ctl, "mlfc_port_shim_errors_total", switch="s1", port="1", kind="bad_header") == 2)
     assert metric(ctl, "mlfc_job_packets_total", switch="s1", job="7") == 5

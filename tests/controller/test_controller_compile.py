@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from table_model import lookup
 
+from mlfc import contract as names
 from mlfc.controller import compile as comp
-from mlfc.controller import pipeline as names
 from mlfc.controller.entries import Lpm, Range, Ternary
 from mlfc.controller.errors import ValidationError
 from mlfc.policy import drop, ecn, priority

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_helpers import REPO, config_doc, switch_doc
+from controller_helpers import config_doc, switch_doc
 
-from mlfc.controller.config import QueueSettings, load_config, parse_config
+from mlfc.contract import REPO_ROOT as REPO
+from mlfc.controller.config import load_config, parse_config, queue_settings
 from mlfc.controller.errors import ValidationError
-from mlfc.controller.thrift import queue_settings
+from mlfc.controller.queues import QueueSettings
 
 
 def test_example_deployment_file_loads() -> None:

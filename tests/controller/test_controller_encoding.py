@@ -8,8 +8,8 @@ import pytest
 from controller_helpers import BMV2_JSON, P4INFO, make_config, needs_artifacts, switch_doc
 from finsy.proto import p4r
 
+from mlfc import contract as names
 from mlfc.controller import compile as comp
-from mlfc.controller import pipeline as names
 from mlfc.controller.entries import Exact, Lpm, Range, Ternary, entry
 from mlfc.controller.errors import ValidationError
 from mlfc.controller.pipeline import Pipeline, PipelineError

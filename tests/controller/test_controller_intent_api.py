@@ -10,9 +10,9 @@ import grpc
 import pytest
 from controller_helpers import BMV2_JSON, P4INFO, config_doc, needs_artifacts, switch_doc
 
-from mlfc.controller.bmv2 import free_port
 from mlfc.controller.config import parse_config
 from mlfc.controller.daemon import Daemon
+from mlfc.launch.process import free_port
 from mlfc.proto import intent_pb2 as pb
 from mlfc.proto import intent_pb2_grpc as pb_grpc
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mlfc.controller import pipeline as names
+from mlfc import contract as names
 from mlfc.controller.entries import Range, Ternary, entry
 from mlfc.controller.reconcile import Diff, apply_diff, batches, count_by_table, diff, index
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from mlfc.topologies import dataplanes
-from mlfc.topologies.scenarios import MIXES, TREATMENTS, stack_config
-from mlfc.topologies.spec import dumbbell
-from mlfc.topologies.stack import leftovers, network_with_control, run_jobs
+from mlfc.lab import dataplanes
+from mlfc.lab.cleanup import leftovers
+from mlfc.lab.scenarios import MIXES, TREATMENTS, stack_config
+from mlfc.lab.stack import network_with_control, run_jobs
+from mlfc.topology import dumbbell
 
 ITERATIONS = 6
 
@@ -28,13 +29,13 @@ def test_stack_end_to_end(tmp_path: Path) -> None:
     cfg = stack_config(mix, treatment, ITERATIONS)
     topo = dumbbell(len(mix.jobs))
     before = set(leftovers())  # whatever else runs on this machine is not ours to judge
-    with network_with_control(topo, cfg, tmp_path, plane.factory, plane.target) as (net, switches, intent, rdir):
-        assert set(switches) == {"s1", "s2"}
+    with network_with_control(topo, cfg, tmp_path, plane) as ctl:
+        assert set(ctl.switches) == {"s1", "s2"}
         # A first, short run on the same network: the measured run after it must still register its
         # jobs with the coordinator (run_jobs reports a job the coordinator missed as an error).
-        warmup = run_jobs(net, topo, stack_config(mix, TREATMENTS["baseline"], 2), intent, rdir, timeout=120)
+        warmup = run_jobs(ctl, topo, stack_config(mix, TREATMENTS["baseline"], 2), timeout=120)
         assert not warmup.errors, warmup.errors
-        res = run_jobs(net, topo, cfg, intent, rdir, timeout=300)
+        res = run_jobs(ctl, topo, cfg, timeout=300)
     assert not res.errors, res.errors
     for job in (1, 2):
         its = sorted(r.iteration for r in res.records if r.job == job)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from scapy.layers.l2 import Ether
 
+from mlfc import contract as P
 from mlfc.policy.drop import NUM_LEVELS, DropPolicy, level_ranges
 from mlfc.policy.ecn import MAX_QDEPTH, EcnProfile, compile_profile
-from mlfc.refswitch import program as P
 from mlfc.refswitch.tables import Entry, Exact, Lpm, Range, Ternary, make_entry
-from mlfc.testpackets import (  # noqa: F401 - re-exported for the test modules
+from mlfc.testing.packets import (  # noqa: F401 - re-exported for the test modules
     HOST_IP,
     HOST_MAC,
     PORTS,
@@ -21,7 +21,7 @@ from mlfc.testpackets import (  # noqa: F401 - re-exported for the test modules
     tcp_packet,
     truncated_shim,
 )
-from mlfc.testpackets import forwarded as forwarded_packet
+from mlfc.testing.packets import forwarded as forwarded_packet
 
 PORT_MASK = 0x1FF
 

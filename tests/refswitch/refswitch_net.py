@@ -9,7 +9,7 @@ import socket
 import time
 from collections.abc import Iterator
 
-from mlfc.topologies.veth import VethPair, veth_pairs
+from mlfc.testing.veth import VethPair, veth_pairs
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4

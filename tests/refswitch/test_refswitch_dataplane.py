@@ -22,14 +22,14 @@ from refswitch_net import wired
 from scapy.layers.inet import IP
 from scapy.layers.l2 import ARP, Ether
 
+from mlfc import contract as P
+from mlfc.launch.switches import RefSwitch
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
 from mlfc.refswitch import pipeline as pl
-from mlfc.refswitch import program as P
 from mlfc.refswitch.client import P4RuntimeClient
 from mlfc.refswitch.p4info import committed_device_config, default_p4info
 from mlfc.refswitch.state import SwitchState
-from mlfc.refswitch.switch import RefSwitch
 from mlfc.refswitch.tables import Tables
 from mlfc.wire import MlfcShim, MsgType
 

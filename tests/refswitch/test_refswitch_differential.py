@@ -33,17 +33,16 @@ from refswitch_net import wired
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Ether
 
+from mlfc import contract as P
+from mlfc.launch.switches import Bmv2Switch, RefSwitch
 from mlfc.policy.drop import DropPolicy
 from mlfc.refswitch import pipeline as pl
-from mlfc.refswitch import program as P
 from mlfc.refswitch.client import P4RuntimeClient
 from mlfc.refswitch.p4info import COMMITTED_DEVICE_CONFIG, committed_device_config, committed_p4info
 from mlfc.refswitch.packet import ones_complement_sum
 from mlfc.refswitch.state import SwitchState
-from mlfc.refswitch.switch import RefSwitch
 from mlfc.refswitch.tables import Entry, Exact, Range, Ternary, make_entry
 from mlfc.refswitch.tables import Tables as ModelTables
-from mlfc.topologies.bmv2 import Bmv2Switch
 from mlfc.wire import SHIM_PORT_BASE, MlfcShim, MsgType
 
 pytestmark = [
@@ -394,7 +393,9 @@ def entry_sets(draw) -> list[tuple[str, Entry]]:
         params = {"threshold": 0} if action == P.MARK_WITH_PROBABILITY else {}  # 0: deterministic (never)
         out.append((P.ECN_PROFILE, make_entry(P.ECN_PROFILE, m, action, params, next(prios))))
     if draw(st.booleans()):
-        out.append((P.ROUTES_V4, route("10.1.0.0/16", draw(st.sampled_from([0, 1, 2, P.DROP_PORT])), HOST_MAC[1])))
+        out.append(
+            (P.ROUTES_V4, route("10.1.0.0/16", draw(st.sampled_from([0, 1, 2, P.V1MODEL_DROP_PORT])), HOST_MAC[1]))
+        )
     return out + probe_entries(draw(st.sampled_from([0, 1, 2])))
 
 

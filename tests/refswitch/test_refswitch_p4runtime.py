@@ -11,8 +11,8 @@ import pytest
 from finsy.proto import p4r
 from refswitch_helpers import HOST_IP, HOST_MAC, flow, host_routes, job_priority, route, shim_packet
 
+from mlfc import contract as P
 from mlfc.refswitch import pipeline as pl
-from mlfc.refswitch import program as P
 from mlfc.refswitch.client import ClientError, P4RuntimeClient
 from mlfc.refswitch.errors import Code
 from mlfc.refswitch.p4info import build_p4info, committed_device_config, committed_p4info, default_p4info

@@ -25,12 +25,12 @@ from refswitch_helpers import (
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
+from mlfc import contract as P
 from mlfc.policy.drop import DropPolicy, congestion_level, should_drop
 from mlfc.policy.ecn import EcnProfile, compile_profile, compiled_probability, mark_probability
 from mlfc.policy.priority import interleaving_bands
 from mlfc.refswitch import packet as pk
 from mlfc.refswitch import pipeline as pl
-from mlfc.refswitch import program as P
 from mlfc.refswitch.state import SwitchState
 from mlfc.refswitch.tables import Tables
 from mlfc.wire import IMPORTANCE_LEVELS, MsgType
@@ -114,7 +114,7 @@ def test_dropped_without_route_ttl_or_ipv4(sw, pkt, reason):
 
 
 def test_route_to_the_drop_port_drops(sw):
-    install(sw, [route("10.3.0.0/16", P.DROP_PORT, HOST_MAC[1])])
+    install(sw, [route("10.3.0.0/16", P.V1MODEL_DROP_PORT, HOST_MAC[1])])
     assert run(sw, Ether() / IP(dst="10.3.0.1") / UDP() / b"x").dropped
 
 
@@ -192,17 +192,17 @@ def test_malformed_are_forwarded_counted_and_never_classified(sw):
     for p in short:
         d = run(sw, p, 2)
         assert (d.egress_port, d.out, d.priority, d.job_id) == (1, forwarded(p, 1), pl.PRIORITY_DEFAULT, 0)
-    assert sw[1].counter(P.SHIM_BAD_HEADER, 0)[0] == 2
-    assert sw[1].counter(P.SHIM_TRUNCATED, 2)[0] == len(short)
-    assert sw[1].counter(P.SHIM_TRUNCATED, 0)[0] == 0
+    assert sw[1].counter(P.SHIM_BAD_HEADER_COUNTER, 0)[0] == 2
+    assert sw[1].counter(P.SHIM_TRUNCATED_COUNTER, 2)[0] == len(short)
+    assert sw[1].counter(P.SHIM_TRUNCATED_COUNTER, 0)[0] == 0
     assert sw[1].counter(P.JOB_PACKETS, 5)[0] == 0
     assert sw[1].counter(P.JOB_PACKETS, 9)[0] == 0, "a malformed shim is not classified by the 5-tuple either"
 
 
 def test_short_payload_is_truncated_whatever_its_first_byte(sw):
     run(sw, truncated_shim(0, 1, 5, first=0x30), 0)
-    assert sw[1].counter(P.SHIM_TRUNCATED, 0)[0] == 1
-    assert sw[1].counter(P.SHIM_BAD_HEADER, 0)[0] == 0
+    assert sw[1].counter(P.SHIM_TRUNCATED_COUNTER, 0)[0] == 1
+    assert sw[1].counter(P.SHIM_BAD_HEADER_COUNTER, 0)[0] == 0
 
 
 @pytest.mark.parametrize("first", [0x10, 0x30])
@@ -213,7 +213,7 @@ def test_padded_short_frame_is_truncated_by_its_udp_length(sw, first):
     d = run(sw, frame)
     assert (d.egress_port, d.priority, d.job_id, d.shim_status) == (1, pl.PRIORITY_DEFAULT, 0, pk.SHIM_TRUNCATED)
     assert d.out[42:] == frame[42:], "payload and padding are forwarded untouched"
-    assert sw[1].counter(P.SHIM_TRUNCATED, 0)[0] == 1
+    assert sw[1].counter(P.SHIM_TRUNCATED_COUNTER, 0)[0] == 1
     assert sw[1].counter(P.JOB_PACKETS, 9)[0] == 0
 
 
@@ -232,8 +232,8 @@ def test_frame_ending_inside_a_shim_whose_udp_length_claims_more(sw):
         frame = bytearray(bytes(truncated_shim(0, 1, 5, first=first)))
         frame[38:40] = (8 + 16).to_bytes(2, "big")
         assert run(sw, bytes(frame)).shim_status == status
-    assert sw[1].counter(P.SHIM_TRUNCATED, 0)[0] == 1
-    assert sw[1].counter(P.SHIM_BAD_HEADER, 0)[0] == 1
+    assert sw[1].counter(P.SHIM_TRUNCATED_COUNTER, 0)[0] == 1
+    assert sw[1].counter(P.SHIM_BAD_HEADER_COUNTER, 0)[0] == 1
 
 
 def test_empty_shim_payload_is_truncated(sw):

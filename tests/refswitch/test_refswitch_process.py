@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from finsy.proto import p4r
 
-from mlfc.refswitch.admin import execute, run_commands
+from mlfc.controller.queues import QueueConfigError, RefSwitchAdminQueues
+from mlfc.launch.switches import RefSwitch
+from mlfc.refswitch.admin import execute
 from mlfc.refswitch.client import P4RuntimeClient
 from mlfc.refswitch.server import RefSwitchServer, SwitchOptions
-from mlfc.refswitch.switch import RefSwitch, RefSwitchError
 from mlfc.refswitch.tm import PER_QUEUE, SHARED, TrafficManager
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "mlfc-refswitch"
@@ -64,7 +65,9 @@ def test_bad_commands_say_error(line):
 
 def test_admin_endpoint_over_tcp():
     with RefSwitchServer(SwitchOptions(grpc_addr="127.0.0.1:0", admin_port=0)) as sw:
-        replies = run_commands(sw.admin_port, ["set_queue_rate 5 1", "set_queue_depth 9 1 1", "show_queues", "bogus"])
+        replies = RefSwitchAdminQueues(sw.admin_port).exchange(
+            ["set_queue_rate 5 1", "set_queue_depth 9 1 1", "show_queues", "bogus"]
+        )
         assert replies[:2] == ["OK", "OK"]
         assert "port 1 rate 5" in replies[2] and "1:0/9" in replies[2]
         assert replies[3].startswith("Error")
@@ -79,7 +82,7 @@ def test_refswitch_process_like_bmv2switch(tmp_path):
             assert c.stub.Capabilities(p4r.CapabilitiesRequest()).p4runtime_api_version
             assert c.arbitrate(1).status.code == 0
         assert "OK" in sw.cli("set_queue_rate 100 1", "set_queue_depth 16 1 3")
-        with pytest.raises(RefSwitchError):
+        with pytest.raises(QueueConfigError):
             sw.cli("set_queue_depth 16 1 9")
         # The stand-alone CLI reads commands on stdin, like simple_switch_CLI.
         res = subprocess.run(
@@ -102,7 +105,7 @@ def test_refswitch_process_like_bmv2switch(tmp_path):
         sw.kill()
         assert sw.proc is None
     sw.stop()  # idempotent
-    assert "mlfc-refswitch: device 3" in (tmp_path / "sw.out").read_text()
+    assert "mlfc-refswitch: device 3" in (tmp_path / "sw.log").read_text()
 
 
 def test_command_line_errors():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mlfc.topologies.ptf_runner import PTF_DIR, failure_summary, ptf_missing, run_ptf
+from mlfc.lab.ptf_runner import PTF_DIR, failure_summary, ptf_missing, run_ptf
 
 MODULES = sorted(p.stem for p in PTF_DIR.glob("test_*.py"))
 

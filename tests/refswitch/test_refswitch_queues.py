@@ -10,9 +10,9 @@ from refswitch_helpers import drop_entries, ecn_entries, host_routes, job_priori
 from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 
+from mlfc import contract as P
 from mlfc.policy.drop import DropPolicy, should_drop
 from mlfc.policy.ecn import EcnProfile, mark_probability
-from mlfc.refswitch import program as P
 from mlfc.refswitch.sim import VirtualSwitch
 from mlfc.refswitch.tm import PER_QUEUE, SHARED, QueueConfigError, TrafficManager
 from mlfc.wire import IMPORTANCE_LEVELS, MlfcShim, MsgType

@@ -17,12 +17,13 @@ import signal
 import sys
 from pathlib import Path
 
-from mlfc.topologies import dataplanes
-from mlfc.topologies.mininet_net import mininet_missing
-from mlfc.topologies.results import format_table, plot_timeline, summarise, write_csv
-from mlfc.topologies.scenarios import DEFAULT_MIX, MIXES, TREATMENTS, stack_config
-from mlfc.topologies.spec import dumbbell
-from mlfc.topologies.stack import leftovers, network_with_control, run_jobs
+from mlfc.lab import dataplanes
+from mlfc.lab.cleanup import leftovers
+from mlfc.lab.network import mininet_missing
+from mlfc.lab.results import format_table, plot_timeline, summarise, write_csv
+from mlfc.lab.scenarios import DEFAULT_MIX, MIXES, TREATMENTS, stack_config
+from mlfc.lab.stack import network_with_control, run_jobs
+from mlfc.topology import dumbbell
 
 
 def missing_pieces(choice: str) -> list[str]:
@@ -74,12 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     topo = dumbbell(len(mix.jobs), mix.workers_per_job)
     preexisting = set(leftovers())  # not ours: only what this run leaves behind counts
     try:
-        with network_with_control(topo, cfg, args.out, plane.factory, plane.target) as (net, _sw, intent, rdir):
+        with network_with_control(topo, cfg, args.out, plane) as ctl:
             print(
-                f"network up: {len(topo.switches)} switches, {len(topo.hosts)} hosts; controller at {intent}",
+                f"network up: {len(topo.switches)} switches, {len(topo.hosts)} hosts; controller at {ctl.intent_addr}",
                 flush=True,
             )
-            res = run_jobs(net, topo, cfg, intent, rdir, progress=lambda m: print(m, flush=True))
+            res = run_jobs(ctl, topo, cfg, progress=lambda m: print(m, flush=True))
     except KeyboardInterrupt:
         print("interrupted: torn down", file=sys.stderr)
         return 130

@@ -8,8 +8,8 @@ iteration — what `mlfc-agent` reports to the coordinator, and what the experim
     {"iteration": 3, "accuracy": 0.41, "compute_s": 0.5, "comm_s": 0.31, "bytes": 2000000,
      "worker": 0, "start": ..., "comm_start": ..., "comm_end": ..., "end": ...}
 
-    python -m mlfc.topologies.emulator ps --job 1 --bind 10.0.1.101 --workers 2 --iterations 20 ...
-    python -m mlfc.topologies.emulator worker --job 1 --rank 0 --bind 10.0.1.1 --ps 10.0.1.101 ...
+    python -m mlfc.lab.emulator ps --job 1 --bind 10.0.1.101 --workers 2 --iterations 20 ...
+    python -m mlfc.lab.emulator worker --job 1 --rank 0 --bind 10.0.1.1 --ps 10.0.1.101 ...
 
 Times are wall-clock (all emulated hosts share one clock). Accuracy follows a synthetic learning
 curve acc(i) = acc_max * (1 - exp(-(i + 1) / tau)) so the coordinator has something to rank.
@@ -182,7 +182,7 @@ def run_ps(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="python -m mlfc.topologies.emulator",
+        prog="python -m mlfc.lab.emulator",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

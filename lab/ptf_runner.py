@@ -1,6 +1,6 @@
 """Run mlfc's PTF tests against a fresh switch: veth pairs, the switch, then `ptf`.
 
-    python -m mlfc.topologies.ptf_runner [test-spec ...] [--dataplane bmv2|ref] [--log-dir DIR]
+    python -m mlfc.lab.ptf_runner [test-spec ...] [--dataplane bmv2|ref] [--log-dir DIR]
 
 A test spec is PTF's (module or module.Class, e.g. `test_ecn` or `test_ecn.BelowKminNothingIsMarked`);
 none runs them all. `--dataplane bmv2` (default) runs simple_switch_grpc; `ref` runs mlfc's reference
@@ -17,8 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mlfc.topologies.bmv2 import REPO, Bmv2Switch, bmv2_missing
-from mlfc.topologies.veth import veth_pairs
+from mlfc.contract import REPO_ROOT as REPO
+from mlfc.launch.switches import Bmv2Switch, RefSwitch, bmv2_missing
+from mlfc.testing.veth import veth_pairs
 
 PTF_DIR = REPO / "ptf-tests"
 NUM_PORTS = 3
@@ -49,8 +50,6 @@ def _switch(dataplane: str, ports: dict[int, str], log_dir: Path, queue_mode: st
     if dataplane == "bmv2":
         return Bmv2Switch(name="ptf", device_id=1, ports=ports)
     if dataplane == "ref":
-        from mlfc.refswitch.switch import RefSwitch
-
         return RefSwitch(
             name="ptf", device_id=1, ports=ports, queue_mode=queue_mode, log_file=log_dir / "refswitch.log"
         )
@@ -77,10 +76,10 @@ def run_ptf(
     with veth_pairs(NUM_PORTS, prefix="mlfcp") as pairs:
         switch = _switch(dataplane, {i: p.switch_side for i, p in enumerate(pairs)}, log_dir, queue_mode)
         with switch:
-            # thrift_port: where queue commands go (the refswitch's admin port); dataplane tells
+            # queue_port: where queue commands go (Thrift, or the refswitch's admin port); target tells
             # mlfc_switch.TestSwitch which protocol that port speaks.
             params = (
-                f"grpc_addr='{switch.grpc_addr}';device_id=1;thrift_port={switch.thrift_port};dataplane='{dataplane}'"
+                f"grpc_addr='{switch.grpc_addr}';device_id=1;queue_port={switch.queue_port};target='{switch.target}'"
             )
             cmd = [
                 sys.executable,

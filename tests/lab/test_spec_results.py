@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mlfc.topologies import results
-from mlfc.topologies.spec import dumbbell, leaf_spine
+from mlfc.lab import results
+from mlfc.topology import dumbbell, leaf_spine
 
 
 def test_dumbbell_routes_cross_the_bottleneck() -> None:
@@ -63,7 +63,7 @@ def test_summary_and_percentiles(tmp_path: Path) -> None:
 
 
 def test_ideal_iteration_times() -> None:
-    from mlfc.topologies.scenarios import ideal_iteration_times
+    from mlfc.lab.scenarios import ideal_iteration_times
 
     # Compatible (0.4 + 0.4 <= 1): as fast as alone.
     assert ideal_iteration_times({1: 1.0, 2: 1.0}, {1: 0.4, 2: 0.4}) == {1: 1.0, 2: 1.0}
@@ -89,7 +89,7 @@ def _phased(job: int, it: int, comm_start: float, push: float, pull: float) -> r
 
 
 def test_interleaving_compares_pushes_with_pushes_and_pulls_with_pulls(tmp_path: Path) -> None:
-    from mlfc.topologies.scenarios import interleaving_iteration
+    from mlfc.lab.scenarios import interleaving_iteration
 
     # Job 2 starts its push as job 1's push ends: job 1's pull and job 2's push overlap in time but
     # cross the link in opposite directions. Iterations 0-1 collide, from 2 on they are offset.

@@ -1,6 +1,6 @@
 """`make e2e`: every job mix under its treatments, with tables, CSVs and timeline plots.
 
-    python -m mlfc.topologies.e2e [--out results] [--mix NAME ...] [--iterations N] [--dataplane auto|bmv2|ref]
+    python -m mlfc.lab.e2e [--out results] [--mix NAME ...] [--iterations N] [--dataplane auto|bmv2|ref]
 
 For each mix the network and controller come up once; the jobs run alone first (the ideal), then
 under each treatment. Results go to OUT/<mix>/<treatment>.csv and .png, and OUT/summary.md.
@@ -17,9 +17,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlfc.topologies import dataplanes
-from mlfc.topologies.results import JobSummary, format_table, plot_timeline, summarise, write_csv
-from mlfc.topologies.scenarios import (
+from mlfc.lab import dataplanes
+from mlfc.lab.cleanup import leftovers
+from mlfc.lab.results import JobSummary, format_table, plot_timeline, summarise, write_csv
+from mlfc.lab.scenarios import (
     MIXES,
     PLAN,
     TREATMENTS,
@@ -31,8 +32,8 @@ from mlfc.topologies.scenarios import (
     solo,
     stack_config,
 )
-from mlfc.topologies.spec import dumbbell
-from mlfc.topologies.stack import StackConfig, StackRun, leftovers, network_with_control, run_jobs
+from mlfc.lab.stack import Control, StackConfig, StackRun, job_counters, network_with_control, run_jobs
+from mlfc.topology import dumbbell
 
 
 @dataclass
@@ -65,13 +66,8 @@ def run_mix(mix: Mix, treatments: list[Treatment], dataplane: dataplanes.Datapla
     run_dir = out / mix.name
     base_cfg = stack_config(mix, TREATMENTS["baseline"], iterations)
     lines = [f"## {mix.name} on {dataplane.label}: {mix.description}", ""]
-    with network_with_control(topo, base_cfg, run_dir / "run", dataplane.factory, dataplane.target) as (
-        net,
-        _switches,
-        intent_addr,
-        rdir,
-    ):
-        solo_t, solo_comm, solo_push = run_solo(net, topo, mix, iterations, intent_addr, rdir)
+    with network_with_control(topo, base_cfg, run_dir / "run", dataplane) as ctl:
+        solo_t, solo_comm, solo_push = run_solo(ctl, topo, mix, iterations)
         ideal = ideal_iteration_times(solo_t, solo_comm, solo_push)
         lines.append(
             "alone: "
@@ -85,12 +81,10 @@ def run_mix(mix: Mix, treatments: list[Treatment], dataplane: dataplanes.Datapla
         results: dict[str, TreatmentResult] = {}
         for treatment in treatments:
             result = run_treatment(
-                net,
+                ctl,
                 topo,
                 stack_config(mix, treatment, iterations),
                 treatment,
-                intent_addr,
-                rdir,
                 run_dir / treatment.name,
                 f"{mix.name} / {treatment.name} on {dataplane.label}: communication phases",
             )
@@ -104,13 +98,13 @@ def run_mix(mix: Mix, treatments: list[Treatment], dataplane: dataplanes.Datapla
     return "\n".join(lines)
 
 
-def run_solo(net, topo, mix: Mix, iterations: int, intent_addr: str, rdir: Path) -> tuple[dict, dict, dict]:
+def run_solo(ctl: Control, topo, mix: Mix, iterations: int) -> tuple[dict, dict, dict]:
     """Each job alone: its iteration, communication and push time without competition (the ideal)."""
     solo_t, solo_comm, solo_push = {}, {}, {}
     solo_iters = max(4, iterations // 3)
     for job in mix.jobs:
         cfg = stack_config(mix, TREATMENTS["baseline"], solo_iters, jobs=[solo(job)])
-        res = run_jobs(net, topo, cfg, intent_addr, rdir, progress=say)
+        res = run_jobs(ctl, topo, cfg, progress=say)
         if res.errors:
             raise RuntimeError(f"solo run of job {job.job} failed: {res.errors}")
         per_job, _ = summarise(res.records)
@@ -121,11 +115,11 @@ def run_solo(net, topo, mix: Mix, iterations: int, intent_addr: str, rdir: Path)
 
 
 def run_treatment(
-    net, topo, cfg: StackConfig, treatment: Treatment, intent_addr: str, rdir: Path, stem: Path, title: str
+    ctl: Control, topo, cfg: StackConfig, treatment: Treatment, stem: Path, title: str
 ) -> TreatmentResult:
     """One run of the mix under ``cfg``; its CSV and timeline PNG are written next to ``stem``."""
-    before = _counters(intent_addr)
-    res = run_jobs(net, topo, cfg, intent_addr, rdir, progress=say)
+    before = job_counters(ctl.client)
+    res = run_jobs(ctl, topo, cfg, progress=say)
     res.counters = counters_delta(res.counters, before)
     per_job, overall = summarise(res.records)
     stem.parent.mkdir(parents=True, exist_ok=True)
@@ -134,12 +128,6 @@ def run_treatment(
     if res.records:
         plot_timeline(stem.parent / f"{stem.name}.png", res.records, title)
     return TreatmentResult(treatment, res, per_job, overall, interleaving_iteration(res.records))
-
-
-def _counters(intent_addr: str) -> dict[int, dict[str, int]]:
-    from mlfc.topologies.stack import _job_counters
-
-    return _job_counters(intent_addr)
 
 
 def _treatment_table(mix: Mix, treatment: Treatment, res: StackRun, per_job, overall) -> list[str]:

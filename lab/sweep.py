@@ -1,6 +1,6 @@
 """`make sweep`: MLTCP's F = slope * bytes_ratio + intercept, swept on one job mix.
 
-    python -m mlfc.topologies.sweep [--mix two-compatible] [--cc reno] [--grid 1:0.5,4:0.25 ...]
+    python -m mlfc.lab.sweep [--mix two-compatible] [--cc reno] [--grid 1:0.5,4:0.25 ...]
                                     [--iterations 12] [--repeat 1] [--dataplane auto|bmv2|ref]
                                     [--out results/sweep]
 
@@ -25,20 +25,21 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlfc.policy.mltcp import MltcpParams
-from mlfc.policy.priority import PolicyError
-from mlfc.topologies import dataplanes
-from mlfc.topologies.e2e import TreatmentResult, run_solo, run_treatment, say
-from mlfc.topologies.results import format_table
-from mlfc.topologies.scenarios import (
+from mlfc.lab import dataplanes
+from mlfc.lab.cleanup import leftovers
+from mlfc.lab.e2e import TreatmentResult, run_solo, run_treatment, say
+from mlfc.lab.results import format_table
+from mlfc.lab.scenarios import (
     MIXES,
     Treatment,
     ideal_iteration_times,
     share_of_ideal_gain,
     stack_config,
 )
-from mlfc.topologies.spec import dumbbell
-from mlfc.topologies.stack import leftovers, network_with_control
+from mlfc.lab.stack import network_with_control
+from mlfc.policy.mltcp import MltcpParams
+from mlfc.policy.priority import PolicyError
+from mlfc.topology import dumbbell
 
 # F ranges from a gentle tilt to nearly strict priority for the job further into its iteration.
 DEFAULT_GRID = ((1.0, 0.5), (2.0, 0.5), (4.0, 0.5), (4.0, 0.25), (8.0, 0.25), (16.0, 0.125))
@@ -161,10 +162,8 @@ def run_sweep(
     topo = dumbbell(len(mix.jobs), mix.workers_per_job)
     run_dir = out / mix.name
     base_treatment = Treatment("baseline", cc)
-    with network_with_control(
-        topo, stack_config(mix, base_treatment, iterations), run_dir / "run", plane.factory, plane.target
-    ) as (net, _switches, intent_addr, rdir):
-        solo_t, solo_comm, solo_push = run_solo(net, topo, mix, iterations, intent_addr, rdir)
+    with network_with_control(topo, stack_config(mix, base_treatment, iterations), run_dir / "run", plane) as ctl:
+        solo_t, solo_comm, solo_push = run_solo(ctl, topo, mix, iterations)
         ideal = ideal_iteration_times(solo_t, solo_comm, solo_push)
         ideal_avg = sum(ideal.values()) / len(ideal)
         rows = [SweepRow(params) for params in [None, *grid]]
@@ -178,7 +177,7 @@ def run_sweep(
                 suffix = "" if repeat == 1 else f"-r{rnd + 1}"
                 stem = run_dir / f"{cc}-{name.replace(':', '_')}{suffix}"
                 title = f"{mix.name} / {cc} MLTCP {name} on {plane.label}: communication phases"
-                result = run_treatment(net, topo, cfg, treatment, intent_addr, rdir, stem, title)
+                result = run_treatment(ctl, topo, cfg, treatment, stem, title)
                 if result.run.errors:
                     raise RuntimeError(f"run {name} failed: {'; '.join(result.run.errors)}")
                 row.results.append(result)

@@ -12,10 +12,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from mlfc.lab.emulator import JobProfile
+from mlfc.lab.jobs import JobSpec
+from mlfc.lab.results import IterationRecord
+from mlfc.lab.stack import StackConfig
 from mlfc.policy.mltcp import MltcpParams
-from mlfc.topologies.emulator import JobProfile
-from mlfc.topologies.results import IterationRecord
-from mlfc.topologies.stack import JobSpec, StackConfig
 
 # Communication fraction a = comm / (compute + comm) at BOTTLENECK_PPS with ~1400-byte chunks:
 # push+pull of 2 x 420 kB takes about 0.4 s alone, so compute 0.6 s gives a ~ 0.4.

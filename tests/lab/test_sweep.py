@@ -8,10 +8,10 @@ import math
 
 import pytest
 
+from mlfc.lab.jobs import emulator_args
+from mlfc.lab.scenarios import MIXES, TREATMENTS, share_of_ideal_gain, stack_config
+from mlfc.lab.sweep import parse_grid
 from mlfc.policy.mltcp import MltcpParams
-from mlfc.topologies.scenarios import MIXES, TREATMENTS, share_of_ideal_gain, stack_config
-from mlfc.topologies.stack import _emulator_args
-from mlfc.topologies.sweep import parse_grid
 
 
 def test_grid_parses_points_in_order() -> None:
@@ -35,32 +35,28 @@ def test_share_of_ideal_gain() -> None:
 def test_emulator_gets_the_swept_f() -> None:
     mix = MIXES["two-compatible"]
     cfg = stack_config(mix, TREATMENTS["mltcp-reno"], 5, mltcp_params=MltcpParams(8.0, 0.25))
-    args = _emulator_args(cfg, mix.jobs[0])
+    args = emulator_args(mix.jobs[0], cfg.iterations, cfg.transport)
     assert args[args.index("--slope") + 1] == "8.0"
     assert args[args.index("--intercept") + 1] == "0.25"
-    plain = _emulator_args(stack_config(mix, TREATMENTS["baseline"], 5), mix.jobs[0])
+    base = stack_config(mix, TREATMENTS["baseline"], 5)
+    plain = emulator_args(mix.jobs[0], base.iterations, base.transport)
     assert "--mltcp" not in plain and "--slope" not in plain
 
 
-def test_a_worker_the_coordinator_missed_is_an_error(tmp_path) -> None:
-    from mlfc.coordinator.store import Store
-    from mlfc.topologies.stack import _unreported_jobs
+def test_a_worker_the_coordinator_missed_is_an_error() -> None:
+    from mlfc.lab.stack import unreported_workers
 
     cfg = stack_config(MIXES["two-compatible"], TREATMENTS["baseline"], 3)
-    db = tmp_path / "coordinator.db"
-    store = Store(db)
-    with store.transaction() as conn:
-        # job 1 reported all three iterations, job 2 stopped after the first
-        Store.insert_reports(conn, [(1, 0, i, 0.5, 0.6, 0.4, 1000, float(i), float(i)) for i in range(3)])
-        Store.insert_reports(conn, [(2, 0, 0, 0.5, 0.6, 0.4, 1000, 0.0, 0.0)])
-    store.close()
-    assert _unreported_jobs(db, cfg) == ["coordinator saw job 2 worker 0 up to iteration 0, not 2"]
+    # job 1 reported all three iterations, job 2 stopped after the first
+    assert unreported_workers({1: {0: 2}, 2: {0: 0}}, cfg) == [
+        "coordinator saw job 2 worker 0 up to iteration 0, not 2"
+    ]
 
 
 def test_sweep_table_averages_rounds_and_shows_the_spread(tmp_path) -> None:
-    from mlfc.topologies.e2e import TreatmentResult
-    from mlfc.topologies.results import JobSummary
-    from mlfc.topologies.sweep import SweepRow, plot_sweep, sweep_table
+    from mlfc.lab.e2e import TreatmentResult
+    from mlfc.lab.results import JobSummary
+    from mlfc.lab.sweep import SweepRow, plot_sweep, sweep_table
 
     def result(avg: float, interleaved: int | None) -> TreatmentResult:
         overall = JobSummary(0, 10, avg, avg * 1.1, 0.4)

@@ -11,12 +11,11 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
-from mlfc.topologies.bmv2 import Bmv2Switch, free_port
-from mlfc.topologies.spec import Topology
+from mlfc.launch.switches import Bmv2Switch, SwitchProcess
+from mlfc.topology import Topology
 
 
 class MininetMissing(RuntimeError):
@@ -34,26 +33,7 @@ def mininet_missing() -> str | None:
     return None
 
 
-@dataclass
-class SwitchHandle:
-    """What the rest of mlfc needs to know about a running switch."""
-
-    name: str
-    device_id: int
-    grpc_addr: str
-    queue_port: int  # Thrift (BMv2) or admin (reference switch) port for queue commands
-    ports: dict[int, str]
-    process: object  # Bmv2Switch or the reference switch's handle: start/stop/cli
-
-
-SwitchFactory = Callable[[str, int, dict[int, str], Path | None], object]
-
-
-def bmv2_factory(name: str, device_id: int, ports: dict[int, str], log_dir: Path | None) -> Bmv2Switch:
-    log = log_dir / f"{name}.log" if log_dir else None
-    return Bmv2Switch(
-        name=name, device_id=device_id, ports=ports, grpc_port=free_port(), thrift_port=free_port(), log_file=log
-    )
+SwitchClass = type[SwitchProcess]
 
 
 def cleanup_leftovers() -> None:
@@ -63,9 +43,9 @@ def cleanup_leftovers() -> None:
 
 @contextlib.contextmanager
 def mininet_network(
-    topo: Topology, switch_factory: SwitchFactory = bmv2_factory, log_dir: Path | None = None
-) -> Iterator[tuple[object, dict[str, SwitchHandle]]]:
-    """Start the network; yield (Mininet net, switch handles); tear everything down on exit."""
+    topo: Topology, switch_class: SwitchClass = Bmv2Switch, log_dir: Path | None = None
+) -> Iterator[tuple[object, dict[str, SwitchProcess]]]:
+    """Start the network; yield (Mininet net, running switches by name); tear everything down on exit."""
     missing = mininet_missing()
     if missing:
         raise MininetMissing(missing)
@@ -92,8 +72,7 @@ def mininet_network(
         autoStaticArp=False,
         build=False,
     )
-    handles: dict[str, SwitchHandle] = {}
-    started: list[object] = []
+    handles: dict[str, SwitchProcess] = {}
     try:
         for sw in topo.switches.values():
             net.addSwitch(sw.name, dpid=f"{sw.device_id:016x}")
@@ -116,16 +95,13 @@ def mininet_network(
         for sw in topo.switches.values():
             for iface in topo.switch_ports(sw.name).values():
                 _quiet_root_iface(iface)
-            proc = switch_factory(sw.name, sw.device_id, topo.switch_ports(sw.name), log_dir)
+            log = log_dir / f"{sw.name}.log" if log_dir else None
+            proc = switch_class(sw.name, sw.device_id, topo.switch_ports(sw.name), log_file=log)
+            handles[sw.name] = proc
             proc.start()
-            started.append(proc)
-            queue_port = getattr(proc, "thrift_port", None) or getattr(proc, "admin_port", 0)
-            handles[sw.name] = SwitchHandle(
-                sw.name, sw.device_id, proc.grpc_addr, queue_port, topo.switch_ports(sw.name), proc
-            )
         yield net, handles
     finally:
-        for proc in reversed(started):
+        for proc in reversed(handles.values()):
             with contextlib.suppress(Exception):
                 proc.stop()
         with contextlib.suppress(Exception):

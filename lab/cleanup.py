@@ -1,0 +1,49 @@
+"""Ending job processes, and finding what a run left behind (processes, interfaces)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+
+# What an mlfc run starts that must not survive it.
+_PROCESS_MARKS = ("simple_switch_grpc", "mlfc.lab.emulator", "mlfc-refswitch", "mlfc.refswitch")
+
+
+def end_process(proc: subprocess.Popen) -> None:
+    """SIGTERM (to its group if it leads one), SIGKILL after 5 s."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if _own_group(proc):
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+def _own_group(proc: subprocess.Popen) -> bool:
+    try:
+        return os.getpgid(proc.pid) == proc.pid
+    except ProcessLookupError:
+        return False
+
+
+def leftovers() -> list[str]:
+    """Processes, namespaces or interfaces an mlfc run could have left behind."""
+    found = []
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()
+    for line in ps[1:]:
+        if any(k in line for k in _PROCESS_MARKS) and "pytest" not in line:
+            found.append(f"process: {line.strip()}")
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    for line in links.splitlines():
+        name = line.split(":")[1].strip().split("@")[0]
+        if "-eth" in name and (name.startswith("s") or name.startswith("leaf") or name.startswith("spine")):
+            found.append(f"interface: {name}")
+    return found

@@ -1,0 +1,326 @@
+"""The whole mlfc stack on an emulated network: switches, controller daemon, coordinator, agents and
+training jobs. Used by `make run`, `make e2e`, `make sweep` and the end-to-end test.
+
+The lab drives the product only through its public interfaces: it writes the controller's deployment
+file with ``controller.config.write_config``, talks to the controller with ``IntentClient`` and to the
+coordinator over its RPCs. Everything is torn down on success, failure and Ctrl-C: job processes,
+daemons, switch processes and Mininet's namespaces and veths (``cleanup.leftovers()`` checks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+
+from mlfc import contract
+from mlfc.controller.client import IntentClient
+from mlfc.controller.config import (
+    ControllerSettings,
+    Defaults,
+    DeploymentConfig,
+    PortConfig,
+    Route,
+    SwitchConfig,
+    write_config,
+)
+from mlfc.controller.queues import QueueSettings
+from mlfc.coordinator.store import Store
+from mlfc.lab.cleanup import end_process
+from mlfc.lab.dataplanes import Dataplane
+from mlfc.lab.jobs import JobSpec, ProgressFn, RunningJob, Transport, WorkerLog, start_job
+from mlfc.lab.network import mininet_network
+from mlfc.lab.results import IterationRecord
+from mlfc.launch.daemons import ControllerProcess, Daemon, tool
+from mlfc.launch.process import free_port
+from mlfc.launch.switches import SwitchProcess
+from mlfc.policy.drop import DropPolicy
+from mlfc.policy.ecn import EcnProfile
+from mlfc.policy.mltcp import MltcpParams
+from mlfc.proto import intent_pb2 as ipb
+from mlfc.topology import Topology
+
+CONTROLLER_STATE = "controller-state.json"  # next to deployment.yaml
+
+
+class StackError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    name: str
+    jobs: tuple[JobSpec, ...]
+    iterations: int = 15
+    cc: str = "reno"
+    mltcp: bool = False
+    mltcp_params: MltcpParams = field(default_factory=MltcpParams)
+    priorities: str = "none"  # none | maif | interleave
+    bottleneck_pps: int = 1500
+    queue_depth: int = 64
+    ecn: EcnProfile = field(default_factory=EcnProfile)
+    drop_policy: DropPolicy = field(default_factory=DropPolicy)
+    line_rate: float = 100e6
+
+    @property
+    def transport(self) -> Transport:
+        return Transport(self.cc, self.mltcp, self.mltcp_params, self.line_rate)
+
+
+@dataclass
+class StackRun:
+    records: list[IterationRecord]
+    counters: dict[int, dict[str, int]]  # job -> packets/bytes/ecn_marks/drops, summed over switches
+    worker_summaries: list[dict]
+    errors: list[str]
+    duration: float
+    # switch -> table -> the most entries seen while the jobs ran (sampled every second)
+    switch_entries: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass
+class Control:
+    """A running network with its controller: what ``network_with_control`` yields."""
+
+    net: object  # mininet.net.Mininet
+    switches: dict[str, SwitchProcess]
+    controller: ControllerProcess
+    run_dir: Path
+
+    @property
+    def intent_addr(self) -> str:
+        return self.controller.intent_addr
+
+    @property
+    def client(self) -> IntentClient:
+        return self.controller.client
+
+
+def deployment_for(
+    topo: Topology, switches: dict[str, SwitchProcess], cfg: StackConfig, run_dir: Path
+) -> DeploymentConfig:
+    """The controller's deployment for this network: routes from the topology, the bottleneck rate on
+    the ports of bottleneck links, the run's ECN and drop defaults (docs/controller.md)."""
+    bottlenecks = set(topo.bottleneck_ports())
+    out = []
+    for name, sw in switches.items():
+        ports = tuple(
+            PortConfig(
+                port, QueueSettings(cfg.bottleneck_pps if (name, port) in bottlenecks else None, cfg.queue_depth)
+            )
+            for port in sorted(sw.interfaces)
+        )
+        routes = tuple(
+            Route(ipaddress.IPv4Network(r.prefix), r.port, _mac(r.src_mac), _mac(r.dst_mac)) for r in topo.routes(name)
+        )
+        out.append(
+            SwitchConfig(name, sw.grpc_addr, sw.device_id, sw.target, sw.queue_port, ports=ports, routes_v4=routes)
+        )
+    return DeploymentConfig(
+        switches=tuple(out),
+        p4info=contract.P4INFO,
+        device_config=contract.BMV2_JSON,
+        defaults=Defaults(cfg.ecn, cfg.drop_policy, False, QueueSettings(None, cfg.queue_depth)),
+        controller=ControllerSettings(
+            intent_addr=f"127.0.0.1:{free_port()}",
+            metrics_addr=f"127.0.0.1:{free_port()}",
+            counter_interval_s=1.0,
+            state_file=run_dir / CONTROLLER_STATE,
+        ),
+    )
+
+
+def _mac(text: str) -> int:
+    return int(text.replace(":", ""), 16)
+
+
+@contextlib.contextmanager
+def network_with_control(topo: Topology, cfg: StackConfig, run_dir: Path, plane: Dataplane) -> Iterator[Control]:
+    """Mininet network + switches + controller daemon (pipeline loaded, routes and queues installed)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with mininet_network(topo, plane.switch) as (net, switches):
+        (run_dir / CONTROLLER_STATE).unlink(missing_ok=True)  # a new network starts from the defaults
+        config_path = write_config(deployment_for(topo, switches, cfg, run_dir), run_dir / "deployment.yaml")
+        ctl = ControllerProcess(config_path, run_dir / "controller.log")
+        try:
+            ctl.start(timeout=30)
+            try:
+                ctl.client.wait_synced(timeout_s=60, switches=set(switches))
+            except TimeoutError as exc:
+                raise StackError(f"{exc}\n{ctl.tail()}") from None
+            _check_queues(ctl)
+            yield Control(net, switches, ctl, run_dir)
+        finally:
+            ctl.stop()
+
+
+def _check_queues(ctl: ControllerProcess) -> None:
+    """A run whose bottleneck was never shaped measures the wrong thing: stop it here, saying why."""
+    bad = [f"{s.name}: {s.last_error}" for s in ctl.client.status().switches if "queue" in s.last_error.lower()]
+    if bad:
+        raise StackError("queue settings not applied, the bottleneck is not the configured one: " + "; ".join(bad))
+
+
+def run_jobs(
+    ctl: Control, topo: Topology, cfg: StackConfig, progress: ProgressFn | None = None, timeout: float = 900.0
+) -> StackRun:
+    """Start coordinator, agents and jobs; wait for every job to finish; return what they recorded."""
+    run_dir = ctl.run_dir
+    token = run_dir / "token"
+    token.write_text(secrets.token_hex(16))
+    coord_port = free_port()
+    coord_addr = f"127.0.0.1:{coord_port}"
+    # A fresh database per run: an earlier run's jobs (finished, same ids) would make the
+    # coordinator refuse this run's registrations.
+    db = run_dir / "coordinator.db"
+    for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        stale.unlink(missing_ok=True)
+    coord_cmd = [tool("mlfc-coordinator"), "run", "--db", str(db), "--listen", coord_addr]
+    coord_cmd += ["--token-file", str(token), "--silence", "600"]
+    if cfg.priorities == "maif":
+        coord_cmd += ["--controller", ctl.intent_addr]
+    coord = Daemon("coordinator", coord_cmd, run_dir / "coordinator.log", ports=[coord_port])
+    if cfg.priorities == "interleave":
+        ctl.client.apply(ipb.Intent(interleaving=True, source="mlfc-run"))
+    elif cfg.priorities == "none":
+        ctl.client.apply(ipb.Intent(source="mlfc-run"))
+    t0 = time.time()
+    log = WorkerLog(cfg.name, t0)
+    errors: list[str] = []
+    running: list[RunningJob] = []
+    peak: dict[str, dict[str, int]] = {}
+    counters: dict[int, dict[str, int]] = {}
+    try:
+        coord.start(timeout=20)
+        start_at = time.time() + 2.0 + 0.5 * len(cfg.jobs)  # after every process has started
+        for spec in cfg.jobs:
+            running.append(
+                start_job(ctl.net, topo, spec, cfg.iterations, cfg.transport, coord_addr, token, run_dir, start_at)
+            )
+        readers = [log.reader(proc, job.spec.job, rank) for job in running for rank, proc in enumerate(job.workers)]
+        _wait_for_jobs(running, coord, ctl, cfg, log, peak, errors, progress, timeout, t0)
+        for th in readers:
+            th.join(timeout=5)
+        errors += _exit_errors(running, run_dir)
+        counters = job_counters(ctl.client)
+        if not errors:
+            errors += unreported_workers(_coordinator_progress(db, cfg), cfg)
+    finally:
+        for job in running:
+            for p in [*job.workers, job.ps]:
+                end_process(p)
+        coord.stop()
+    return StackRun(
+        sorted(log.records, key=lambda r: (r.job, r.worker, r.iteration)),
+        counters,
+        log.summaries,
+        errors,
+        time.time() - t0,
+        peak,
+    )
+
+
+def _wait_for_jobs(
+    running: list[RunningJob],
+    coord: Daemon,
+    ctl: Control,
+    cfg: StackConfig,
+    log: WorkerLog,
+    peak: dict[str, dict[str, int]],
+    errors: list[str],
+    progress: ProgressFn | None,
+    timeout: float,
+    t0: float,
+) -> None:
+    deadline = time.monotonic() + timeout
+    last_print = last_sample = 0.0
+    while any(p.poll() is None for j in running for p in j.workers):
+        if time.monotonic() > deadline:
+            errors.append(f"jobs did not finish within {timeout:.0f} s")
+            return
+        coord.check()
+        if progress and time.monotonic() - last_print > 2.0:
+            last_print = time.monotonic()
+            progress(f"[{cfg.name}] {time.time() - t0:6.1f} s  " + log.describe(cfg.iterations))
+        if time.monotonic() - last_sample > 1.0:  # what the switches held while the jobs ran
+            last_sample = time.monotonic()
+            for sw, tables in switch_entries(ctl.client).items():
+                for table, n in tables.items():
+                    peak.setdefault(sw, {})[table] = max(n, peak.get(sw, {}).get(table, 0))
+        time.sleep(0.2)
+
+
+def _exit_errors(running: list[RunningJob], run_dir: Path) -> list[str]:
+    errors = []
+    for job in running:
+        for rank, proc in enumerate(job.workers):
+            if proc.returncode not in (0, None):
+                errors.append(
+                    f"job {job.spec.job} worker {rank} exited {proc.returncode}: "
+                    + _tail(run_dir / f"job{job.spec.job}-w{rank}.err")
+                )
+        try:
+            job.ps.wait(timeout=15)
+        except Exception:
+            errors.append(f"job {job.spec.job} parameter server did not finish")
+        if job.ps.returncode not in (0, None):
+            errors.append(
+                f"job {job.spec.job} PS exited {job.ps.returncode}: " + _tail(run_dir / f"job{job.spec.job}-ps.err")
+            )
+    return errors
+
+
+def job_counters(client: IntentClient) -> dict[int, dict[str, int]]:
+    """Per-job switch counters, summed over switches, as the controller last read them."""
+    try:
+        st = client.status(timeout_s=3.0)
+    except grpc.RpcError:
+        return {}
+    return {
+        j.job_id: {"packets": j.packets, "bytes": j.bytes, "ecn_marks": j.ecn_marks, "drops": j.drops} for j in st.jobs
+    }
+
+
+def switch_entries(client: IntentClient) -> dict[str, dict[str, int]]:
+    try:
+        st = client.status(timeout_s=3.0)
+    except grpc.RpcError:
+        return {}
+    return {s.name: dict(s.entries) for s in st.switches}
+
+
+def unreported_workers(progress: dict[int, dict[int, int]], cfg: StackConfig) -> list[str]:
+    """Workers whose every iteration did not reach the coordinator (``progress``: job -> worker -> last
+    iteration it saw). The agents let the job carry on when the coordinator refuses or misses them, so a
+    run would otherwise look fine while the coordinator (and MAIF) never saw the job."""
+    last = cfg.iterations - 1
+    out = []
+    for spec in cfg.jobs:
+        seen = progress.get(spec.job, {})
+        for rank in range(spec.workers):
+            if seen.get(rank) != last:
+                got = "not at all" if rank not in seen else f"up to iteration {seen[rank]}"
+                out.append(f"coordinator saw job {spec.job} worker {rank} {got}, not {last}")
+    return out
+
+
+def _coordinator_progress(db: Path, cfg: StackConfig) -> dict[int, dict[int, int]]:
+    # Interim: read the coordinator's store until its RPC API reports worker progress.
+    store = Store(db, readonly=True)
+    try:
+        return {spec.job: store.worker_progress(spec.job) for spec in cfg.jobs}
+    finally:
+        store.close()
+
+
+def _tail(path: Path, n: int = 1500) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:].strip()
+    except OSError:
+        return ""

@@ -1,0 +1,300 @@
+"""The dataplane contract: what mlfc.p4 offers the control plane, stated once.
+
+Tables, actions, counters and the register by their P4Info names; match fields with kinds and
+widths; action parameters; table and counter sizes; priority classes; codepoints. The controller
+checks a loaded P4Info against it and compiles intents with these names, the reference switch
+implements it (and builds a P4Info from it where the compiled artifact is absent), the PTF tests
+address the switch through it. ``tests/unit/test_contract.py`` holds it against the committed
+P4Info and p4src/shared/{define,size}.p4, so P4 and Python cannot drift apart silently.
+
+Dicts are in program order, which is p4c's P4Info order.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlfc.wire import IMPORTANCE_LEVELS, PROGRESS_BUCKETS
+
+# ---- the program ---------------------------------------------------------------------------------
+
+PKG_NAME = "mlfc"  # @pkginfo; p4c adds the architecture
+PKG_VERSION = "0.1.0"
+PKG_ARCH = "v1model"
+
+# ---- widths (bits) -------------------------------------------------------------------------------
+
+PORT_BITS = 9  # PortId_t
+QDEPTH_BITS = 19  # enq_qdepth / deq_qdepth
+JOB_ID_BITS = 16
+ITERATION_BITS = 32
+PRIORITY_BITS = 3
+IMPORTANCE_BITS = 4
+PROGRESS_BITS = 4
+LEVEL_BITS = 2  # congestion_level_t
+THRESHOLD_BITS = 16  # ECN marking threshold against a 16-bit random number
+assert 1 << IMPORTANCE_BITS == IMPORTANCE_LEVELS and 1 << PROGRESS_BITS == PROGRESS_BUCKETS
+
+MAX_QDEPTH = (1 << QDEPTH_BITS) - 1
+MAX_JOB_ID = (1 << JOB_ID_BITS) - 1  # job 0 means "no job"
+MAX_ITERATION = (1 << ITERATION_BITS) - 1
+
+# ---- sizes (p4src/shared/size.p4) ----------------------------------------------------------------
+
+ROUTES_V4_SIZE = 1024
+FLOW_CLASSIFIER_SIZE = 1024
+JOB_PRIORITY_SIZE = 1024
+ECN_PROFILE_SIZE = 4096
+CONGESTION_LEVEL_SIZE = 256
+DROP_THRESHOLD_SIZE = 256
+MAX_JOBS = 4096  # per-job counters are indexed by job id; ids >= MAX_JOBS count at index 0 ("untracked")
+MAX_PORTS = 512
+NUM_QUEUES = 8
+CONGESTION_SLOTS = MAX_PORTS * NUM_QUEUES
+
+# ---- classes and codepoints (p4src/shared/define.p4) ---------------------------------------------
+
+PRIORITY_CONTROL = 7  # ACK/CNP (and nothing else): tiny volume, must never wait behind data
+PRIORITY_DEFAULT = 1  # untagged, malformed or unmatched traffic
+MAX_JOB_PRIORITY = PRIORITY_CONTROL - 1  # job classes are 0..6
+
+ECN_NOT_ECT = 0
+ECN_ECT0 = 2
+ECN_CE = 3
+
+# What the parser and classifier made of a packet addressed to a shim port.
+SHIM_NONE = 0  # not addressed to a shim port
+SHIM_OK = 1  # a valid v1 shim of a known message type
+SHIM_BAD_HEADER = 2  # unknown version or message type
+SHIM_TRUNCATED = 3  # shorter than the 16-byte shim
+
+# v1model: egress_spec 511 drops; the controller never routes to it.
+V1MODEL_DROP_PORT = (1 << PORT_BITS) - 1
+MAX_PORT = V1MODEL_DROP_PORT - 1
+
+# ---- names ---------------------------------------------------------------------------------------
+
+# Tables
+ROUTES_V4 = "MlfcIngress.forwarding.routes_v4"
+FLOWS = "MlfcIngress.classifier.flows"
+JOB_PRIORITY = "MlfcIngress.queueing.job_priority"
+DROP_THRESHOLD = "MlfcIngress.selective_drop.drop_threshold"
+CONGESTION_LEVELS = "MlfcEgress.congestion.congestion_levels"
+ECN_PROFILE = "MlfcEgress.ecn.ecn_profile"
+
+# Actions
+DROP = "MlfcIngress.forwarding.drop"
+SET_NEXT_HOP = "MlfcIngress.forwarding.set_next_hop"
+SET_JOB = "MlfcIngress.classifier.set_job"
+NO_JOB = "MlfcIngress.classifier.no_job"
+SET_PRIORITY = "MlfcIngress.queueing.set_priority"
+SET_MIN_IMPORTANCE = "MlfcIngress.selective_drop.set_min_importance"
+SET_LEVEL = "MlfcEgress.congestion.set_level"
+MARK_ALWAYS = "MlfcEgress.ecn.mark_always"
+MARK_WITH_PROBABILITY = "MlfcEgress.ecn.mark_with_probability"
+NO_MARK = "MlfcEgress.ecn.no_mark"
+
+# Counters and the register
+JOB_PACKETS = "MlfcIngress.stats.job_packets"
+SHIM_BAD_HEADER_COUNTER = "MlfcIngress.stats.shim_bad_header"
+SHIM_TRUNCATED_COUNTER = "MlfcIngress.stats.shim_truncated"
+JOB_DROPS = "MlfcIngress.selective_drop.job_drops"
+JOB_ECN_MARKS = "MlfcEgress.ecn.job_ecn_marks"
+CONGESTION_LEVEL_REGISTER = "congestion_level"
+
+JOB_COUNTERS = (JOB_PACKETS, JOB_DROPS, JOB_ECN_MARKS)  # indexed by job id
+PORT_COUNTERS = (SHIM_BAD_HEADER_COUNTER, SHIM_TRUNCATED_COUNTER)  # indexed by ingress port
+
+# Match fields (P4Info names)
+IPV4_SRC = "hdr.ipv4.src_addr"
+IPV4_DST = "hdr.ipv4.dst_addr"
+IP_PROTOCOL = "hdr.ipv4.protocol"
+L4_SRC_PORT = "meta.l4_src_port"
+L4_DST_PORT = "meta.l4_dst_port"
+JOB_ID = "meta.job_id"
+ITERATION = "meta.iteration"
+PROGRESS = "meta.progress"
+LEVEL = "meta.level"
+EGRESS_SPEC = "std_meta.egress_spec"
+EGRESS_PORT = "std_meta.egress_port"
+QUEUE_PRIORITY = "meta.priority"
+ENQ_QDEPTH = "std_meta.enq_qdepth"
+DEQ_QDEPTH = "std_meta.deq_qdepth"
+
+
+# ---- the contract as data ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MatchField:
+    name: str
+    bitwidth: int
+    kind: str  # exact | lpm | ternary | range
+
+    @property
+    def full(self) -> int:
+        return (1 << self.bitwidth) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    bitwidth: int
+
+
+@dataclass(frozen=True, slots=True)
+class ActionSpec:
+    name: str
+    params: tuple[Param, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    name: str
+    fields: tuple[MatchField, ...]
+    actions: tuple[str, ...]
+    default_action: str
+    default_params: tuple[tuple[str, int], ...] = ()
+    const_default: bool = False
+    size: int = 1024
+
+    @property
+    def needs_priority(self) -> bool:
+        return any(f.kind in ("ternary", "range", "optional") for f in self.fields)
+
+    def field(self, name: str) -> MatchField:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(f"{self.name} has no match field {name}")
+
+
+@dataclass(frozen=True, slots=True)
+class CounterSpec:
+    name: str
+    size: int
+    unit: str  # PACKETS | BOTH
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterSpec:
+    name: str
+    size: int
+    bitwidth: int
+
+
+ACTIONS: dict[str, ActionSpec] = {
+    a.name: a
+    for a in (
+        ActionSpec(DROP),
+        ActionSpec(SET_NEXT_HOP, (Param("port", PORT_BITS), Param("src_mac", 48), Param("dst_mac", 48))),
+        ActionSpec(SET_JOB, (Param("job_id", JOB_ID_BITS),)),
+        ActionSpec(NO_JOB),
+        ActionSpec(SET_PRIORITY, (Param("priority", PRIORITY_BITS),)),
+        ActionSpec(SET_MIN_IMPORTANCE, (Param("importance", IMPORTANCE_BITS),)),
+        ActionSpec(SET_LEVEL, (Param("l", LEVEL_BITS),)),
+        ActionSpec(MARK_ALWAYS),
+        ActionSpec(MARK_WITH_PROBABILITY, (Param("threshold", THRESHOLD_BITS),)),
+        ActionSpec(NO_MARK),
+    )
+}
+
+TABLES: dict[str, TableSpec] = {
+    t.name: t
+    for t in (
+        TableSpec(
+            ROUTES_V4,
+            (MatchField(IPV4_DST, 32, "lpm"),),
+            (SET_NEXT_HOP, DROP),
+            DROP,
+            const_default=True,
+            size=ROUTES_V4_SIZE,
+        ),
+        TableSpec(
+            FLOWS,
+            (
+                MatchField(IPV4_SRC, 32, "ternary"),
+                MatchField(IPV4_DST, 32, "ternary"),
+                MatchField(IP_PROTOCOL, 8, "ternary"),
+                MatchField(L4_SRC_PORT, 16, "ternary"),
+                MatchField(L4_DST_PORT, 16, "ternary"),
+            ),
+            (SET_JOB, NO_JOB),
+            NO_JOB,
+            const_default=True,
+            size=FLOW_CLASSIFIER_SIZE,
+        ),
+        TableSpec(
+            JOB_PRIORITY,
+            (
+                MatchField(JOB_ID, JOB_ID_BITS, "ternary"),
+                MatchField(ITERATION, ITERATION_BITS, "range"),
+                MatchField(PROGRESS, PROGRESS_BITS, "range"),
+            ),
+            (SET_PRIORITY,),
+            SET_PRIORITY,
+            (("priority", PRIORITY_DEFAULT),),
+            size=JOB_PRIORITY_SIZE,
+        ),
+        TableSpec(
+            DROP_THRESHOLD,
+            (MatchField(EGRESS_SPEC, PORT_BITS, "ternary"), MatchField(LEVEL, LEVEL_BITS, "exact")),
+            (SET_MIN_IMPORTANCE,),
+            SET_MIN_IMPORTANCE,
+            (("importance", 0),),
+            size=DROP_THRESHOLD_SIZE,
+        ),
+        TableSpec(
+            CONGESTION_LEVELS,
+            (MatchField(EGRESS_PORT, PORT_BITS, "ternary"), MatchField(DEQ_QDEPTH, QDEPTH_BITS, "range")),
+            (SET_LEVEL,),
+            SET_LEVEL,
+            (("l", 0),),
+            size=CONGESTION_LEVEL_SIZE,
+        ),
+        TableSpec(
+            ECN_PROFILE,
+            (
+                MatchField(EGRESS_PORT, PORT_BITS, "ternary"),
+                MatchField(QUEUE_PRIORITY, PRIORITY_BITS, "ternary"),
+                MatchField(ENQ_QDEPTH, QDEPTH_BITS, "range"),
+            ),
+            (MARK_WITH_PROBABILITY, MARK_ALWAYS, NO_MARK),
+            NO_MARK,
+            size=ECN_PROFILE_SIZE,
+        ),
+    )
+}
+
+COUNTERS: dict[str, CounterSpec] = {
+    c.name: c
+    for c in (
+        CounterSpec(JOB_PACKETS, MAX_JOBS, "BOTH"),
+        CounterSpec(SHIM_BAD_HEADER_COUNTER, MAX_PORTS, "PACKETS"),
+        CounterSpec(SHIM_TRUNCATED_COUNTER, MAX_PORTS, "PACKETS"),
+        CounterSpec(JOB_DROPS, MAX_JOBS, "BOTH"),
+        CounterSpec(JOB_ECN_MARKS, MAX_JOBS, "PACKETS"),
+    )
+}
+
+REGISTERS: dict[str, RegisterSpec] = {
+    CONGESTION_LEVEL_REGISTER: RegisterSpec(CONGESTION_LEVEL_REGISTER, CONGESTION_SLOTS, LEVEL_BITS),
+}
+
+
+# ---- where the compiled pipeline lives -----------------------------------------------------------
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# MLFC_P4_BUILD points at another build of the programs (e.g. a candidate checked against the model).
+P4_BUILD = Path(os.environ.get("MLFC_P4_BUILD") or REPO_ROOT / "p4src" / "build")
+
+
+def artifact(name: str) -> Path:
+    """``p4src/build/<name>`` of this checkout (e.g. ``mlfc.p4info.txtpb``, ``mlfc.json``)."""
+    return P4_BUILD / name
+
+
+P4INFO = artifact("mlfc.p4info.txtpb")
+BMV2_JSON = artifact("mlfc.json")
