@@ -9,8 +9,9 @@ P4_BUILD := p4src/build
 P4_PROGRAMS := mlfc l3fwd
 SHELL_VENV ?= .venv-shell
 GRPC_ADDR ?= 127.0.0.1:50051
+DEVICE_ID ?= 1
 
-.PHONY: help install p4 proto test ptf e2e sweep bench run lint shell clean
+.PHONY: help install p4 proto test ptf e2e sweep bench run lint shell shell-venv clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -54,10 +55,24 @@ run: install  ## the main job: the full stack on a local Mininet network
 lint: install  ## ruff
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
-shell:  ## p4runtime-shell (own venv: it pins an old protobuf) on a running switch with our P4Info
-	@[ -x $(SHELL_VENV)/bin/python ] || { $(PYTHON) -m venv $(SHELL_VENV) && $(SHELL_VENV)/bin/pip install -q p4runtime-shell; }
-	$(SHELL_VENV)/bin/python -m p4runtime_sh --grpc-addr $(GRPC_ADDR) --device-id 1 --election-id 0,1 \
-	  --config $(P4_BUILD)/mlfc.p4info.txtpb,$(P4_BUILD)/mlfc.json
+$(SHELL_VENV)/.installed:
+	$(PYTHON) -m venv $(SHELL_VENV) && $(SHELL_VENV)/bin/pip install -q p4runtime-shell==0.0.6
+	touch $@
+
+shell-venv: $(SHELL_VENV)/.installed  ## p4runtime-shell's own venv (it pins an old protobuf)
+
+# A switch that already runs a pipeline (e.g. one the controller manages) is joined as a read-only backup:
+# pushing a pipeline there would fail ("Not primary") or, as primary, wipe the controller's entries.
+shell: install shell-venv  ## p4runtime-shell on a switch (GRPC_ADDR): read-only backup if it runs a pipeline
+	@$(PY) -m mlfc.controller.cli pipeline --grpc-addr $(GRPC_ADDR) --device-id $(DEVICE_ID); rc=$$?; \
+	if [ $$rc -eq 0 ]; then \
+	  echo "joining as a read-only backup (election id 0,1); its primary keeps control"; \
+	  exec $(SHELL_VENV)/bin/python -m p4runtime_sh --grpc-addr $(GRPC_ADDR) --device-id $(DEVICE_ID) --election-id 0,1; \
+	elif [ $$rc -eq 1 ]; then \
+	  echo "no pipeline on the switch: loading $(P4_BUILD)/mlfc.json as primary"; \
+	  exec $(SHELL_VENV)/bin/python -m p4runtime_sh --grpc-addr $(GRPC_ADDR) --device-id $(DEVICE_ID) --election-id 0,1 \
+	    --config $(P4_BUILD)/mlfc.p4info.txtpb,$(P4_BUILD)/mlfc.json; \
+	else exit $$rc; fi
 
 clean:  ## remove venvs, caches and results (committed P4 outputs stay)
 	rm -rf $(VENV) $(SHELL_VENV) .pytest_cache .ruff_cache .hypothesis results

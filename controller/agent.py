@@ -34,6 +34,7 @@ from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.queues import QueueClient, QueueConfigError, QueueSettings
 from mlfc.controller.reconcile import Diff, apply_diff, count_by_table, diff
 from mlfc.controller.switch import CounterValue, SwitchClient, SwitchError
+from mlfc.proto import intent_pb2 as pb
 
 DISCOVERY_EVERY = 5  # telemetry cycles between scans for jobs with traffic
 LOG = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class AgentStats:
     pipeline_loads: int = 0  # the switch came up without our pipeline (new, restarted or replaced)
     connects: int = 0
     queue_error: str = ""
+    write_error: str = ""  # the last refused write, until a reconcile succeeds
     writes: dict[str, int] = field(default_factory=lambda: {"insert": 0, "modify": 0, "delete": 0})
     write_rpcs: int = 0
     reconcile_seconds: float = 0.0  # last reconcile, read-back included
@@ -112,6 +114,7 @@ class SwitchAgent:
         self._applied = asyncio.Condition()
         self._installed: dict[EntryKey, TableEntry] | None = None  # model of the switch; None = read it
         self._queues_ok = False
+        self._outranked: str | None = None  # why we are not primary, kept while re-arbitrating
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -163,6 +166,15 @@ class SwitchAgent:
         backoff = Backoff(self.settings.reconnect_min_s, self.settings.reconnect_max_s)
         while not self._stopping:
             try:
+                # A TCP probe every probe_interval_s costs far less than a P4Runtime handshake: a switch
+                # back after any outage is seen within one interval, and the backoff below only spaces
+                # out handshakes that fail on an open port.
+                if not await self.client.listening():
+                    self._error(
+                        f"UNAVAILABLE: nothing listens on {self.config.grpc_addr}; "
+                        f"probing every {self.settings.probe_interval_s:g} s"
+                    )
+                    await self.client.wait_listening(self.settings.probe_interval_s)
                 await self.client.connect(timeout_s=max(5.0, self.settings.reconnect_max_s))
                 self.stats.connects += 1
                 self._set_link(True)
@@ -188,10 +200,10 @@ class SwitchAgent:
 
     async def _wait_for_primary(self, delay: float) -> None:
         """Another controller is primary: wait for finsy to report a promotion, else reconnect later."""
-        self._error(
-            f"not primary (election id {self.client.election_id}, primary holds {self.client.primary_election_id}); "
-            f"retrying in {delay:.2g}s"
+        self._outranked = (
+            f"not primary (election id {self.client.election_id}, primary holds {self.client.primary_election_id})"
         )
+        self._error(f"{self._outranked}; retrying in {delay:.2g}s")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.client.wait_role_change(), delay)
         if self.client.primary:
@@ -202,6 +214,7 @@ class SwitchAgent:
     async def _restore(self) -> None:
         """Everything a fresh (or restarted) switch needs: pipeline, queues, all entries."""
         t0 = time.monotonic()
+        self._outranked = None
         if await self.client.load_pipeline():
             self.stats.pipeline_loads += 1
         self.stats.pipeline = self.pipeline.name
@@ -218,6 +231,8 @@ class SwitchAgent:
         try:
             while True:
                 if not self.client.connected or not self.client.primary:
+                    if self.client.connected:
+                        self._outranked = f"primary role lost to election id {self.client.primary_election_id}"
                     self._error("connection lost" if not self.client.connected else "primary role lost")
                     return
                 wake_at = next_audit if next_retry is None else min(next_audit, next_retry)
@@ -240,6 +255,7 @@ class SwitchAgent:
                     # E.g. a rejected batch: the switch may hold part of it. Re-read and retry.
                     self._installed = None
                     next_retry = time.monotonic() + retry.next()
+                    self.stats.write_error = str(exc)
                     self._error(f"{exc} (retrying)")
         finally:
             telemetry.cancel()
@@ -276,10 +292,11 @@ class SwitchAgent:
             self._queues_ok = True
             self.stats.queue_error = ""
         except QueueConfigError as exc:
-            # Entries matter more than shaping: keep going, retry at the next audit.
+            # Entries matter more than shaping: keep going, retry at the next audit. Status reports it in
+            # queue_error, and the lab refuses to measure on an unshaped bottleneck.
             self._queues_ok = False
             self.stats.queue_error = str(exc)
-            LOG.warning("%s: queue settings: %s", self.name, exc)
+            LOG.error("%s: queue settings NOT applied: %s", self.name, exc)
 
     async def _reconcile(self, full: bool) -> Diff:
         desired = self._desired
@@ -300,7 +317,7 @@ class SwitchAgent:
             LOG.info("%s: generation %d written (%s)", self.name, desired.generation, d.summary())
         self.stats.reconcile_seconds = time.monotonic() - t0
         self.stats.entries = count_by_table(self._installed.values())
-        self.stats.last_error = ""
+        self.stats.last_error = self.stats.write_error = ""
         async with self._applied:
             self.stats.applied_generation = desired.generation
             self._applied.notify_all()
@@ -340,6 +357,21 @@ class SwitchAgent:
         self.stats.connected = self.client.connected
         self.stats.primary = self.client.primary
         return self.stats
+
+    def sync_state(self, generation: int) -> tuple[int, str]:
+        """(intent_pb2.SyncState, reason) of this switch against ``generation``."""
+        st = self.refresh()
+        if self._outranked and not st.primary:  # also while reconnecting to re-arbitrate
+            return pb.NOT_PRIMARY, self._outranked
+        if not st.connected:
+            return pb.DISCONNECTED, st.last_error or "no P4Runtime stream"
+        if not st.primary:
+            return pb.NOT_PRIMARY, st.last_error or "not primary"
+        if st.applied_generation >= generation:
+            return pb.IN_SYNC, ""
+        if st.write_error:
+            return pb.WRITE_ERROR, st.write_error
+        return pb.PENDING, f"holds generation {st.applied_generation}, writing {generation}"
 
     def _set_link(self, up: bool) -> None:
         self.refresh()

@@ -5,6 +5,7 @@ mlfc-controller check --config configs/example.yaml   # validate the deployment 
 mlfc-controller status [--addr 127.0.0.1:50090] [--json]
 mlfc-controller apply intent.yaml [--addr ...]        # an Intent as YAML/JSON (proto field names)
 mlfc-controller get [--addr ...]
+mlfc-controller pipeline --grpc-addr 127.0.0.1:50051    # what a switch runs (joins as a backup; exit 1: none)
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         p.add_argument("--json", action="store_true", help="print JSON")
         p.add_argument("--timeout", type=float, default=5.0)
+    probe = sub.add_parser("pipeline", help="the pipeline a switch runs, asked as a read-only backup")
+    probe.add_argument("--grpc-addr", required=True)
+    probe.add_argument("--device-id", type=int, default=1)
+    probe.add_argument("--election-id", type=int, default=1, help="ours (default 1: below any controller)")
     apply = sub.add_parser("apply", help="send an intent (YAML or JSON with the proto's field names)")
     apply.add_argument("intent", type=Path)
     apply.add_argument("--addr", default=DEFAULT_INTENT_ADDR)
@@ -56,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args.config, args.log_level)
         if args.command == "check":
             return _check(args.config)
+        if args.command == "pipeline":
+            return _pipeline(args.grpc_addr, args.device_id, args.election_id)
         with grpc.insecure_channel(args.addr) as channel:
             stub = pb_grpc.IntentServiceStub(channel)
             if args.command == "status":
@@ -69,11 +76,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(_to_json(reply) if args.json else text.rstrip())
             elif args.command == "apply":
                 intent = load_intent(args.intent)
-                reply, call = stub.Apply.with_call(intent, timeout=args.timeout)
-                late = dict(call.trailing_metadata() or ()).get("mlfc-unconverged")
+                reply = stub.Apply(intent, timeout=args.timeout)
                 print(f"generation {reply.generation}: {reply.entries} entries per switch")
-                if late:
-                    print(f"not yet confirmed by: {late}", file=sys.stderr)
+                for u in reply.unconverged:
+                    print(f"not converged: {u.switch}: {pb.SyncState.Name(u.state)}: {u.reason}", file=sys.stderr)
+                if reply.unconverged:
+                    return 3
         return 0
     except ValidationError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -117,6 +125,25 @@ def _check(config_path: Path) -> int:
     return 0
 
 
+def _pipeline(grpc_addr: str, device_id: int, election_id: int) -> int:
+    """Exit 0 when the switch runs a pipeline (printed with who is primary), 1 when it runs none."""
+    from mlfc.controller.switch import SwitchError
+    from mlfc.controller.sync import SwitchConnection
+
+    try:
+        with SwitchConnection(grpc_addr, device_id, election_id=election_id, timeout_s=10) as conn:
+            cookie = conn.pipeline_cookie()
+            primary = conn.client.primary_election_id
+    except (SwitchError, TimeoutError) as exc:
+        print(f"error: {grpc_addr}: {exc}", file=sys.stderr)
+        return 2
+    if cookie is None:
+        print(f"{grpc_addr}: no pipeline loaded")
+        return 1
+    print(f"{grpc_addr}: pipeline cookie {cookie:#x}; primary election id {primary}")
+    return 0
+
+
 def load_intent(path: Path) -> pb.Intent:
     """An Intent from YAML/JSON; unknown field names are errors (json_format names them)."""
     data = yaml.safe_load(path.read_text()) or {}
@@ -136,10 +163,13 @@ def _to_json(msg: object) -> str:
 def format_status(reply: pb.StatusReply) -> str:
     lines = [f"intent generation {reply.generation}"]
     for sw in reply.switches:
-        state = "connected" if sw.connected else "DISCONNECTED"
-        role = "primary" if sw.primary else ("backup" if sw.connected else "-")
+        sync = pb.SyncState.Name(sw.state) if sw.state else "-"
+        if sw.state == pb.NOT_PRIMARY:  # another client holds mastership; we may be re-arbitrating
+            link = "backup" if sw.connected else "backup, reconnecting"
+        else:
+            link = ("connected, primary" if sw.primary else "connected, backup") if sw.connected else "DISCONNECTED"
         lines.append(
-            f"switch {sw.name}: {state}, {role}, pipeline {sw.pipeline or '-'}, generation {sw.applied_generation}"
+            f"switch {sw.name}: {sync}, {link}, pipeline {sw.pipeline or '-'}, generation {sw.applied_generation}"
         )
         if sw.entries:
             short = sorted((t.rsplit(".", 1)[-1], n) for t, n in sw.entries.items())
@@ -147,6 +177,8 @@ def format_status(reply: pb.StatusReply) -> str:
             lines.append(f"  entries: {tables}")
         if sw.last_error:
             lines.append(f"  last error: {sw.last_error}")
+        if sw.queue_error:
+            lines.append(f"  QUEUES NOT SHAPED: {sw.queue_error}")
     if reply.jobs:
         lines.append(f"{'job':>6} {'packets':>12} {'bytes':>14} {'ecn_marks':>10} {'drops':>10}")
         for j in reply.jobs:

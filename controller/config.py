@@ -94,6 +94,7 @@ class ControllerSettings:
     audit_interval_s: float = 10.0  # full read-back + pipeline cookie check, repairs drift
     reconnect_min_s: float = 0.2  # backoff after a failed connection / lost primary role
     reconnect_max_s: float = 5.0
+    probe_interval_s: float = 0.1  # TCP probes of a switch that is down (docs/controller.md: reconnection)
     write_batch: int = 5000  # updates per Write RPC
     apply_timeout_s: float = 5.0  # Apply waits this long for connected switches to converge
     read_back_on_apply: bool = True  # read the switch before every diff (False: diff against last read)
@@ -286,6 +287,7 @@ def _controller(data: Any, listen_data: Any, base_dir: Path | None) -> Controlle
         "audit_interval_s",
         "reconnect_min_s",
         "reconnect_max_s",
+        "probe_interval_s",
         "write_batch",
         "apply_timeout_s",
         "read_back_on_apply",
@@ -306,6 +308,7 @@ def _controller(data: Any, listen_data: Any, base_dir: Path | None) -> Controlle
         audit_interval_s=num("audit_interval_s", 0.1, 86400),
         reconnect_min_s=num("reconnect_min_s", 0.01, 60),
         reconnect_max_s=num("reconnect_max_s", 0.01, 3600),
+        probe_interval_s=num("probe_interval_s", 0.01, 60),
         write_batch=as_int(d.get("write_batch", base.write_batch), "controller.write_batch", 1, 100_000),
         apply_timeout_s=num("apply_timeout_s", 0.0, 3600),
         read_back_on_apply=as_bool(
@@ -329,7 +332,7 @@ def config_document(cfg: DeploymentConfig) -> dict[str, Any]:
     controller: dict[str, Any] = {
         k: getattr(c, k)
         for k in ("election_id", "counter_interval_s", "audit_interval_s", "reconnect_min_s", "reconnect_max_s",
-                  "write_batch", "apply_timeout_s", "read_back_on_apply")
+                  "probe_interval_s", "write_batch", "apply_timeout_s", "read_back_on_apply")
     }  # fmt: skip
     if c.state_file is not None:
         controller["state_file"] = str(c.state_file)

@@ -35,7 +35,7 @@ LOG = logging.getLogger(__name__)
 class ApplyResult:
     generation: int
     entries: int  # per switch (the largest switch's count)
-    unconverged: tuple[str, ...]  # connected switches that did not confirm in time
+    unconverged: tuple[pb.Unconverged, ...]  # switches that did not confirm in time, and why
 
 
 class Daemon:
@@ -117,18 +117,29 @@ class Daemon:
             compiled.entries_per_switch,
         )
         timeout_s = self.config.controller.apply_timeout_s if timeout_s is None else timeout_s
+        # Only a primary can write: waiting for a switch that cannot converge would just burn the timeout.
         live = [a for a in self.agents.values() if a.client.primary]
-        done = await asyncio.gather(*(a.wait_applied(generation, timeout_s) for a in live))
-        unconverged = tuple(a.name for a, ok in zip(live, done, strict=True) if not ok)
+        await asyncio.gather(*(a.wait_applied(generation, timeout_s) for a in live))
+        unconverged = []
+        for agent in self.agents.values():
+            state, reason = agent.sync_state(generation)
+            if state != pb.IN_SYNC:
+                unconverged.append(pb.Unconverged(switch=agent.name, state=state, reason=reason))
         if unconverged:
-            LOG.warning("generation %d not confirmed within %.1fs by %s", generation, timeout_s, ", ".join(unconverged))
-        return ApplyResult(generation, compiled.entries_per_switch, unconverged)
+            LOG.warning(
+                "generation %d not confirmed within %.1fs by %s",
+                generation,
+                timeout_s,
+                "; ".join(f"{u.switch} ({pb.SyncState.Name(u.state)}: {u.reason})" for u in unconverged),
+            )
+        return ApplyResult(generation, compiled.entries_per_switch, tuple(unconverged))
 
     def status(self) -> pb.StatusReply:
         reply = pb.StatusReply(generation=self.generation)
         totals: dict[int, dict[str, int]] = {}
         for agent in self.agents.values():
             st = agent.refresh()
+            state, _ = agent.sync_state(self.generation)
             reply.switches.append(
                 pb.SwitchStatus(
                     name=agent.name,
@@ -137,7 +148,9 @@ class Daemon:
                     pipeline=st.pipeline if st.connected else "",
                     applied_generation=max(0, st.applied_generation),
                     entries=st.entries,
-                    last_error=st.last_error or st.queue_error,
+                    last_error=st.last_error,
+                    state=state,
+                    queue_error=st.queue_error,
                 )
             )
             for counter in JOB_COUNTERS:

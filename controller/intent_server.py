@@ -17,8 +17,6 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 
-UNCONVERGED_METADATA = "mlfc-unconverged"  # trailing metadata: switches that did not confirm in time
-
 
 class IntentServicer(pb_grpc.IntentServiceServicer):
     def __init__(self, daemon: Daemon) -> None:
@@ -37,9 +35,7 @@ class IntentServicer(pb_grpc.IntentServiceServicer):
         except StateError as exc:  # valid, but not kept: the caller may retry
             LOG.error("intent from %r not accepted: %s", request.source, exc)
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-        if result.unconverged:
-            context.set_trailing_metadata(((UNCONVERGED_METADATA, ",".join(result.unconverged)),))
-        return pb.ApplyReply(generation=result.generation, entries=result.entries)
+        return pb.ApplyReply(generation=result.generation, entries=result.entries, unconverged=result.unconverged)
 
     async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext) -> pb.GetReply:
         return pb.GetReply(intent=self.daemon.intent, generation=self.daemon.generation)

@@ -5,14 +5,14 @@
 ``force``), reads and writes table entries as ``TableEntry`` values, and reads counters. The daemon's
 per-switch agent and the synchronous ``SwitchConnection`` (PTF tests) both use it.
 
-finsy 0.30.0 is pinned; three private members are used where finsy has no public equivalent:
-``_p4client.request_iter`` (raw reads, decoded by ``Pipeline.decode`` which is several times faster
-than building finsy entities), and the two pipeline-config requests.
+finsy is used through its public API, except for the three calls it has no public equivalent for
+(pipeline cookie, pipeline push, raw reads), which live in controller/finsy_private.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import finsy as fy
 from finsy.grpcutil import GRPCStatusCode
 from finsy.p4client import P4ClientError
-from finsy.p4schema import P4ConfigResponseType
 from finsy.proto import p4r
 
+from mlfc.controller import finsy_private
 from mlfc.controller.entries import TableEntry
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.reconcile import Diff, batches, diff, to_updates
@@ -74,7 +74,7 @@ class SwitchClient:
             initial_election_id=election_id,
         )
         self._sw = fy.Switch(name, grpc_addr, options)
-        self._entered = False
+        self._session: contextlib.AsyncExitStack | None = None
         self._role_changed = asyncio.Event()
         self._sw.ee.on(fy.SwitchEvent.BECOME_BACKUP, self._on_role_change)
         self._sw.ee.on(fy.SwitchEvent.BECOME_PRIMARY, self._on_role_change)
@@ -84,24 +84,41 @@ class SwitchClient:
 
     async def connect(self, timeout_s: float = 10.0) -> None:
         """Open the stream, arbitrate, and (as primary) make sure the pipeline is loaded."""
-        if self._entered:
+        if self._session is not None:
             return
         self._role_changed.clear()
+        session = contextlib.AsyncExitStack()
         try:
-            await asyncio.wait_for(self._sw.__aenter__(), timeout_s)
+            await asyncio.wait_for(session.enter_async_context(self._sw), timeout_s)
         except TimeoutError:
             raise SwitchError(
                 f"{self.name}: no P4Runtime answer from {self.grpc_addr} in {timeout_s:g}s", "DEADLINE_EXCEEDED"
             ) from None
         except P4ClientError as exc:
             raise _switch_error(self.name, "connect", exc) from None
-        self._entered = True
+        self._session = session
+
+    async def listening(self) -> bool:
+        """Whether the switch's gRPC port accepts a TCP connection now."""
+        host, _, port = self.grpc_addr.rpartition(":")
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)), 1.0)
+        except (OSError, TimeoutError):
+            return False
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return True
+
+    async def wait_listening(self, interval_s: float) -> None:
+        while not await self.listening():
+            await asyncio.sleep(interval_s)
 
     async def close(self) -> None:
-        if self._entered:
-            self._entered = False
+        session, self._session = self._session, None
+        if session is not None:
             try:
-                await self._sw.__aexit__(None, None, None)
+                await session.aclose()
             except Exception as exc:  # closing a broken stream must not mask the real error
                 LOG.debug("%s: close: %s", self.name, exc)
 
@@ -114,7 +131,7 @@ class SwitchClient:
 
     @property
     def connected(self) -> bool:
-        return self._entered and self._sw.is_up
+        return self._session is not None and self._sw.is_up
 
     @property
     def primary(self) -> bool:
@@ -147,7 +164,7 @@ class SwitchClient:
     async def pipeline_cookie(self) -> int | None:
         """The cookie of the loaded pipeline, None if the switch has none."""
         try:
-            reply = await self._sw._get_pipeline_config_request(response_type=P4ConfigResponseType.COOKIE_ONLY)
+            reply = await finsy_private.pipeline_cookie_reply(self._sw)
         except P4ClientError as exc:
             if exc.is_pipeline_missing:
                 return None
@@ -166,7 +183,7 @@ class SwitchClient:
         if not force and await self.has_our_pipeline():
             return False
         try:
-            await self._sw._set_pipeline_config_request(config=self.pipeline.schema.get_pipeline_config())
+            await finsy_private.set_pipeline(self._sw, self.pipeline.schema.get_pipeline_config())
         except P4ClientError as exc:
             raise _switch_error(self.name, "SetForwardingPipelineConfig", exc) from None
         LOG.info("%s: pipeline %s loaded", self.name, self.pipeline.name)
@@ -272,12 +289,10 @@ class SwitchClient:
     async def _read_raw(self, entities: list[p4r.Entity], what: str) -> list[p4r.Entity]:
         if not self.connected:
             raise SwitchError(f"{self.name}: {what}: not connected", "UNAVAILABLE")
-        client = self._sw._p4client
-        assert client is not None
         request = p4r.ReadRequest(device_id=self.device_id, entities=entities)
         out: list[p4r.Entity] = []
         try:
-            async for reply in client.request_iter(request):
+            async for reply in finsy_private.read_raw(self._sw, request):
                 out.extend(reply.entities)
         except P4ClientError as exc:
             raise _switch_error(self.name, what, exc) from None

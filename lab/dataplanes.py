@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-from mlfc.launch.switches import Bmv2Switch, RefSwitch, SwitchProcess, bmv2_binary, bmv2_missing
+from mlfc.launch.switches import Bmv2Switch, RefSwitch, SwitchProcess, bmv2_binary, bmv2_missing, thrift_missing
 
 
 class DataplaneMissing(RuntimeError):
@@ -48,4 +48,7 @@ def select(choice: str) -> list[Dataplane]:
         if missing:
             raise DataplaneMissing(missing)
         return [BMV2, Dataplane(REF.name, REF.label, REF.switch, priorities_only=True)]
+    if shutil.which(bmv2_binary()) and shutil.which("simple_switch_CLI") and (broken := thrift_missing()):
+        # BMv2 is installed but could not shape a queue: falling back quietly would hide a broken install.
+        raise DataplaneMissing(broken)
     return [REF] if missing else [BMV2]

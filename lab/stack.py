@@ -154,15 +154,15 @@ def network_with_control(topo: Topology, cfg: StackConfig, run_dir: Path, plane:
                 ctl.client.wait_synced(timeout_s=60, switches=set(switches))
             except TimeoutError as exc:
                 raise StackError(f"{exc}\n{ctl.tail()}") from None
-            _check_queues(ctl)
+            check_queues(ctl.client.status())
             yield Control(net, switches, ctl, run_dir)
         finally:
             ctl.stop()
 
 
-def _check_queues(ctl: ControllerProcess) -> None:
+def check_queues(status: ipb.StatusReply) -> None:
     """A run whose bottleneck was never shaped measures the wrong thing: stop it here, saying why."""
-    bad = [f"{s.name}: {s.last_error}" for s in ctl.client.status().switches if "queue" in s.last_error.lower()]
+    bad = [f"{s.name}: {s.queue_error}" for s in status.switches if s.queue_error]
     if bad:
         raise StackError("queue settings not applied, the bottleneck is not the configured one: " + "; ".join(bad))
 

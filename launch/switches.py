@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -34,6 +35,30 @@ def bmv2_missing() -> str | None:
             if tool != "simple_switch_CLI" and os.environ.get(BMV2_ENV):
                 return f"{BMV2_ENV}={tool}: not an executable"
             return f"{tool} not found: install BMv2 built with PI and Thrift (docs/toolchain.md)"
+    return thrift_missing()
+
+
+def thrift_missing() -> str | None:
+    """simple_switch_CLI imports Python's ``thrift`` with whatever ``python3`` its first line names (PATH's,
+    for ``#!/usr/bin/env python3``); without it no queue is shaped and an experiment would run with the
+    wrong bottleneck."""
+    cli = shutil.which("simple_switch_CLI")
+    if cli is None:
+        return "simple_switch_CLI not found"
+    with open(cli, "rb") as f:
+        first = f.readline().decode(errors="replace").strip()
+    interpreter = first[2:].split() if first.startswith("#!") else [sys.executable]
+    if interpreter[:1] == ["/usr/bin/env"]:
+        interpreter = interpreter[1:]
+    try:
+        res = subprocess.run([*interpreter, "-c", "import thrift"], capture_output=True, text=True, timeout=30)
+    except OSError as exc:
+        return f"simple_switch_CLI's interpreter {' '.join(interpreter)}: {exc}"
+    if res.returncode != 0:
+        return (
+            f"simple_switch_CLI runs {' '.join(interpreter)}, which cannot import thrift: "
+            f"pip install thrift for that interpreter (or apt-get install python3-thrift)"
+        )
     return None
 
 

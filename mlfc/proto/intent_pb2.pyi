@@ -1,10 +1,26 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class SyncState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SYNC_UNKNOWN: _ClassVar[SyncState]
+    IN_SYNC: _ClassVar[SyncState]
+    PENDING: _ClassVar[SyncState]
+    NOT_PRIMARY: _ClassVar[SyncState]
+    DISCONNECTED: _ClassVar[SyncState]
+    WRITE_ERROR: _ClassVar[SyncState]
+SYNC_UNKNOWN: SyncState
+IN_SYNC: SyncState
+PENDING: SyncState
+NOT_PRIMARY: SyncState
+DISCONNECTED: SyncState
+WRITE_ERROR: SyncState
 
 class IterationWindow(_message.Message):
     __slots__ = ("first", "last", "priority")
@@ -84,13 +100,25 @@ class Intent(_message.Message):
     source: str
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobIntent, _Mapping]]] = ..., drop_policy: _Optional[_Union[DropPolicy, _Mapping]] = ..., ecn: _Optional[_Iterable[_Union[PortEcn, _Mapping]]] = ..., interleaving: _Optional[bool] = ..., source: _Optional[str] = ...) -> None: ...
 
+class Unconverged(_message.Message):
+    __slots__ = ("switch", "state", "reason")
+    SWITCH_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    switch: str
+    state: SyncState
+    reason: str
+    def __init__(self, switch: _Optional[str] = ..., state: _Optional[_Union[SyncState, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class ApplyReply(_message.Message):
-    __slots__ = ("generation", "entries")
+    __slots__ = ("generation", "entries", "unconverged")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    UNCONVERGED_FIELD_NUMBER: _ClassVar[int]
     generation: int
     entries: int
-    def __init__(self, generation: _Optional[int] = ..., entries: _Optional[int] = ...) -> None: ...
+    unconverged: _containers.RepeatedCompositeFieldContainer[Unconverged]
+    def __init__(self, generation: _Optional[int] = ..., entries: _Optional[int] = ..., unconverged: _Optional[_Iterable[_Union[Unconverged, _Mapping]]] = ...) -> None: ...
 
 class GetRequest(_message.Message):
     __slots__ = ()
@@ -105,7 +133,7 @@ class GetReply(_message.Message):
     def __init__(self, intent: _Optional[_Union[Intent, _Mapping]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class SwitchStatus(_message.Message):
-    __slots__ = ("name", "connected", "primary", "pipeline", "applied_generation", "entries", "last_error")
+    __slots__ = ("name", "connected", "primary", "pipeline", "applied_generation", "entries", "last_error", "state", "queue_error")
     class EntriesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +148,8 @@ class SwitchStatus(_message.Message):
     APPLIED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ERROR_FIELD_NUMBER: _ClassVar[int]
     name: str
     connected: bool
     primary: bool
@@ -127,7 +157,9 @@ class SwitchStatus(_message.Message):
     applied_generation: int
     entries: _containers.ScalarMap[str, int]
     last_error: str
-    def __init__(self, name: _Optional[str] = ..., connected: _Optional[bool] = ..., primary: _Optional[bool] = ..., pipeline: _Optional[str] = ..., applied_generation: _Optional[int] = ..., entries: _Optional[_Mapping[str, int]] = ..., last_error: _Optional[str] = ...) -> None: ...
+    state: SyncState
+    queue_error: str
+    def __init__(self, name: _Optional[str] = ..., connected: _Optional[bool] = ..., primary: _Optional[bool] = ..., pipeline: _Optional[str] = ..., applied_generation: _Optional[int] = ..., entries: _Optional[_Mapping[str, int]] = ..., last_error: _Optional[str] = ..., state: _Optional[_Union[SyncState, str]] = ..., queue_error: _Optional[str] = ...) -> None: ...
 
 class JobCounters(_message.Message):
     __slots__ = ("job_id", "packets", "bytes", "ecn_marks", "drops")

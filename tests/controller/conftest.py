@@ -11,6 +11,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # controller_helpers, table_model
 
+from typing import Any
+
+from controller_helpers import daemon_config
+
+from mlfc.launch.daemons import ControllerProcess
 from mlfc.launch.switches import SWITCHES, Bmv2Switch, SwitchProcess
 
 
@@ -50,3 +55,18 @@ def switch_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C
     yield start
     for sw in started:
         sw.kill()
+
+
+@pytest.fixture
+def controller_factory(tmp_path: Path) -> Iterator[Callable[..., ControllerProcess]]:
+    started: list[ControllerProcess] = []
+
+    def start(switches: list[SwitchProcess], **controller: Any) -> ControllerProcess:
+        ctl = ControllerProcess(daemon_config(tmp_path, switches, **controller), tmp_path / "controller.log")
+        started.append(ctl)
+        return ctl.start()
+
+    yield start
+    for ctl in started:
+        code = ctl.stop()
+        assert code == 0, f"daemon did not stop cleanly ({code}): {ctl.tail()}"

@@ -60,6 +60,13 @@ class FakeClient:
     def poke(self) -> None:
         self._changed.set()
 
+    async def listening(self) -> bool:
+        return self.sw.up
+
+    async def wait_listening(self, interval_s: float) -> None:
+        while not self.sw.up:
+            await asyncio.sleep(interval_s)
+
     async def connect(self, timeout_s: float = 0) -> None:
         if not self.sw.up:
             raise SwitchError("s1: connect failed: UNAVAILABLE", "UNAVAILABLE")

@@ -6,123 +6,37 @@ switch (deployment ``target: refswitch``, queue commands to its admin port), whi
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
 import grpc
 import pytest
-import yaml
-from controller_helpers import BMV2_JSON, P4INFO, config_doc, needs_artifacts, target_doc
+from controller_helpers import (
+    BMV2_JSON,
+    INTENT_A,
+    INTENT_B,
+    P4INFO,
+    PIPELINE,
+    config_doc,
+    eventually,
+    expected,
+    metric,
+    needs_artifacts,
+    observer,
+    read_back,
+    target_doc,
+)
 
 from mlfc import contract as names
 from mlfc.controller import compile as comp
 from mlfc.controller.config import parse_config
 from mlfc.controller.entries import Ternary, entry
-from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.sync import SwitchConnection
-from mlfc.launch.daemons import ControllerProcess
-from mlfc.launch.process import free_port
-from mlfc.launch.switches import SwitchProcess
 from mlfc.proto import intent_pb2 as pb
 
 pytestmark = [needs_artifacts, pytest.mark.timeout(120)]  # [bmv2] params carry the bmv2 marker
-
-Switch = SwitchProcess
-
-PIPELINE = Pipeline.load(P4INFO, BMV2_JSON) if P4INFO.is_file() and BMV2_JSON.is_file() else None
-
-INTENT_A = pb.Intent(
-    source="test-a",
-    jobs=[
-        pb.JobIntent(job_id=7, priority=5, windows=[pb.IterationWindow(first=10, last=20, priority=6)]),
-        pb.JobIntent(job_id=8, priority=2, flows=[pb.Flow(dst="10.0.2.0/24", protocol=17, dst_port=4791)]),
-        pb.JobIntent(job_id=9, priority=0),
-    ],
-    ecn=[pb.PortEcn(switch="s1", port=3, profile=pb.EcnProfile(kmin=8, kmax=40, pmax=0.1))],
-)
-# B modifies job 7 (class and window), deletes job 9 and job 8's flow, adds job 10 and interleaving.
-INTENT_B = pb.Intent(
-    source="test-b",
-    jobs=[
-        pb.JobIntent(job_id=7, priority=3, windows=[pb.IterationWindow(first=10, last=30, priority=6)]),
-        pb.JobIntent(job_id=8, priority=2),
-        pb.JobIntent(job_id=10, priority=4),
-    ],
-    drop_policy=pb.DropPolicy(level_depths=[10, 20, 30], min_importance=[0, 2, 4, 8]),
-    interleaving=True,
-)
-
-
-def daemon_config(tmp_path: Path, switches: list[Switch], **controller: Any) -> Path:
-    doc = config_doc(
-        *(target_doc(sw) for sw in switches),
-        pipeline={"p4info": str(P4INFO), "device_config": str(BMV2_JSON)},
-        listen={"intent": f"127.0.0.1:{free_port()}", "metrics": f"127.0.0.1:{free_port()}"},
-        controller={
-            "counter_interval_s": 0.2,
-            "audit_interval_s": 2.0,
-            "reconnect_min_s": 0.05,
-            "reconnect_max_s": 0.5,
-            **controller,
-        },
-    )
-    path = tmp_path / "deployment.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
-@pytest.fixture
-def controller_factory(tmp_path: Path) -> Iterator[Callable[..., ControllerProcess]]:
-    started: list[ControllerProcess] = []
-
-    def start(switches: list[Switch], **controller: Any) -> ControllerProcess:
-        ctl = ControllerProcess(daemon_config(tmp_path, switches, **controller), tmp_path / "controller.log")
-        started.append(ctl)
-        return ctl.start()
-
-    yield start
-    for ctl in started:
-        code = ctl.stop()
-        assert code == 0, f"daemon did not stop cleanly ({code}): {ctl.tail()}"
-
-
-def expected(ctl: ControllerProcess, intent: pb.Intent, switch: str) -> set:
-    return set(comp.compile_intent(intent, ctl.config, PIPELINE).entries[switch])
-
-
-def observer(sw: Switch) -> SwitchConnection:
-    """A second P4Runtime client with a lower election id: a backup that can read."""
-    return SwitchConnection(sw.grpc_addr, sw.device_id, pipeline=PIPELINE, election_id=1).connect()
-
-
-def read_back(sw: Switch) -> set:
-    with observer(sw) as conn:
-        return set(conn.read_entries())
-
-
-def metric(ctl: ControllerProcess, name: str, **labels: str) -> float:
-    text = urllib.request.urlopen(f"http://{ctl.config.controller.metrics_addr}/metrics", timeout=5).read().decode()
-    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    for line in text.splitlines():
-        m = re.fullmatch(rf"{name}\{{(.*)\}} (\S+)", line)
-        if m and ",".join(sorted(m.group(1).split(","))) == want:
-            return float(m.group(2))
-    raise KeyError(f"{name}{{{want}}} not in /metrics")
-
-
-def eventually(check: Callable[[], bool], timeout_s: float = 15.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or check}")
-        time.sleep(0.05)
-
 
 # ---- the library client -----------------------------------------------------------------------------
 
@@ -217,7 +131,7 @@ def test_daemon_installs_modifies_and_deletes_on_two_switches(switch_factory, co
         text=True,
         check=True,
     ).stdout
-    assert "switch s1: connected, primary" in out and "switch s2: connected, primary" in out
+    assert "switch s1: IN_SYNC, connected, primary" in out and "switch s2: IN_SYNC, connected, primary" in out
     assert "job_priority=" in out
 
 
