@@ -36,7 +36,9 @@ from mlfc.lab.cleanup import end_process
 from mlfc.lab.dataplanes import Dataplane
 from mlfc.lab.jobs import JobSpec, ProgressFn, RunningJob, Transport, WorkerLog, start_job
 from mlfc.lab.network import mininet_network
+from mlfc.lab.probe import ProbeResult
 from mlfc.lab.results import IterationRecord
+from mlfc.lab.validity import CpuMonitor, CpuUse, link_utilisation, probe_bottleneck, require_carried
 from mlfc.launch.daemons import ControllerProcess, Daemon, tool
 from mlfc.launch.process import free_port
 from mlfc.launch.switches import SwitchProcess
@@ -67,6 +69,9 @@ class StackConfig:
     ecn: EcnProfile = field(default_factory=EcnProfile)
     drop_policy: DropPolicy = field(default_factory=DropPolicy)
     line_rate: float = 100e6
+    # Stop before the jobs when a calibration burst shows the switches cannot carry bottleneck_pps
+    # (lab/validity.py). Behaviour tests turn it off; experiments must not.
+    check_bottleneck: bool = True
 
     @property
     def transport(self) -> Transport:
@@ -82,6 +87,8 @@ class StackRun:
     duration: float
     # switch -> table -> the most entries seen while the jobs ran (sampled every second)
     switch_entries: dict[str, dict[str, int]] = field(default_factory=dict)
+    cpu: CpuUse | None = None
+    utilisation: float = float("nan")  # pushes' packet rate while any push ran / the configured rate
 
 
 @dataclass
@@ -92,6 +99,7 @@ class Control:
     switches: dict[str, SwitchProcess]
     controller: ControllerProcess
     run_dir: Path
+    probe: ProbeResult | None = None  # the calibration burst (lab/validity.py)
 
     @property
     def intent_addr(self) -> str:
@@ -155,7 +163,10 @@ def network_with_control(topo: Topology, cfg: StackConfig, run_dir: Path, plane:
             except TimeoutError as exc:
                 raise StackError(f"{exc}\n{ctl.tail()}") from None
             check_queues(ctl.client.status())
-            yield Control(net, switches, ctl, run_dir)
+            probe = probe_bottleneck(net, topo, cfg.bottleneck_pps)
+            if cfg.check_bottleneck:
+                require_carried(probe)
+            yield Control(net, switches, ctl, run_dir, probe)
         finally:
             ctl.stop()
 
@@ -196,7 +207,9 @@ def run_jobs(
     running: list[RunningJob] = []
     peak: dict[str, dict[str, int]] = {}
     counters: dict[int, dict[str, int]] = {}
+    cpu = CpuMonitor()
     try:
+        cpu.__enter__()
         coord.start(timeout=20)
         start_at = time.time() + 2.0 + 0.5 * len(cfg.jobs)  # after every process has started
         for spec in cfg.jobs:
@@ -212,17 +225,21 @@ def run_jobs(
         if not errors:
             errors += unreported_workers(_coordinator_progress(db, cfg), cfg)
     finally:
+        cpu.__exit__()
         for job in running:
             for p in [*job.workers, job.ps]:
                 end_process(p)
         coord.stop()
+    records = sorted(log.records, key=lambda r: (r.job, r.worker, r.iteration))
     return StackRun(
-        sorted(log.records, key=lambda r: (r.job, r.worker, r.iteration)),
+        records,
         counters,
         log.summaries,
         errors,
         time.time() - t0,
         peak,
+        cpu.result(),
+        link_utilisation(records, cfg.bottleneck_pps),
     )
 
 
