@@ -24,8 +24,8 @@ import yaml
 from mlfc import contract as names
 from mlfc.controller.entries import Lpm, Range, Ternary, entry
 from mlfc.controller.pipeline import Pipeline
-from mlfc.controller.process import ControllerProcess
 from mlfc.controller.sync import SwitchConnection
+from mlfc.launch.daemons import ControllerProcess
 from mlfc.launch.process import free_port
 from mlfc.launch.switches import Bmv2Switch
 from mlfc.proto import intent_pb2 as pb
@@ -125,7 +125,7 @@ def bench_daemon(pipeline: Pipeline, tmp: Path, intents: int, jobs: int) -> None
                     "name": "s1",
                     "grpc_addr": sw.grpc_addr,
                     "device_id": 1,
-                    "thrift_port": sw.thrift_port,
+                    "thrift_port": sw.queue_port,
                     "ports": [1, 2],
                 }
             ],
@@ -133,7 +133,7 @@ def bench_daemon(pipeline: Pipeline, tmp: Path, intents: int, jobs: int) -> None
         cfg = tmp / "bench.yaml"
         cfg.write_text(yaml.safe_dump(doc))
         with ControllerProcess(cfg, tmp / "bench-controller.log", log_level="WARNING") as ctl:
-            ctl.wait_synced(0)
+            ctl.client.wait_synced(0)
             proc = psutil.Process(ctl.pid)
             rss_idle = proc.memory_info().rss
             base_jobs = [pb.JobIntent(job_id=j, priority=1) for j in range(2, 52)]  # 50 other jobs held throughout
@@ -143,7 +143,7 @@ def bench_daemon(pipeline: Pipeline, tmp: Path, intents: int, jobs: int) -> None
                     prio = i % 6
                     intent = pb.Intent(jobs=[pb.JobIntent(job_id=1, priority=prio), *base_jobs], source="bench")
                     t0 = time.perf_counter()
-                    ctl.apply(intent)
+                    ctl.client.apply(intent)
                     t_apply = time.perf_counter()
                     while True:
                         held = observer.read_entries([names.JOB_PRIORITY])
@@ -174,7 +174,7 @@ def bench_daemon(pipeline: Pipeline, tmp: Path, intents: int, jobs: int) -> None
             )
             for label, intent in (("install", big), ("delete", pb.Intent())):
                 t0 = time.perf_counter()
-                reply = ctl.apply(intent, timeout_s=60)
+                reply = ctl.client.apply(intent, timeout_s=60)
                 dt = time.perf_counter() - t0
                 n = (jobs // 2) * 2
                 print(

@@ -1,25 +1,27 @@
 """`make e2e`: every job mix under its treatments, with tables, CSVs and timeline plots.
 
-    python -m mlfc.lab.e2e [--out results] [--mix NAME ...] [--iterations N] [--dataplane auto|bmv2|ref]
+    python -m mlfc.lab.e2e [--out results] [--mix NAME ...] [--iterations N] [--repeat N]
+                           [--dataplane auto|bmv2|ref|both]
 
-For each mix the network and controller come up once; the jobs run alone first (the ideal), then
-under each treatment. Results go to OUT/<mix>/<treatment>.csv and .png, and OUT/summary.md.
+For each mix the network and controller come up once and a calibration burst checks that the switches
+carry the configured bottleneck (lab/validity.py); the jobs run alone first (the ideal), then under each
+treatment, --repeat times. Results go to OUT/<mix>/<treatment>[-rN].csv and .png, and OUT/summary.md,
+whose tables give each figure as mean (min..max) over the rounds.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from mlfc.lab import dataplanes
 from mlfc.lab.cleanup import leftovers
-from mlfc.lab.results import JobSummary, format_table, plot_timeline, summarise, write_csv
+from mlfc.lab.results import format_table, plot_timeline, summarise, write_csv
+from mlfc.lab.rounds import Rounds, TreatmentResult, rounds_table
 from mlfc.lab.scenarios import (
     MIXES,
     PLAN,
@@ -28,29 +30,10 @@ from mlfc.lab.scenarios import (
     Treatment,
     ideal_iteration_times,
     interleaving_iteration,
-    share_of_ideal_gain,
     solo,
     stack_config,
 )
 from mlfc.lab.stack import Control, StackConfig, StackRun, job_counters, network_with_control, run_jobs
-from mlfc.topology import dumbbell
-
-
-@dataclass
-class TreatmentResult:
-    treatment: Treatment
-    run: StackRun
-    per_job: list[JobSummary]
-    overall: JobSummary
-    interleaved_at: int | None
-
-    @property
-    def avg(self) -> float:
-        return self.overall.avg
-
-    @property
-    def p99(self) -> float:
-        return self.overall.p99
 
 
 def say(msg: str) -> None:
@@ -61,12 +44,17 @@ def counters_delta(after: dict[int, dict[str, int]], before: dict[int, dict[str,
     return {j: {k: v - before.get(j, {}).get(k, 0) for k, v in c.items()} for j, c in after.items()}
 
 
-def run_mix(mix: Mix, treatments: list[Treatment], dataplane: dataplanes.Dataplane, iterations: int, out: Path) -> str:
-    topo = dumbbell(len(mix.jobs), mix.workers_per_job)
+def run_mix(
+    mix: Mix, treatments: list[Treatment], dataplane: dataplanes.Dataplane, iterations: int, out: Path, repeat: int = 1
+) -> str:
+    """Solo runs, then ``repeat`` rounds of every treatment (rounds, not treatments, repeat, so slow drift of
+    the machine hits every treatment alike); returns the mix's markdown section."""
+    topo = mix.build_topology()
     run_dir = out / mix.name
     base_cfg = stack_config(mix, TREATMENTS["baseline"], iterations)
     lines = [f"## {mix.name} on {dataplane.label}: {mix.description}", ""]
     with network_with_control(topo, base_cfg, run_dir / "run", dataplane) as ctl:
+        lines += [f"dataplane: {dataplanes.describe(dataplane)}; {ctl.probe.describe()}", ""]
         solo_t, solo_comm, solo_push = run_solo(ctl, topo, mix, iterations)
         ideal = ideal_iteration_times(solo_t, solo_comm, solo_push)
         lines.append(
@@ -78,23 +66,27 @@ def run_mix(mix: Mix, treatments: list[Treatment], dataplane: dataplanes.Datapla
             )
         )
         lines.append("")
-        results: dict[str, TreatmentResult] = {}
-        for treatment in treatments:
-            result = run_treatment(
-                ctl,
-                topo,
-                stack_config(mix, treatment, iterations),
-                treatment,
-                run_dir / treatment.name,
-                f"{mix.name} / {treatment.name} on {dataplane.label}: communication phases",
-            )
-            results[treatment.name] = result
-            lines += _treatment_table(mix, treatment, result.run, result.per_job, result.overall)
-            if result.run.errors:
-                lines += ["", "errors: " + "; ".join(result.run.errors)]
-            lines.append("")
-            say("\n".join(lines[-12:]))
-    lines += _speedup_table(mix, results, ideal)
+        rows = {t.name: Rounds(t.name, t) for t in treatments}
+        for rnd in range(repeat):
+            for k, treatment in enumerate(treatments):
+                say(f"-- {mix.name} / {treatment.name}: round {rnd + 1}/{repeat} ({rnd * len(treatments) + k + 1}"
+                    f"/{repeat * len(treatments)})")  # fmt: skip
+                suffix = "" if repeat == 1 else f"-r{rnd + 1}"
+                result = run_treatment(
+                    ctl,
+                    topo,
+                    stack_config(mix, treatment, iterations),
+                    treatment,
+                    run_dir / f"{treatment.name}{suffix}",
+                    f"{mix.name} / {treatment.name} on {dataplane.label}: communication phases",
+                )
+                rows[treatment.name].results.append(result)
+                if rnd == 0:
+                    lines += _treatment_table(mix, treatment, result.run, result.per_job, result.overall)
+                if result.run.errors:
+                    lines += ["", f"errors ({treatment.name}, round {rnd + 1}): " + "; ".join(result.run.errors)]
+                lines.append("")
+    lines += _speedup_table(mix, rows, ideal, repeat)
     return "\n".join(lines)
 
 
@@ -159,35 +151,19 @@ def _treatment_table(mix: Mix, treatment: Treatment, res: StackRun, per_job, ove
     ]
 
 
-def _speedup_table(mix: Mix, results: dict[str, TreatmentResult], ideal: dict[int, float]) -> list[str]:
-    rows = []
+def _speedup_table(mix: Mix, rows: dict[str, Rounds], ideal: dict[int, float], repeat: int) -> list[str]:
     ideal_avg = sum(ideal.values()) / len(ideal)
-    for name, r in results.items():
-        base = results.get(r.treatment.baseline) or results.get("baseline")
-        if base is None or math.isnan(r.avg):
-            continue
-        speedup = base.avg / r.avg
-        p99_speedup = base.p99 / r.p99
-        ideal_speedup = base.avg / ideal_avg
-        gain = share_of_ideal_gain(base.avg, r.avg, ideal_avg)
-        rows.append(
-            [
-                name,
-                base.treatment.name,
-                speedup,
-                p99_speedup,
-                ideal_speedup,
-                f"{100 * gain:.0f} %" if not math.isnan(gain) else "-",
-                "-" if r.interleaved_at is None else r.interleaved_at,
-            ]
-        )
+    ordered = (
+        [rows["baseline"], *(r for n, r in rows.items() if n != "baseline")]
+        if "baseline" in rows
+        else list(rows.values())
+    )
     return [
-        f"### {mix.name}: speed-up against the baseline (ideal: every job as fast as alone)",
+        f"### {mix.name}: speed-up against the baseline over {repeat} round(s): mean (min..max); "
+        "ideal = every job as fast as alone",
         "",
         "```",
-        format_table(
-            ["treatment", "vs", "avg speed-up", "p99 speed-up", "ideal", "of ideal gain", "interleaved from iter"], rows
-        ),
+        rounds_table(ordered, ideal_avg, baseline=rows),
         "```",
         "",
     ]
@@ -205,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--treatment", action="append", choices=sorted(TREATMENTS), help="override the plan's treatments")
     ap.add_argument("--iterations", type=int, default=15)
     ap.add_argument("--dataplane", default="auto", choices=("auto", "bmv2", "ref", "both"))
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of every treatment (default 1)")
     args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error("--repeat must be >= 1")
     if os.geteuid() != 0:
         print("make e2e needs root (Mininet)", file=sys.stderr)
         return 2
@@ -226,7 +205,14 @@ def main(argv: list[str] | None = None) -> int:
                 names = [n for n in names if TREATMENTS[n].priorities != "none" or n == "baseline"]
             say(f"== {mix_name} on {plane.label}: {', '.join(names)}")
             sections.append(
-                run_mix(MIXES[mix_name], [TREATMENTS[n] for n in names], plane, args.iterations, args.out / plane.name)
+                run_mix(
+                    MIXES[mix_name],
+                    [TREATMENTS[n] for n in names],
+                    plane,
+                    args.iterations,
+                    args.out / plane.name,
+                    args.repeat,
+                )
             )
             (args.out / "summary.md").write_text("\n".join(sections))
     left = sorted(set(leftovers()) - preexisting)

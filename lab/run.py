@@ -23,7 +23,6 @@ from mlfc.lab.network import mininet_missing
 from mlfc.lab.results import format_table, plot_timeline, summarise, write_csv
 from mlfc.lab.scenarios import DEFAULT_MIX, MIXES, TREATMENTS, stack_config
 from mlfc.lab.stack import network_with_control, run_jobs
-from mlfc.topology import dumbbell
 
 
 def missing_pieces(choice: str) -> list[str]:
@@ -72,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         f"MLTCP {'on' if treatment.mltcp else 'off'}, switch priorities {treatment.priorities}",
         flush=True,
     )
-    topo = dumbbell(len(mix.jobs), mix.workers_per_job)
+    topo = mix.build_topology()
     preexisting = set(leftovers())  # not ours: only what this run leaves behind counts
     try:
         with network_with_control(topo, cfg, args.out, plane) as ctl:

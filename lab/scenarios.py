@@ -17,6 +17,7 @@ from mlfc.lab.jobs import JobSpec
 from mlfc.lab.results import IterationRecord
 from mlfc.lab.stack import StackConfig
 from mlfc.policy.mltcp import MltcpParams
+from mlfc.topology import Topology, circular_ring, dumbbell
 
 # Communication fraction a = comm / (compute + comm) at BOTTLENECK_PPS with ~1400-byte chunks:
 # push+pull of 2 x 420 kB takes about 0.4 s alone, so compute 0.6 s gives a ~ 0.4.
@@ -25,6 +26,9 @@ MEDIUM = JobProfile("medium", 420_000, 420_000, 0.6)
 SHORT = JobProfile("short", 210_000, 210_000, 0.45)
 LONG = JobProfile("long", 630_000, 630_000, 1.1)
 HEAVY = JobProfile("heavy", 630_000, 630_000, 0.35)
+# Four of these load each link direction to ~0.9 (push 0.2 s of a 0.9 s iteration): compatible, but
+# only just, so unmodified CC overlaps them heavily (ideal speed-up around 2x).
+QUARTER = JobProfile("quarter", 420_000, 420_000, 0.5)
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,12 @@ class Mix:
     description: str
     jobs: tuple[JobSpec, ...]
     workers_per_job: int = 1
+    topology: str = "dumbbell"  # dumbbell (one shared bottleneck) | ring (circular_ring: three links)
+
+    def build_topology(self) -> Topology:
+        if self.topology == "ring":
+            return circular_ring(len(self.jobs), self.workers_per_job)
+        return dumbbell(len(self.jobs), self.workers_per_job)
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,18 @@ MIXES: dict[str, Mix] = {
             "two communication-heavy jobs, a ~ 0.65 each (sum > 1: partially compatible)",
             (JobSpec(1, HEAVY, tau=8), JobSpec(2, HEAVY, tau=20)),
         ),
+        Mix(
+            "four-compatible",
+            "four jobs, push 0.2 s of a 0.9 s iteration each (link direction load ~0.9: compatible)",
+            tuple(JobSpec(j, QUARTER, tau=6 + 4 * j) for j in range(1, 5)),
+        ),
+        Mix(
+            "circular",
+            "three jobs on a ring of three bottleneck links, each pair sharing one (a ~ 0.4: every link "
+            "compatible, the loop is not)",
+            tuple(JobSpec(j, MEDIUM, tau=6 + 6 * j) for j in range(1, 4)),
+            topology="ring",
+        ),
     )
 }
 
@@ -91,6 +113,8 @@ PLAN: dict[str, tuple[str, ...]] = {
     "three-mixed": ("baseline", "mltcp-reno", "maif", "mltcp+maif", "interleave"),
     "straggler": ("baseline", "mltcp-reno", "maif", "interleave"),
     "partial": ("baseline", "mltcp-reno", "maif", "interleave"),
+    "four-compatible": ("baseline", "mltcp-reno", "cubic", "mltcp-cubic", "maif"),
+    "circular": ("baseline", "mltcp-reno", "maif", "mltcp+maif"),
 }
 
 DEFAULT_MIX = "two-compatible"

@@ -16,50 +16,42 @@ table (sweep.md) and a plot of the gain per point (sweep.png) go to OUT/<mix>/.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import statistics
 import sys
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from mlfc.lab import dataplanes
 from mlfc.lab.cleanup import leftovers
-from mlfc.lab.e2e import TreatmentResult, run_solo, run_treatment, say
-from mlfc.lab.results import format_table
+from mlfc.lab.e2e import run_solo, run_treatment, say
+from mlfc.lab.rounds import Rounds, rounds_table
 from mlfc.lab.scenarios import (
     MIXES,
     Treatment,
     ideal_iteration_times,
-    share_of_ideal_gain,
     stack_config,
 )
 from mlfc.lab.stack import network_with_control
 from mlfc.policy.mltcp import MltcpParams
 from mlfc.policy.priority import PolicyError
-from mlfc.topology import dumbbell
 
 # F ranges from a gentle tilt to nearly strict priority for the job further into its iteration.
 DEFAULT_GRID = ((1.0, 0.5), (2.0, 0.5), (4.0, 0.5), (4.0, 0.25), (8.0, 0.25), (16.0, 0.125))
 
 
 @dataclass
-class SweepRow:
-    params: MltcpParams | None  # None: the baseline (MLTCP off)
-    results: list[TreatmentResult] = field(default_factory=list)  # one per round
+class SweepRow(Rounds):
+    """A sweep point: ``params`` None is the baseline (MLTCP off)."""
 
-    @property
-    def avg(self) -> float:
-        return statistics.fmean(r.avg for r in self.results)
+    params: MltcpParams | None = None
 
-    @property
-    def p99(self) -> float:
-        return statistics.fmean(r.p99 for r in self.results)
 
-    def gains(self, base_avg: float, ideal_avg: float) -> list[float]:
-        return [share_of_ideal_gain(base_avg, r.avg, ideal_avg) for r in self.results]
+def sweep_row(params: MltcpParams | None, cc: str) -> SweepRow:
+    treatment = Treatment(f"mltcp-{cc}" if params else "baseline", cc, mltcp=params is not None)
+    return SweepRow(label(params), treatment, params=params)
 
 
 def parse_grid(text: str) -> list[MltcpParams]:
@@ -81,48 +73,13 @@ def label(params: MltcpParams | None) -> str:
 
 
 def sweep_table(rows: list[SweepRow], ideal_avg: float) -> str:
-    base = rows[0]
-    out = []
-    for row in rows:
-        gains = [g for g in row.gains(base.avg, ideal_avg) if not math.isnan(g)]
-        gain = "-"
-        if gains and row.params is not None:
-            gain = f"{100 * statistics.fmean(gains):.0f} %"
-            if len(gains) > 1:
-                gain += f" ({100 * min(gains):.0f}..{100 * max(gains):.0f})"
-        f_range = "-"
-        if row.params is not None:
-            f_range = f"{row.params.intercept:g}..{row.params.slope + row.params.intercept:g}"
-        interleaved = "/".join("-" if r.interleaved_at is None else str(r.interleaved_at) for r in row.results)
-        out.append(
-            [
-                label(row.params),
-                f_range,
-                len(row.results),
-                row.avg,
-                row.p99,
-                base.avg / row.avg,
-                base.p99 / row.p99,
-                base.avg / ideal_avg,
-                gain,
-                interleaved,
-            ]
-        )
-    return format_table(
-        [
-            "slope:intercept",
-            "F",
-            "runs",
-            "avg s",
-            "p99 s",
-            "avg speed-up",
-            "p99 speed-up",
-            "ideal",
-            "of ideal gain",
-            "interleaved from iter",
-        ],
-        out,
-    )
+    """The rounds table of the points, with each point's range of F."""
+    table = rounds_table(rows, ideal_avg).splitlines()
+    f_ranges = ["F", "-"] + [
+        "-" if r.params is None else f"{r.params.intercept:g}..{r.params.slope + r.params.intercept:g}" for r in rows
+    ]
+    width = max(len(f) for f in f_ranges)
+    return "\n".join(f"{f.ljust(width)}  {line}" for f, line in zip(f_ranges, table, strict=True))
 
 
 def plot_sweep(path: Path, rows: list[SweepRow], ideal_avg: float, title: str) -> None:
@@ -159,20 +116,20 @@ def run_sweep(
     repeat: int = 1,
 ) -> str:
     mix = MIXES[mix_name]
-    topo = dumbbell(len(mix.jobs), mix.workers_per_job)
+    topo = mix.build_topology()
     run_dir = out / mix.name
     base_treatment = Treatment("baseline", cc)
     with network_with_control(topo, stack_config(mix, base_treatment, iterations), run_dir / "run", plane) as ctl:
         solo_t, solo_comm, solo_push = run_solo(ctl, topo, mix, iterations)
         ideal = ideal_iteration_times(solo_t, solo_comm, solo_push)
         ideal_avg = sum(ideal.values()) / len(ideal)
-        rows = [SweepRow(params) for params in [None, *grid]]
+        rows = [sweep_row(params, cc) for params in [None, *grid]]
         runs = len(rows) * repeat
         for rnd in range(repeat):
             for i, row in enumerate(rows):
-                name = label(row.params)
+                name = row.label
                 say(f"-- {mix.name} / {cc} MLTCP {name}, round {rnd + 1}/{repeat} ({rnd * len(rows) + i + 1}/{runs})")
-                treatment = Treatment(f"mltcp-{cc}" if row.params else "baseline", cc, mltcp=row.params is not None)
+                treatment = row.treatment
                 cfg = stack_config(mix, treatment, iterations, mltcp_params=row.params)
                 suffix = "" if repeat == 1 else f"-r{rnd + 1}"
                 stem = run_dir / f"{cc}-{name.replace(':', '_')}{suffix}"
@@ -188,7 +145,7 @@ def run_sweep(
         [
             f"## {title}",
             "",
-            f"dataplane: {dataplanes.describe(plane)}",
+            f"dataplane: {dataplanes.describe(plane)}; {ctl.probe.describe()}",
             "",
             f"{mix.description}; alone: "
             + ", ".join(f"job {j} {solo_t[j]:.3f} s (a = {solo_comm[j] / solo_t[j]:.2f})" for j in sorted(solo_t)),

@@ -54,6 +54,9 @@ class Topology:
     hosts: dict[str, Host] = field(default_factory=dict)
     switches: dict[str, Switch] = field(default_factory=dict)
     links: list[Link] = field(default_factory=list)
+    # (switch, destination host) -> neighbour switch: a route that is not the shortest path (e.g. the
+    # ring of ``circular_ring``, where a job's push and pull take opposite directions around the ring).
+    forced_next: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def add_host(self, host: Host) -> Host:
         self.hosts[host.name] = host
@@ -101,6 +104,9 @@ class Topology:
         return routes
 
     def _first_hop(self, src: str, dst: str) -> tuple[int, str, int]:
+        forced = self.forced_next.get((src, dst))
+        if forced is not None:
+            return next(hop for hop in sorted(self.neighbours(src)) if hop[1] == forced)
         seen = {src}
         queue: deque[tuple[str, tuple[int, str, int] | None]] = deque([(src, None)])
         while queue:
@@ -165,4 +171,31 @@ def leaf_spine(jobs: int, workers_per_job: int = 2, leaves: int = 2, spines: int
         for w in range(workers_per_job):
             topo.connect(_host(topo, job, "worker", w).name, leaf_names[w % (leaves - 1)])
         topo.connect(_host(topo, job, "ps", 100).name, leaf_names[-1])
+    return topo
+
+
+def circular_ring(jobs: int = 3, workers_per_job: int = 1) -> Topology:
+    """A circular dependency: three switches in a ring, every link a bottleneck. Job k's workers sit on
+    switch k, its parameter server two switches on; pushes go clockwise (over links k and k+1), pulls
+    counter-clockwise (the same links, the other direction). So every pair of jobs shares exactly one
+    link direction, and the three pairwise shifts must add up around the ring: with communication
+    fractions summing above 1 no shift order interleaves all three, although each link alone could."""
+    if jobs != 3:
+        raise ValueError("the circular ring has exactly three jobs (one per pair of links)")
+    topo = Topology(f"ring-3x{workers_per_job}")
+    ring = [topo.add_switch(f"s{i + 1}").name for i in range(3)]
+    for i in range(3):
+        topo.connect(ring[i], ring[(i + 1) % 3], bottleneck=True)
+    for job in range(1, 4):
+        home, via, far = ring[job - 1], ring[job % 3], ring[(job + 1) % 3]
+        workers = [_host(topo, job, "worker", w) for w in range(workers_per_job)]
+        for w in workers:
+            topo.connect(w.name, home)
+        ps = _host(topo, job, "ps", 100)
+        topo.connect(ps.name, far)
+        topo.forced_next[(home, ps.name)] = via  # push: home -> via -> far (clockwise)
+        topo.forced_next[(via, ps.name)] = far
+        for w in workers:
+            topo.forced_next[(far, w.name)] = via  # pull: far -> via -> home (counter-clockwise)
+            topo.forced_next[(via, w.name)] = home
     return topo

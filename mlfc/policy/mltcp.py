@@ -39,3 +39,16 @@ def mltcp_factor(ratio: float, params: MltcpParams = MltcpParams()) -> float:
     """F(bytes_ratio); ratio is clamped to [0, 1]."""
     r = 0.0 if ratio != ratio else max(0.0, min(1.0, ratio))
     return params.slope * r + params.intercept
+
+
+def shift(delta: float, period: float, comm_fraction: float, params: MltcpParams = MltcpParams()) -> float:
+    """How far two identical MLTCP jobs drift apart in one iteration (HotNets'24's shift equation):
+    ``Shift(D) = S * D * (aT - D) / (aT * I + D * S)`` for an offset ``D`` between their communication
+    starts, iteration time ``T``, communication fraction ``a``, slope ``S`` and intercept ``I``. Zero at
+    D = 0 (unstable) and at D = aT (interleaved, stable); small offsets grow by about (1 + S/I) per
+    iteration."""
+    at = comm_fraction * period
+    if not 0 < delta < at:
+        return 0.0
+    s, i = params.slope, params.intercept
+    return s * delta * (at - delta) / (at * i + delta * s)

@@ -115,3 +115,30 @@ def test_interleaving_compares_pushes_with_pushes_and_pulls_with_pulls(tmp_path:
     results.write_csv(tmp_path / "p.csv", recs)
     assert results.read_csv(tmp_path / "p.csv") == recs
     results.plot_timeline(tmp_path / "p.png", recs, "phases")
+
+
+def test_circular_ring_pairs_share_exactly_one_link_direction() -> None:
+    from mlfc.topology import circular_ring
+
+    topo = circular_ring()
+    assert len(topo.bottleneck_ports()) == 6
+
+    def path(src: str, dst: str) -> list[tuple[str, str]]:
+        """Switch-to-switch hops of a packet from host src to host dst."""
+        sw = next(n for _, n, _ in topo.neighbours(src))
+        hops = []
+        while True:
+            port = next(r.port for r in topo.routes(sw) if r.prefix == f"{topo.hosts[dst].ip}/32")
+            nxt = next(n for p, n, _ in topo.neighbours(sw) if p == port)
+            if nxt == dst:
+                return hops
+            hops.append((sw, nxt))
+            sw = nxt
+
+    pushes = {j: set(path(f"j{j}w0", f"j{j}ps")) for j in (1, 2, 3)}
+    pulls = {j: set(path(f"j{j}ps", f"j{j}w0")) for j in (1, 2, 3)}
+    for a, b in ((1, 2), (2, 3), (3, 1)):
+        assert len(pushes[a] & pushes[b]) == 1, (a, b, pushes)
+        assert len(pulls[a] & pulls[b]) == 1
+    assert all(len(p) == 2 for p in pushes.values())
+    assert all({(y, x) for x, y in pushes[j]} == pulls[j] for j in (1, 2, 3)), "a pull retraces its push"

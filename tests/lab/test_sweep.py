@@ -54,16 +54,18 @@ def test_a_worker_the_coordinator_missed_is_an_error() -> None:
 
 
 def test_sweep_table_averages_rounds_and_shows_the_spread(tmp_path) -> None:
-    from mlfc.lab.e2e import TreatmentResult
     from mlfc.lab.results import JobSummary
-    from mlfc.lab.sweep import SweepRow, plot_sweep, sweep_table
+    from mlfc.lab.rounds import TreatmentResult
+    from mlfc.lab.sweep import plot_sweep, sweep_row, sweep_table
 
     def result(avg: float, interleaved: int | None) -> TreatmentResult:
         overall = JobSummary(0, 10, avg, avg * 1.1, 0.4)
         return TreatmentResult(TREATMENTS["mltcp-reno"], None, [], overall, interleaved)
 
-    base = SweepRow(None, [result(1.4, None), result(1.4, None)])
-    point = SweepRow(MltcpParams(2.0, 0.5), [result(1.0, 3), result(1.2, None)])
+    base = sweep_row(None, "reno")
+    base.results += [result(1.4, None), result(1.4, None)]
+    point = sweep_row(MltcpParams(2.0, 0.5), "reno")
+    point.results += [result(1.0, 3), result(1.2, None)]
     table = sweep_table([base, point], ideal_avg=1.0)
     row = table.splitlines()[-1]
     # gains 100 % and 41.7 %: mean 71 %, spread 42..100; interleaved in round 1 from iteration 3 only
