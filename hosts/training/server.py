@@ -361,6 +361,9 @@ class TrainingServer:
             t0 = time.time()
             mean = self._aggregate(d.iteration, d.tensor_id, pushes)
             self._done.add((d.iteration, d.tensor_id))
+            if len(self._done) > 8192:  # remember recent buckets only: duplicates come from the last steps
+                newest = max(it for it, _ in self._done)
+                self._done = {k for k in self._done if k[0] >= newest - 16}
             for peer in self.workers.values():
                 self._inflight.append(peer.pool.submit(self._pull_mean, peer, d.iteration, d.tensor_id, mean))  # type: ignore[union-attr]
             if self.emit is not None:

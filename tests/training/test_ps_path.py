@@ -153,3 +153,22 @@ def test_aggregate_mode_returns_the_mean_to_every_worker_and_ends_on_bye():
         ps.join(timeout=30)
         assert not ps.is_alive(), "the aggregator did not stop after both BYEs"
     assert got == {0: [2.0] * 12, 1: [2.0] * 12}
+
+
+def test_lost_chunks_are_exported_to_prometheus():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from mlfc.hosts.training.accounting import LossCollector, LossLedger
+
+    ledger = LossLedger(job=7)
+    ledger.record(3, rank=1, tensor=4, n_chunks=10, missing=2)
+    ledger.record(3, rank=0, tensor=4, n_chunks=10, missing=0)
+    ledger.record_elements(3, tensor=4, lost_elements=5)
+    ledger.finished(3)
+    reg = CollectorRegistry()
+    reg.register(LossCollector(ledger))
+    text = generate_latest(reg).decode()
+    assert 'mlfc_training_lost_chunks_total{job="7",tensor="4",worker="1"} 2.0' in text
+    assert 'mlfc_training_chunks_total{job="7",worker="0"} 10.0' in text
+    assert 'mlfc_training_lost_elements_total{job="7",tensor="4"} 5.0' in text
+    assert 'mlfc_training_iteration{job="7"} 3.0' in text
