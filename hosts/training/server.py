@@ -122,7 +122,7 @@ class TrainingServer:
         except TimeoutError:
             have = sorted(self.workers)
             raise TrainingError(
-                f"job {self.cfg.job}: nothing from the workers for {self.cfg.timeout:.0f} s while "
+                f"nothing from the workers for {self.cfg.timeout:.0f} s while "
                 f"waiting for {what} (workers connected: {have})"
             ) from None
 
@@ -164,7 +164,7 @@ class TrainingServer:
         futures = [w.pool.submit(self._send_welcome, w, welcome) for w in self.workers.values()]
         self._wait(futures)
         if error:
-            raise TrainingError(f"job {cfg.job}: {error}")
+            raise TrainingError(error)
 
     def _refuse(self, d: DeliveredTensor, reason: str) -> None:
         """Tell a worker it cannot join (the connected ones carry on waiting for the right one)."""
@@ -217,7 +217,7 @@ class TrainingServer:
         for f in futures:
             exc = f.exception()
             if exc is not None:
-                raise TrainingError(f"job {self.cfg.job}: pull failed: {exc}") from exc
+                raise TrainingError(f"pull failed: {exc}") from exc
 
     # -- receiving pushes ------------------------------------------------------------------------
 
@@ -265,7 +265,7 @@ class TrainingServer:
         try:
             agg = average_received(values, masks)
         except ValueError as exc:
-            raise TrainingError(f"job {self.cfg.job}: iteration {iteration} tensor {tensor}: {exc}") from None
+            raise TrainingError(f"iteration {iteration} tensor {tensor}: {exc}") from None
         self.ledger.record_elements(iteration, tensor, agg.lost_elements)
         return agg.mean
 
