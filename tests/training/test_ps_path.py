@@ -86,6 +86,9 @@ def test_lost_unprotected_chunks_are_averaged_out_counted_and_protected_ones_arr
     assert results[0]["stats0"]["lost_chunks"] == 0 and results[0]["stats0"]["job_lost_chunks"] == 8
     assert results[1]["stats1"]["lost_chunks"] == 0
     assert ledger.totals() == {"lost_chunks": 8, "chunks": 40, "lost_elements": 0, "tensors_with_loss": 1}
+    # MLTCP progress as with any transfer: the shim's progress bucket climbs through the declared iteration
+    progress = [h.progress for h in lossy.sent if h.iteration == 1]
+    assert progress == sorted(progress) and progress[0] < progress[-1], progress
     # The sender's view agrees: 8 tolerated (not retransmitted), 2 protected retransmitted.
     push = results[1]["push0"]
     assert (push.tolerated_chunks, push.retransmits, push.protected_chunks) == (8, 2, 2)
