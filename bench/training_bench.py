@@ -21,11 +21,14 @@ from pathlib import Path
 from mlfc.hosts.training.launch import TrainingJob, run_local
 
 LOSSY_WORKER = Path(__file__).resolve().parents[1] / "tests" / "training" / "lossy_worker.py"
-TREATMENTS = {  # name: (drop probability of a first transmission, loss bound)
-    "no loss": (0.0, 0.0),
-    "5 % dropped, bound 5 %": (0.05, 0.05),
-    "10 % dropped, bound 10 %": (0.10, 0.10),
+TREATMENTS = {  # name: (drop probability of a first transmission, loss bound, receiver deadline s)
+    "no loss": (0.0, 0.0, 0.02),
+    "5 % dropped, bound 5 %": (0.05, 0.05, 0.02),
+    "10 % dropped, bound 10 %": (0.10, 0.10, 0.02),
+    "5 % dropped, bound 0 (all retransmitted)": (0.05, 0.0, 0.02),
+    "5 % dropped, bound 5 %, deadline 5 ms": (0.05, 0.05, 0.005),
 }
+DEFAULT = tuple(TREATMENTS)[:3]
 
 
 def _wrap(drop: float, seed: int):
@@ -42,8 +45,9 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def one_round(task: str, iterations: int, drop: float, bound: float, seed: int) -> dict:
-    job = TrainingJob(job=1, workers=2, iterations=iterations, task=task, loss_bound=bound, timeout=60)
+def one_round(task: str, iterations: int, drop: float, bound: float, deadline: float, seed: int) -> dict:
+    job = TrainingJob(job=1, workers=2, iterations=iterations, task=task, loss_bound=bound, deadline=deadline,
+                      timeout=60)  # fmt: skip
     run = run_local(job, timeout=900, worker_wrap=_wrap(drop, seed))
     if not run.ok:
         raise RuntimeError(f"run failed: {run.returncodes}: {run.stderr}")
@@ -73,14 +77,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=110)
     ap.add_argument("--task", default="digits")
     ap.add_argument("--out", type=Path, default=Path("results/training"))
+    listing = "; ".join(f"{i} {n}" for i, n in enumerate(TREATMENTS)).replace("%", "%%")  # argparse formats help
+    ap.add_argument("--treatments", default=",".join(str(i) for i in range(len(DEFAULT))),
+                    help=f"comma-separated indices into: {listing}")  # fmt: skip
     args = ap.parse_args(argv)
+    names = [tuple(TREATMENTS)[int(i)] for i in args.treatments.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    total = args.rounds * len(TREATMENTS)
-    for name, (drop, bound) in TREATMENTS.items():
+    total = args.rounds * len(names)
+    for name in names:
+        drop, bound, deadline = TREATMENTS[name]
         for rnd in range(args.rounds):
             print(f"[{len(rows) + 1}/{total}] {name}, round {rnd + 1}", file=sys.stderr, flush=True)
-            res = one_round(args.task, args.iterations, drop, bound, seed=rnd + 1)
+            res = one_round(args.task, args.iterations, drop, bound, deadline, seed=rnd + 1)
             rows.append({"treatment": name, "round": rnd + 1, **res})
             print(f"    final accuracy {res['final_accuracy']:.3f}, lost {res['lost_chunks']}/{res['chunks']} chunks, "
                   f"iteration {res['iteration_ms']:.1f} ms", file=sys.stderr, flush=True)  # fmt: skip
@@ -100,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             return "never"
         return f"{format(statistics.mean(vals), fmt)} [{format(min(vals), fmt)}, {format(max(vals), fmt)}]"
 
-    for name in TREATMENTS:
+    for name in names:
         rs = [r for r in rows if r["treatment"] == name]
         lost = cell([r["lost_chunks"] for r in rs], ".0f")
         lines.append(
@@ -122,7 +131,8 @@ def _plot(rows: list[dict], path: Path, task: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    colours = dict(zip(TREATMENTS, ("tab:blue", "tab:orange", "tab:red"), strict=True))
+    palette = ("tab:blue", "tab:orange", "tab:red", "tab:green", "tab:purple")
+    colours = dict(zip(TREATMENTS, palette, strict=True))
     for r in rows:
         its, accs = zip(*r["curve"], strict=True)
         ax.plot(its, accs, color=colours[r["treatment"]], alpha=0.7,

@@ -241,7 +241,6 @@ def run_worker_command(args: argparse.Namespace, *, push_sock=None) -> int:
         with WorkerClient(ccfg, push_sock=push_sock) as client:
             report = None if agent is None else _reporter(agent, args.rank, args.metric)
             summary = run_worker(task, client, train, report=report, start_at=args.start_at + args.start_delay)
-            client.bye()
             st = client.tx.stats
             print(
                 json.dumps(

@@ -186,7 +186,8 @@ class WorkerClient:
         return proto.decode(self.wait(iteration, proto.STATS).data, "STATS")
 
     def bye(self) -> None:
-        """Tell the PS this worker is done (aggregate mode ends when every worker has)."""
+        """Aggregate mode: tell the aggregator this worker is done (it ends when every worker has). A PS
+        knows its iterations and is gone after the last pull: PS-mode workers do not say BYE."""
         with contextlib.suppress(TimeoutError):  # the PS may have finished and gone already
             self.tx.send_tensor(
                 self.cfg.job,

@@ -107,8 +107,9 @@ def test_two_worker_digits_job_through_the_reference_switch():
     assert [r["iteration"] for r in its] == list(range(ITERATIONS))
     acc = [r["accuracy"] for r in its if "accuracy" in r][-1]
     comm = sorted(r["comm_s"] for r in its)
-    print(f"through the reference switch: accuracy {acc:.3f} after {ITERATIONS} iterations, median comm "
-          f"{comm[len(comm) // 2] * 1000:.1f} ms, {packets} job packets counted by the switch")  # fmt: skip
+    print(f"through the reference switch: accuracy {acc:.3f} after {ITERATIONS} iterations in "
+          f"{its[-1]['end'] - its[0]['start']:.1f} s, median comm {comm[len(comm) // 2] * 1000:.1f} ms, "
+          f"{packets} job packets counted by the switch")  # fmt: skip
     assert acc >= 0.7
     # every push and pull crossed the switch: at least the data chunks of both directions of both workers
     chunks_per_iteration = 2 * sum(r["chunks"] for r in its[:1]) * 2
