@@ -134,8 +134,15 @@ class TrainingServer:
             if d.tensor_id != proto.HELLO or d.iteration != 0:
                 self.stray += 1
                 continue
-            msg = proto.decode(d.data, "HELLO")
-            rank = int(msg["rank"])
+            try:
+                msg = proto.decode(d.data, "HELLO")
+                rank = int(msg["rank"])
+                rx_ip, rx_port = msg["rx"]
+                numels = [int(n) for n in msg.get("numels", [])]
+            except (proto.ProtocolError, KeyError, TypeError, ValueError) as exc:
+                log.warning("job %d: unusable HELLO from %s:%d: %s", cfg.job, *d.peer, exc)
+                self.stray += 1
+                continue
             if msg.get("mode") != cfg.mode:
                 self._refuse(d, f"worker {rank} runs in {msg.get('mode')!r} mode, this PS in {cfg.mode!r} mode")
                 continue
@@ -146,10 +153,9 @@ class TrainingServer:
             if old is not None and old.push_peer != d.peer:
                 self._refuse(d, f"rank {rank} is already connected from {old.push_peer[0]}:{old.push_peer[1]}")
                 continue
-            rx_ip, rx_port = msg["rx"]
             if rx_ip in ("", "0.0.0.0"):
                 rx_ip = d.peer[0]
-            w = _Worker(rank, d.peer, (rx_ip, int(rx_port)), [int(n) for n in msg.get("numels", [])])
+            w = _Worker(rank, d.peer, (rx_ip, int(rx_port)), numels)
             self.workers[rank] = w
             self._by_peer[d.peer] = w
             log.info("job %d: worker %d connected from %s:%d", cfg.job, rank, *d.peer)
