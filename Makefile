@@ -18,10 +18,10 @@ help:  ## list targets
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,train]'
 	touch $@
 
-install: $(VENV)/.installed  ## create .venv and install mlfc with its test tools
+install: $(VENV)/.installed  ## create .venv and install mlfc with its test tools and PyTorch (CPU, the train extra)
 
 p4:  ## compile p4src/ with p4c into the committed BMv2 JSON + P4Info (p4src/build/)
 	@command -v $(P4C) >/dev/null || { echo "p4c not found: see docs/toolchain.md" >&2; exit 1; }

@@ -1,0 +1,1 @@
+"""PyTorch data-parallel training over the mlfc transport."""

@@ -1,0 +1,213 @@
+"""A worker's end of the PS path: push tagged gradient tensors, receive pulled tensors.
+
+One ``Sender`` (the push flow) and one ``Receiver`` (pulls), plus a dispatcher thread that files each
+delivered tensor under (iteration, tensor id) so callers can wait for the ones they need in any order.
+No torch here: tensors are float32 numpy arrays (torch's ``.numpy()`` views work as they are).
+
+Importance of a pushed chunk: ``mlfc.hosts.importance.assign_importance`` on the real gradient values
+(mean |g| rank of the chunk within its tensor) and the tensor's layer position (``layer_index`` of
+``num_layers``); the ``protect_fraction`` largest chunks are protected. The classes computed are
+passed to the transport explicitly, so the push result can say how many chunks were protected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlfc.hosts.importance import assign_importance
+from mlfc.hosts.training import protocol as proto
+from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender, SenderConfig
+from mlfc.wire import IMPORTANCE_PROTECTED
+
+
+class WorkerError(RuntimeError):
+    """The PS refused this worker, or stopped answering."""
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    job: int
+    rank: int
+    ps: tuple[str, int]
+    bind: str = "127.0.0.1"
+    rx_port: int = proto.WORKER_RX_PORT  # 0: any free shim port (several workers on one address)
+    tx_port: int = proto.WORKER_TX_PORT
+    mode: str = "ps"
+    loss_bound: float = 0.0  # fraction of each pushed tensor the PS may zero-fill (unprotected chunks only)
+    protect_fraction: float = 0.25  # largest-gradient chunks of each tensor that are protected
+    deadline: float = 0.02  # receiver: s after a pull's last chunk before zero-fill (pulls are lossless anyway)
+    connect_timeout: float = 60.0  # s to keep knocking while the PS starts
+    timeout: float = 60.0  # s for one transfer / one pull
+    sender: SenderConfig = field(default_factory=SenderConfig)
+
+
+@dataclass
+class PushResult:
+    bytes: int = 0
+    chunks: int = 0
+    protected_chunks: int = 0
+    retransmits: int = 0
+    tolerated_chunks: int = 0  # lost chunks the sender left to the PS's zero-fill (an upper bound on the loss)
+
+
+class WorkerClient:
+    def __init__(self, cfg: ClientConfig, *, push_sock=None) -> None:
+        """``push_sock``: a socket-like object for the push flow (e.g. a loss-injecting wrapper in tests)."""
+        self.cfg = cfg
+        self.rx = Receiver((cfg.bind, cfg.rx_port), ReceiverConfig(deadline=cfg.deadline, jobs=frozenset({cfg.job})))
+        try:
+            self.tx = Sender(cfg.ps, (cfg.bind, cfg.tx_port), cfg.sender, sock=push_sock)
+        except BaseException:
+            self.rx.close()
+            raise
+        self._cv = threading.Condition()
+        self._box: dict[tuple[int, int], DeliveredTensor] = {}
+        self._closing = False
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._dispatch, name=f"mlfc-pull-rx-{cfg.rank}", daemon=True)
+        self._thread.start()
+        self.welcome: dict = {}
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        while True:
+            with self._cv:
+                if self._closing:
+                    return
+            try:
+                d = self.rx.recv(timeout=0.2)
+            except TimeoutError:
+                continue
+            except BaseException as exc:
+                with self._cv:
+                    if not self._closing:
+                        self._error = exc
+                    self._cv.notify_all()
+                return
+            with self._cv:
+                self._box[(d.iteration, d.tensor_id)] = d
+                self._cv.notify_all()
+
+    def wait(self, iteration: int, tensor_id: int, timeout: float | None = None) -> DeliveredTensor:
+        """The pulled tensor (iteration, tensor id), waiting up to ``timeout`` (default: the config's)."""
+        timeout = self.cfg.timeout if timeout is None else timeout
+        key = (iteration, tensor_id)
+        with self._cv:
+            ok = self._cv.wait_for(lambda: key in self._box or self._error is not None, timeout)
+            if self._error is not None:
+                raise WorkerError(f"pull receiver failed: {self._error}") from self._error
+            if not ok:
+                raise WorkerError(
+                    f"job {self.cfg.job} worker {self.cfg.rank}: tensor {tensor_id} of iteration "
+                    f"{iteration} not received from the PS within {timeout:.0f} s"
+                )
+            return self._box.pop(key)
+
+    # -- protocol ---------------------------------------------------------------------------------
+
+    def connect(self, numels: Sequence[int]) -> dict:
+        """HELLO to the PS (retried while it is not up yet), then wait for its WELCOME. Returns it."""
+        cfg = self.cfg
+        host, port = self.rx.address
+        hello = proto.encode({"rank": cfg.rank, "rx": [host, port], "numels": list(numels), "mode": cfg.mode})
+        end = time.monotonic() + cfg.connect_timeout
+        while True:
+            try:
+                self.tx.send_tensor(
+                    cfg.job,
+                    0,
+                    proto.HELLO,
+                    hello,
+                    importance=proto.CONTROL_IMPORTANCE,
+                    timeout=max(1.0, end - time.monotonic()),
+                )
+                break
+            except TimeoutError:  # the transport's PeerTimeout: nobody answering yet
+                if time.monotonic() >= end:
+                    raise WorkerError(
+                        f"no parameter server answering at {cfg.ps[0]}:{cfg.ps[1]} within {cfg.connect_timeout:.0f} s"
+                    ) from None
+                time.sleep(0.2)
+        # The PS answers once every worker has connected: wait as long as we would knock.
+        d = self.wait(0, proto.WELCOME, timeout=max(cfg.timeout, cfg.connect_timeout))
+        self.welcome = proto.decode(d.data, "WELCOME")
+        if self.welcome.get("error"):
+            raise WorkerError(f"the parameter server refused worker {cfg.rank}: {self.welcome['error']}")
+        if self.welcome.get("mode") != cfg.mode:
+            raise WorkerError(f"the parameter server runs in {self.welcome.get('mode')!r} mode, not {cfg.mode!r}")
+        return self.welcome
+
+    def initial_parameters(self) -> np.ndarray:
+        """PS mode: every parameter, concatenated (sent right after WELCOME)."""
+        return np.frombuffer(self.wait(0, proto.INITIAL).data, dtype=np.float32)
+
+    def start_iteration(self, expected_bytes: int) -> None:
+        self.tx.start_iteration(expected_bytes)
+
+    def push(
+        self,
+        iteration: int,
+        tensor_id: int,
+        grad: np.ndarray,
+        *,
+        layer_index: int,
+        num_layers: int,
+        result: PushResult | None = None,
+    ) -> PushResult:
+        """Push one float32 gradient tensor; blocks until the PS has it (or accepted it within the loss bound)."""
+        cfg = self.cfg
+        buf = np.ascontiguousarray(grad, dtype=np.float32).reshape(-1)
+        chunk = self.tx.config.chunk_size
+        classes = assign_importance(
+            buf, chunk, layer_index=layer_index, num_layers=num_layers, protect_fraction=cfg.protect_fraction
+        )
+        # the transport raises the last chunk to protected (end-of-tensor marker): count it the same way
+        protected = sum(c >= IMPORTANCE_PROTECTED for c in classes[:-1]) + 1
+        res = self.tx.send_tensor(
+            cfg.job, iteration, tensor_id, buf, importance=classes, loss_bound=cfg.loss_bound, timeout=cfg.timeout
+        )
+        out = result if result is not None else PushResult()
+        out.bytes += buf.nbytes
+        out.chunks += res.chunks
+        out.protected_chunks += protected
+        out.retransmits += res.retransmits
+        out.tolerated_chunks += res.tolerated_chunks
+        return out
+
+    def stats(self, iteration: int) -> dict:
+        """PS mode: the PS's STATS message for ``iteration`` (what it zero-filled of this worker's pushes)."""
+        return proto.decode(self.wait(iteration, proto.STATS).data, "STATS")
+
+    def bye(self) -> None:
+        """Aggregate mode: tell the aggregator this worker is done (it ends when every worker has). A PS
+        knows its iterations and is gone after the last pull: PS-mode workers do not say BYE."""
+        with contextlib.suppress(TimeoutError):  # the PS may have finished and gone already
+            self.tx.send_tensor(
+                self.cfg.job,
+                0,
+                proto.BYE,
+                proto.encode({"rank": self.cfg.rank}),
+                importance=proto.CONTROL_IMPORTANCE,
+                timeout=10.0,
+            )
+
+    def close(self) -> None:
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+        self._thread.join(timeout=2)
+        self.tx.close()
+        self.rx.close()
+
+    def __enter__(self) -> WorkerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,64 @@
+"""What the parameter server and its workers say to each other over the mlfc transport.
+
+Every transfer is one tagged tensor (job, iteration, tensor id). Gradient pushes and parameter (or mean
+gradient) pulls use the model's tensor index as the tensor id and the training iteration as the iteration,
+so what a switch sees on the wire matches what the worker reports to the coordinator. Control messages
+use the top tensor ids (JSON bodies, or the initial parameters), sent protected and lossless:
+
+=========== =========== ========= =====================================================================
+tensor id   direction   iteration body
+=========== =========== ========= =====================================================================
+HELLO       worker->PS  0         {"rank", "rx": [ip, port], "numels": [...], "mode"}
+WELCOME     PS->worker  0         {"mode", "workers", "tensors", "error"?}
+INITIAL     PS->worker  0         every parameter, float32, concatenated in tensor order (PS mode)
+STATS       PS->worker  i         what the PS did with iteration i's pushes (lost chunks, timings)
+BYE         worker->PS  0         {"rank"}: the worker is done (aggregate mode ends when all said it)
+=========== =========== ========= =====================================================================
+
+Ports follow the lab's layout (the emulator's PS_PORT etc., same values) so a scenario can run real
+training in place of the emulator; 0 anywhere picks a free shim-range port.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mlfc.wire import IMPORTANCE_LEVELS, SHIM_PORT_BASE
+
+PS_PORT = SHIM_PORT_BASE + 0x10  # the PS receives pushes here
+WORKER_RX_PORT = SHIM_PORT_BASE + 0x20  # a worker receives pulls here
+WORKER_TX_PORT = SHIM_PORT_BASE + 0x30  # a worker's push flow
+PS_TX_PORT_BASE = SHIM_PORT_BASE + 0x40  # the PS's pull flow to worker r uses PS_TX_PORT_BASE + r
+
+HELLO = 0xFFFF
+WELCOME = 0xFFFF
+INITIAL = 0xFFFE
+STATS = 0xFFFD
+BYE = 0xFFFC
+MAX_TENSORS = 0xFFF0  # data tensor ids are 0..MAX_TENSORS-1
+CONTROL_IMPORTANCE = IMPORTANCE_LEVELS - 1  # control messages are protected: never dropped selectively
+
+MODES = ("ps", "aggregate")  # PS: pull = updated parameters; aggregate: pull = mean gradient (DDP hook)
+PROTOCOL_VERSION = 1
+
+
+class ProtocolError(RuntimeError):
+    """A peer sent something this side cannot use (wrong model, wrong mode, malformed control message)."""
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    return json.dumps({"v": PROTOCOL_VERSION, **message}, separators=(",", ":")).encode()
+
+
+def decode(data: bytes | bytearray, what: str) -> dict[str, Any]:
+    try:
+        msg = json.loads(bytes(data))
+    except ValueError as exc:
+        raise ProtocolError(f"malformed {what} message: {exc}") from None
+    if not isinstance(msg, dict) or msg.get("v") != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"{what} message of protocol version {msg.get('v') if isinstance(msg, dict) else '?'}, "
+            f"this side speaks {PROTOCOL_VERSION}"
+        )
+    return msg

@@ -1,0 +1,415 @@
+"""The parameter server: one process, one push port, several workers.
+
+Workers announce themselves (HELLO: rank, pull address, tensor sizes); once all ``workers`` have, the
+PS answers each (WELCOME, and in PS mode the initial parameters) and the job runs:
+
+* **PS mode** (``run``): per iteration, wait for every worker's push of every tensor, aggregate each
+  tensor with the bounded-loss rule (``mlfc.policy.aggregation.average_received``), hand the means to
+  ``apply`` (the optimizer step, done by the caller: this module needs no torch), then pull: send the
+  updated parameters and a STATS message to every worker, in parallel (one thread per worker flow).
+* **aggregate mode** (``serve``, for the DDP hook): no model here; as soon as every worker pushed a
+  tensor (a DDP bucket) the mean goes back to all of them. Ends when every worker said BYE.
+
+Pulls are lossless (loss bound 0) and protected: replicas must receive identical parameters/means, and a
+zero-filled weight would be a corrupted model rather than a noisy update.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlfc.hosts.importance import assign_importance
+from mlfc.hosts.training import protocol as proto
+from mlfc.hosts.training.accounting import LossLedger, lost_by_tensor
+from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender, SenderConfig
+from mlfc.policy.aggregation import average_received, received_elements
+
+log = logging.getLogger(__name__)
+
+
+class TrainingError(RuntimeError):
+    """The job cannot go on (a worker vanished, a transfer timed out, peers disagree about the model)."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    job: int
+    workers: int
+    bind: str = "127.0.0.1"
+    port: int = proto.PS_PORT
+    mode: str = "ps"
+    tx_port_base: int | None = proto.PS_TX_PORT_BASE  # pull flow to worker r from this + r; None: any port
+    deadline: float = 0.02  # receiver: s after a push's last chunk before missing chunks may be zero-filled
+    timeout: float = 60.0  # s to wait for workers (HELLO, a push) and for one pulled tensor to be delivered
+    sender: SenderConfig = field(default_factory=SenderConfig)
+
+    def __post_init__(self) -> None:
+        if self.mode not in proto.MODES:
+            raise ValueError(f"mode={self.mode!r}: choose one of {', '.join(proto.MODES)}")
+        if self.workers < 1:
+            raise ValueError(f"workers={self.workers} must be >= 1")
+        if not 1 <= self.job <= 0xFFFF:
+            raise ValueError(f"job={self.job} must be in 1..65535")
+
+
+@dataclass
+class _Worker:
+    rank: int
+    push_peer: tuple[str, int]
+    rx: tuple[str, int]
+    numels: list[int]
+    sender: Sender | None = None
+    pool: ThreadPoolExecutor | None = None
+
+
+def _emit(record: dict) -> None:
+    print(json.dumps(record), flush=True)
+
+
+class TrainingServer:
+    def __init__(
+        self,
+        cfg: ServerConfig,
+        *,
+        parameters: Sequence[np.ndarray] | None = None,
+        apply: Callable[[int, list[np.ndarray]], None] | None = None,
+        emit: Callable[[dict], None] | None = _emit,
+        info: dict | None = None,
+    ) -> None:
+        """PS mode needs ``parameters`` (float32 arrays the caller's optimizer updates in place, e.g. views
+        of torch parameters) and ``apply(iteration, mean_gradients)``. ``emit`` gets one dict per
+        iteration (PS mode) or per aggregated tensor (aggregate mode); None: silent. ``info`` goes to
+        every worker in the WELCOME (e.g. the number of iterations and the data seed)."""
+        if cfg.mode == "ps" and (parameters is None or apply is None):
+            raise ValueError("PS mode needs parameters and apply")
+        self.cfg = cfg
+        self.params = [np.ascontiguousarray(p).reshape(-1) for p in parameters] if parameters is not None else None
+        if self.params is not None:
+            for i, p in enumerate(self.params):
+                if p.dtype != np.float32:
+                    raise ValueError(f"parameter {i} is {p.dtype}; the PS exchanges float32")
+            if len(self.params) > proto.MAX_TENSORS:
+                raise ValueError(f"{len(self.params)} tensors; at most {proto.MAX_TENSORS}")
+        self.apply = apply
+        self.emit = emit
+        self.info = dict(info or {})
+        self.ledger = LossLedger(cfg.job)
+        self.workers: dict[int, _Worker] = {}
+        self._by_peer: dict[tuple[str, int], _Worker] = {}
+        self._pending: dict[int, dict[int, dict[int, DeliveredTensor]]] = defaultdict(lambda: defaultdict(dict))
+        self._done: set[tuple[int, int]] = set()  # aggregate mode: (iteration, tensor) already answered
+        self._inflight: list[Future] = []
+        self.stray = 0  # deliveries from unknown peers or for finished iterations
+        self.rx = Receiver((cfg.bind, cfg.port), ReceiverConfig(deadline=cfg.deadline, jobs=frozenset({cfg.job})))
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.rx.address
+
+    # -- set-up --------------------------------------------------------------------------------
+
+    def _recv(self, what: str) -> DeliveredTensor:
+        try:
+            return self.rx.recv(timeout=self.cfg.timeout)
+        except TimeoutError:
+            have = sorted(self.workers)
+            raise TrainingError(
+                f"nothing from the workers for {self.cfg.timeout:.0f} s while "
+                f"waiting for {what} (workers connected: {have})"
+            ) from None
+
+    def accept(self) -> None:
+        """Wait for every worker's HELLO, check they agree on the model, answer each."""
+        cfg = self.cfg
+        while len(self.workers) < cfg.workers:
+            d = self._recv(f"{cfg.workers - len(self.workers)} more worker(s) to connect")
+            if d.tensor_id != proto.HELLO or d.iteration != 0:
+                self.stray += 1
+                continue
+            try:
+                msg = proto.decode(d.data, "HELLO")
+                rank = int(msg["rank"])
+                rx_ip, rx_port = msg["rx"]
+                numels = [int(n) for n in msg.get("numels", [])]
+            except (proto.ProtocolError, KeyError, TypeError, ValueError) as exc:
+                log.warning("job %d: unusable HELLO from %s:%d: %s", cfg.job, *d.peer, exc)
+                self.stray += 1
+                continue
+            if msg.get("mode") != cfg.mode:
+                self._refuse(d, f"worker {rank} runs in {msg.get('mode')!r} mode, this PS in {cfg.mode!r} mode")
+                continue
+            if not 0 <= rank < cfg.workers:
+                self._refuse(d, f"rank {rank} outside 0..{cfg.workers - 1}")
+                continue
+            old = self.workers.get(rank)
+            if old is not None and old.push_peer != d.peer:
+                self._refuse(d, f"rank {rank} is already connected from {old.push_peer[0]}:{old.push_peer[1]}")
+                continue
+            if rx_ip in ("", "0.0.0.0"):
+                rx_ip = d.peer[0]
+            w = _Worker(rank, d.peer, (rx_ip, int(rx_port)), numels)
+            self.workers[rank] = w
+            self._by_peer[d.peer] = w
+            log.info("job %d: worker %d connected from %s:%d", cfg.job, rank, *d.peer)
+        error = self._check_models()
+        for w in self.workers.values():
+            port = 0 if cfg.tx_port_base is None else cfg.tx_port_base + w.rank
+            w.sender = Sender(w.rx, (cfg.bind, port), cfg.sender)
+            w.pool = ThreadPoolExecutor(1, thread_name_prefix=f"mlfc-pull-{w.rank}")
+        welcome = proto.encode(
+            {**self.info, "mode": cfg.mode, "workers": cfg.workers, "tensors": len(self._numels()), "error": error}
+        )
+        futures = [w.pool.submit(self._send_welcome, w, welcome) for w in self.workers.values()]
+        self._wait(futures)
+        if error:
+            raise TrainingError(error)
+
+    def _refuse(self, d: DeliveredTensor, reason: str) -> None:
+        """Tell a worker it cannot join (the connected ones carry on waiting for the right one)."""
+        log.warning("job %d: refused %s:%d: %s", self.cfg.job, *d.peer, reason)
+        try:
+            msg = proto.decode(d.data, "HELLO")
+            rx_ip, rx_port = msg["rx"]
+            rx = (d.peer[0] if rx_ip in ("", "0.0.0.0") else rx_ip, int(rx_port))
+            with Sender(rx, (self.cfg.bind, 0), self.cfg.sender) as tx:
+                tx.send_tensor(
+                    self.cfg.job,
+                    0,
+                    proto.WELCOME,
+                    proto.encode({"error": reason}),
+                    importance=proto.CONTROL_IMPORTANCE,
+                    timeout=5.0,
+                )
+        except Exception as exc:  # the refused peer may be gone already: the refusal is best effort
+            log.warning("job %d: could not tell %s:%d: %s", self.cfg.job, *d.peer, exc)
+
+    def _numels(self) -> list[int]:
+        if self.params is not None:
+            return [p.size for p in self.params]
+        return self.workers[0].numels
+
+    def _check_models(self) -> str | None:
+        want = self._numels()
+        for w in sorted(self.workers.values(), key=lambda w: w.rank):
+            if w.numels != want:
+                src = "the PS's model" if self.params is not None else "worker 0"
+                return (
+                    f"worker {w.rank} has {len(w.numels)} tensors of {sum(w.numels)} elements, {src} "
+                    f"{len(want)} of {sum(want)}: not the same model"
+                )
+        return None
+
+    def _send_welcome(self, w: _Worker, welcome: bytes) -> None:
+        tx = w.sender
+        assert tx is not None
+        tx.send_tensor(
+            self.cfg.job, 0, proto.WELCOME, welcome, importance=proto.CONTROL_IMPORTANCE, timeout=self.cfg.timeout
+        )
+        if self.params is not None and json.loads(welcome).get("error") is None:
+            flat = np.concatenate(self.params) if self.params else np.zeros(1, np.float32)
+            tx.send_tensor(
+                self.cfg.job, 0, proto.INITIAL, flat, importance=proto.CONTROL_IMPORTANCE, timeout=self.cfg.timeout
+            )
+
+    def _wait(self, futures: Sequence[Future]) -> None:
+        for f in futures:
+            exc = f.exception()
+            if exc is not None:
+                raise TrainingError(f"pull failed: {exc}") from exc
+
+    # -- receiving pushes ------------------------------------------------------------------------
+
+    def _place(self, d: DeliveredTensor) -> bool:
+        """File a push under its iteration and tensor; False for anything else (control, strays)."""
+        w = self._by_peer.get(d.peer)
+        if w is None or d.tensor_id >= proto.MAX_TENSORS:
+            if w is not None and d.tensor_id == proto.BYE:
+                return False
+            self.stray += 1
+            return False
+        numels = self._numels()
+        if self.cfg.mode == "ps":
+            bad = d.tensor_id >= len(numels) or d.loss.total_bytes != 4 * numels[d.tensor_id]
+        else:  # DDP buckets: sizes are DDP's business; all workers' copies must match (checked when averaged)
+            bad = d.loss.total_bytes % 4 != 0
+        if bad:
+            self.stray += 1
+            log.warning(
+                "job %d: worker %d sent tensor %d of %d bytes: not in the model",
+                self.cfg.job,
+                w.rank,
+                d.tensor_id,
+                d.loss.total_bytes,
+            )
+            return False
+        if (d.iteration, d.tensor_id) in self._done:
+            self.stray += 1
+            return False
+        self._pending[d.iteration][d.tensor_id][w.rank] = d
+        return True
+
+    def _aggregate(self, iteration: int, tensor: int, pushes: dict[int, DeliveredTensor]) -> np.ndarray:
+        values, masks = [], []
+        for rank in sorted(pushes):
+            d = pushes[rank]
+            v = np.frombuffer(d.data, dtype=np.float32)
+            values.append(v)
+            rep = d.loss
+            n_chunks = -(-rep.total_bytes // rep.chunk_size)
+            self.ledger.record(iteration, rank, tensor, n_chunks, len(rep.missing_chunks))
+            masks.append(
+                received_elements(v.size, 4, rep.chunk_size, rep.missing_chunks) if rep.missing_chunks else None
+            )
+        try:
+            agg = average_received(values, masks)
+        except ValueError as exc:
+            raise TrainingError(f"iteration {iteration} tensor {tensor}: {exc}") from None
+        self.ledger.record_elements(iteration, tensor, agg.lost_elements)
+        return agg.mean
+
+    # -- PS mode -----------------------------------------------------------------------------------
+
+    def run(self, iterations: int) -> None:
+        """Serve ``iterations`` synchronous iterations (after ``accept``)."""
+        assert self.params is not None and self.apply is not None
+        n_tensors = len(self.params)
+        for it in range(iterations):
+            t0 = time.time()
+            pending = self._pending[it]
+            while len(pending) < n_tensors or any(len(r) < self.cfg.workers for r in pending.values()):
+                have = sum(len(r) for r in pending.values())
+                d = self._recv(f"iteration {it}'s pushes ({have}/{n_tensors * self.cfg.workers} tensors in)")
+                if d.iteration < it:
+                    self.stray += 1  # a late duplicate of an earlier iteration
+                    continue
+                self._place(d)
+            t_in = time.time()
+            del self._pending[it]
+            means = [self._aggregate(it, t, pending[t]) for t in range(n_tensors)]
+            t_agg = time.time()
+            self.apply(it, means)
+            t_step = time.time()
+            loss = self.ledger.of(it)
+            futures = [w.pool.submit(self._pull_params, w, it, loss) for w in self.workers.values()]  # type: ignore[union-attr]
+            self._wait(futures)
+            self.ledger.finished(it)
+            t_out = time.time()
+            if self.emit is not None:
+                self.emit(
+                    {
+                        "ps": True,
+                        "job": self.cfg.job,
+                        "iteration": it,
+                        "start": t0,
+                        "pushes_in": t_in,
+                        "wait_s": round(t_in - t0, 5),
+                        "aggregate_s": round(t_agg - t_in, 5),
+                        "step_s": round(t_step - t_agg, 5),
+                        "pull_s": round(t_out - t_step, 5),
+                        "end": t_out,
+                        "lost_chunks": loss.total(),
+                        "chunks": sum(loss.chunks.values()),
+                        "lost_by_worker": {str(r): loss.total(r) for r in sorted(self.workers)},
+                        "lost_elements": sum(loss.lost_elements.values()),
+                    }
+                )
+
+    def _pull_params(self, w: _Worker, it: int, loss) -> None:
+        assert self.params is not None and w.sender is not None
+        tx, cfg = w.sender, self.cfg
+        n = len(self.params)
+        tx.start_iteration(sum(p.nbytes for p in self.params))
+        for t, p in enumerate(self.params):
+            tx.send_tensor(
+                cfg.job, it, t, p, importance=_pull_classes(p, tx.config.chunk_size, t, n), timeout=cfg.timeout
+            )
+        stats = {
+            "lost_chunks": loss.total(w.rank),
+            "job_lost_chunks": loss.total(),
+            "lost_by_tensor": lost_by_tensor(loss.by_rank(w.rank)),
+            "chunks": loss.chunks[w.rank],
+            "lost_elements": sum(loss.lost_elements.values()),
+        }
+        tx.send_tensor(
+            cfg.job, it, proto.STATS, proto.encode(stats), importance=proto.CONTROL_IMPORTANCE, timeout=cfg.timeout
+        )
+
+    # -- aggregate mode ------------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        """Aggregate pushed tensors (DDP buckets) as they complete until every worker said BYE."""
+        active = set(self.workers)
+        while active:
+            finished = [f for f in self._inflight if f.done()]
+            self._wait(finished)  # a failed pull ends the job here, not at the end
+            self._inflight = [f for f in self._inflight if not f.done()]
+            d = self._recv(f"buckets or BYE from workers {sorted(active)}")
+            w = self._by_peer.get(d.peer)
+            if w is not None and d.tensor_id == proto.BYE:
+                active.discard(w.rank)
+                continue
+            if not self._place(d):
+                continue
+            pushes = self._pending[d.iteration][d.tensor_id]
+            if len(pushes) < self.cfg.workers:
+                continue
+            del self._pending[d.iteration][d.tensor_id]
+            if not self._pending[d.iteration]:
+                del self._pending[d.iteration]
+            t0 = time.time()
+            mean = self._aggregate(d.iteration, d.tensor_id, pushes)
+            self._done.add((d.iteration, d.tensor_id))
+            if len(self._done) > 8192:  # remember recent buckets only: duplicates come from the last steps
+                newest = max(it for it, _ in self._done)
+                self._done = {k for k in self._done if k[0] >= newest - 16}
+            for peer in self.workers.values():
+                self._inflight.append(peer.pool.submit(self._pull_mean, peer, d.iteration, d.tensor_id, mean))  # type: ignore[union-attr]
+            if self.emit is not None:
+                loss = self.ledger.of(d.iteration)
+                self.emit(
+                    {
+                        "ps": True,
+                        "job": self.cfg.job,
+                        "iteration": d.iteration,
+                        "tensor": d.tensor_id,
+                        "aggregate_s": round(time.time() - t0, 5),
+                        "lost_chunks": sum(n for (_, t), n in loss.lost_chunks.items() if t == d.tensor_id),
+                    }
+                )
+        self._wait(self._inflight)
+        self._inflight.clear()
+
+    def _pull_mean(self, w: _Worker, it: int, tensor: int, mean: np.ndarray) -> None:
+        assert w.sender is not None
+        w.sender.send_tensor(
+            self.cfg.job, it, tensor, mean, importance=proto.CONTROL_IMPORTANCE, timeout=self.cfg.timeout
+        )
+
+    # -- teardown -------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for w in self.workers.values():
+            if w.pool is not None:
+                w.pool.shutdown(wait=True, cancel_futures=True)
+            if w.sender is not None:
+                w.sender.close()
+        self.rx.close()
+
+    def __enter__(self) -> TrainingServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _pull_classes(p: np.ndarray, chunk: int, index: int, n: int) -> bytes:
+    """Parameters are protected (8..15, higher for later layers): the switch never drops them selectively."""
+    return assign_importance(p, chunk, layer_index=index, num_layers=n, protect_fraction=1.0, gradients=False)
