@@ -49,8 +49,8 @@ sweep: install  ## MLTCP slope/intercept sweep on one mix: table and plots in re
 bench: install  ## print the benchmark figures (BMV2="path ..." compares simple_switch_grpc builds)
 	$(PY) bench/run_all.py $(foreach b,$(BMV2),--bmv2 $(b))
 
-run: install  ## the main job: the full stack on a local Mininet network
-	$(PY) -m mlfc.lab.run
+run: install  ## the main job: the full stack on a local Mininet network (TRAINING=1: real PyTorch jobs)
+	$(PY) -m mlfc.lab.run $(if $(TRAINING),--training) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 lint: install  ## ruff
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

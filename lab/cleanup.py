@@ -8,7 +8,7 @@ import signal
 import subprocess
 
 # What an mlfc run starts that must not survive it.
-_PROCESS_MARKS = ("simple_switch_grpc", "mlfc.lab.emulator", "mlfc-refswitch", "mlfc.refswitch")
+_PROCESS_MARKS = ("simple_switch_grpc", "mlfc.lab.emulator", "mlfc.hosts.training", "mlfc-refswitch", "mlfc.refswitch")
 
 
 def end_process(proc: subprocess.Popen) -> None:

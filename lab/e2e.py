@@ -33,7 +33,8 @@ from mlfc.lab.scenarios import (
     solo,
     stack_config,
 )
-from mlfc.lab.stack import Control, StackConfig, StackRun, job_counters, network_with_control, run_jobs
+from mlfc.lab.stack import Control, StackConfig, StackError, StackRun, job_counters, network_with_control, run_jobs
+from mlfc.lab.validity import BottleneckNotCarried
 
 
 def say(msg: str) -> None:
@@ -204,16 +205,15 @@ def main(argv: list[str] | None = None) -> int:
             if plane.priorities_only:
                 names = [n for n in names if TREATMENTS[n].priorities != "none" or n == "baseline"]
             say(f"== {mix_name} on {plane.label}: {', '.join(names)}")
-            sections.append(
-                run_mix(
-                    MIXES[mix_name],
-                    [TREATMENTS[n] for n in names],
-                    plane,
-                    args.iterations,
-                    args.out / plane.name,
+            try:
+                section = run_mix(
+                    MIXES[mix_name], [TREATMENTS[n] for n in names], plane, args.iterations, args.out / plane.name,
                     args.repeat,
-                )
-            )
+                )  # fmt: skip
+            except (BottleneckNotCarried, StackError) as exc:
+                print(f"make e2e stopped on {mix_name}: {exc}", file=sys.stderr)
+                return 2
+            sections.append(section)
             (args.out / "summary.md").write_text("\n".join(sections))
     left = sorted(set(leftovers()) - preexisting)
     if left:

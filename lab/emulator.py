@@ -26,14 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# The same port layout as real training jobs, so a scenario can swap one for the other.
+from mlfc.hosts.training.protocol import PS_PORT, PS_TX_PORT_BASE, WORKER_RX_PORT, WORKER_TX_PORT
 from mlfc.hosts.transport import Receiver, ReceiverConfig, Sender, SenderConfig
 from mlfc.policy.mltcp import MltcpParams
-from mlfc.wire import SHIM_PORT_BASE
-
-PS_PORT = SHIM_PORT_BASE + 0x10  # the PS receives pushes here
-WORKER_RX_PORT = SHIM_PORT_BASE + 0x20  # a worker receives pulls here
-WORKER_TX_PORT = SHIM_PORT_BASE + 0x30  # a worker's push flow
-PS_TX_PORT_BASE = SHIM_PORT_BASE + 0x40  # the PS's pull flow to worker r uses PS_TX_PORT_BASE + r
 
 
 @dataclass(frozen=True)

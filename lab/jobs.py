@@ -2,8 +2,10 @@
 
 A job is a parameter server and its workers, each in its Mininet host's namespace. Each worker runs
 under ``mlfc-agent`` (in the root namespace, where it reaches the coordinator on loopback), which
-wraps the job process started with ``mnexec`` inside the host. Workers print one JSON line per
-iteration (lab/emulator.py); ``read_worker`` turns them into ``IterationRecord`` rows.
+wraps the job process started with ``mnexec`` inside the host. The workload is either the emulator
+(lab/emulator.py: sleeps for compute, a synthetic accuracy curve; cheap, for transport experiments) or
+real PyTorch training (mlfc.hosts.training: real gradients, real accuracy) when the spec carries a
+``Training``. Both print one JSON line per iteration; ``WorkerLog`` turns them into ``IterationRecord``s.
 """
 
 from __future__ import annotations
@@ -17,11 +19,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlfc.contract import REPO_ROOT
+from mlfc.hosts.training.launch import TrainingJob, ps_argv, worker_argv
 from mlfc.lab.emulator import JobProfile
 from mlfc.lab.results import IterationRecord
 from mlfc.launch.daemons import tool
 from mlfc.policy.mltcp import MltcpParams
 from mlfc.topology import Topology
+
+
+@dataclass(frozen=True)
+class Training:
+    """Real training instead of the emulator: the task and its hyper-parameters (mlfc.hosts.training)."""
+
+    task: str = "digits"
+    width: int | None = None
+    lr: float | None = None
+    batch_size: int | None = None
+    seed: int = 0
+    eval_every: int = 5
+    # Pad real compute up to the profile's compute_s, so the communication fraction is the profile's
+    # (CPU compute here takes milliseconds); recorded per iteration as pad_s.
+    pad_to_profile: bool = True
 
 
 @dataclass(frozen=True)
@@ -36,6 +54,7 @@ class JobSpec:
     tau: float = 10.0
     importance: int | None = None  # one class for all chunks; None: by gradient magnitude
     loss_bound: float = 0.02  # share of a tensor the receiver may zero-fill (unprotected chunks only)
+    training: Training | None = None  # None: the emulator
 
 
 @dataclass(frozen=True)
@@ -84,6 +103,9 @@ def start_job(
     worker_hosts = [h for h in hosts if h.role == "worker"][: spec.workers]
     if len(worker_hosts) < spec.workers:
         raise ValueError(f"job {spec.job} needs {spec.workers} workers, the topology has {len(worker_hosts)}")
+    if spec.training is not None:
+        return _start_training(net, spec, iterations, transport, coordinator, token, run_dir, start_at, ps_host,
+                               worker_hosts)  # fmt: skip
     common = emulator_args(spec, iterations, transport)
     ps_cmd = [sys.executable, "-m", "mlfc.lab.emulator", "ps", *common, "--bind", ps_host.ip]
     ps_cmd += ["--workers", str(spec.workers), "--worker-ips", ",".join(h.ip for h in worker_hosts)]
@@ -97,23 +119,75 @@ def start_job(
         inner += ["--start-delay", str(spec.start_delay), "--start-at", str(start_at)]
         inner += ["--straggle", str(spec.straggle if rank == 0 else 1.0), "--straggle-from", str(spec.straggle_from)]
         inner += ["--acc-max", str(spec.acc_max), "--tau", str(spec.tau)]
-        agent = [tool("mlfc-agent"), "--job", str(spec.job), "--coordinator", coordinator, "--token-file", str(token)]
-        agent += ["--bytes-per-iteration", str(spec.profile.push_bytes), "--final-iteration", str(iterations - 1)]
-        agent += ["--report-worker", str(rank)]
-        if rank == 0:  # rank 0 registers the job with all its workers; the others only report
-            agent += [arg for r, h in enumerate(worker_hosts) for arg in ("--worker", f"{r}={h.ip}")]
-        else:
-            agent.append("--no-register")
-        workers.append(
-            subprocess.Popen(
-                [*agent, "--", "mnexec", "-a", str(net.get(wh.name).pid), *inner],
-                stdout=subprocess.PIPE,
-                stderr=(run_dir / f"job{spec.job}-w{rank}.err").open("wb"),
-                text=True,
-                cwd=str(REPO_ROOT),
-                start_new_session=True,
-            )
-        )
+        workers.append(_start_worker(net, spec, rank, wh.name, worker_hosts, inner, iterations, coordinator, token,
+                                     run_dir))  # fmt: skip
+    return RunningJob(spec, ps, workers)
+
+
+def _start_worker(
+    net,
+    spec: JobSpec,
+    rank: int,
+    host: str,
+    worker_hosts: list,
+    inner: list[str],
+    iterations: int,
+    coordinator: str,
+    token: Path,
+    run_dir: Path,
+) -> subprocess.Popen:
+    """``inner`` under mnexec in the worker's host, wrapped by mlfc-agent in the root namespace."""
+    agent = [tool("mlfc-agent"), "--job", str(spec.job), "--coordinator", coordinator, "--token-file", str(token)]
+    agent += ["--bytes-per-iteration", str(spec.profile.push_bytes), "--final-iteration", str(iterations - 1)]
+    agent += ["--report-worker", str(rank)]
+    if rank == 0:  # rank 0 registers the job with all its workers; the others only report
+        agent += [arg for r, h in enumerate(worker_hosts) for arg in ("--worker", f"{r}={h.ip}")]
+    else:
+        agent.append("--no-register")
+    return subprocess.Popen(
+        [*agent, "--", "mnexec", "-a", str(net.get(host).pid), *inner],
+        stdout=subprocess.PIPE,
+        stderr=(run_dir / f"job{spec.job}-w{rank}.err").open("wb"),
+        text=True,
+        cwd=str(REPO_ROOT),
+        start_new_session=True,
+    )
+
+
+def training_job(spec: JobSpec, iterations: int, transport: Transport) -> TrainingJob:
+    t = spec.training
+    assert t is not None
+    p = transport.mltcp_params
+    return TrainingJob(
+        job=spec.job, workers=spec.workers, iterations=iterations, task=t.task, width=t.width, lr=t.lr,
+        batch_size=t.batch_size, seed=t.seed, eval_every=t.eval_every, loss_bound=spec.loss_bound,
+        compute_s=spec.profile.compute_s if t.pad_to_profile else 0.0, cc=transport.cc, mltcp=transport.mltcp,
+        slope=p.slope, intercept=p.intercept, line_rate=transport.line_rate, timeout=600.0,
+    )  # fmt: skip
+
+
+def _start_training(
+    net,
+    spec: JobSpec,
+    iterations: int,
+    transport: Transport,
+    coordinator: str,
+    token: Path,
+    run_dir: Path,
+    start_at: float,
+    ps_host,
+    worker_hosts: list,
+) -> RunningJob:
+    job = training_job(spec, iterations, transport)
+    ps = net.get(ps_host.name).popen(
+        ps_argv(job, ps_host.ip), stdout=subprocess.DEVNULL, stderr=(run_dir / f"job{spec.job}-ps.err").open("wb"),
+        cwd=str(REPO_ROOT),
+    )  # fmt: skip
+    workers = []
+    for rank, wh in enumerate(worker_hosts):
+        inner = worker_argv(job, rank, wh.ip, ps_host.ip, start_at=start_at, start_delay=spec.start_delay)
+        workers.append(_start_worker(net, spec, rank, wh.name, worker_hosts, inner, iterations, coordinator, token,
+                                     run_dir))  # fmt: skip
     return RunningJob(spec, ps, workers)
 
 
@@ -162,6 +236,8 @@ class WorkerLog:
             int(row.get("retransmits", 0)),
             int(row.get("zero_filled", 0)),
             row["push_end"] - t0 if "push_end" in row else None,
+            float(row["accuracy"]) if row.get("accuracy") is not None else None,
+            int(row.get("lost_chunks", 0)),
         )
 
     def describe(self, iterations: int) -> str:

@@ -1,6 +1,6 @@
 """Does the network carry the bottleneck it was configured with? A calibration burst before the jobs run.
 
-A sender in one host's namespace offers plain UDP at twice the bottleneck's configured rate for a few
+A sender in one host's namespace offers plain UDP above the bottleneck's configured rate for a few
 seconds, to a receiver across the bottleneck, which counts what arrives. If the switches forward less
 than ``min_share`` of the configured rate, something other than the configured queue rate limits the
 path — on two cores usually the software switch's own CPU (BMv2 built with logging macros) — and an

@@ -26,6 +26,8 @@ class IterationRecord:
     # When the push was acknowledged: comm_start..push_end is the push (worker -> PS direction),
     # push_end..comm_end the pull (PS -> worker). None in records that do not say.
     push_end: float | None = None
+    accuracy: float | None = None  # validation accuracy after this iteration, where the job measured it
+    lost_chunks: int = 0  # chunks of this iteration's push the PS zero-filled (real training)
 
     @property
     def duration(self) -> float:
@@ -119,6 +121,8 @@ def read_csv(path: Path) -> list[IterationRecord]:
                     retransmits=int(row["retransmits"]),
                     zero_filled=int(row["zero_filled"]),
                     push_end=float(row["push_end"]) if row.get("push_end") else None,
+                    accuracy=float(row["accuracy"]) if row.get("accuracy") else None,
+                    lost_chunks=int(row.get("lost_chunks") or 0),
                 )
             )
     return out

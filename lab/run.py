@@ -21,8 +21,15 @@ from mlfc.lab import dataplanes
 from mlfc.lab.cleanup import leftovers
 from mlfc.lab.network import mininet_missing
 from mlfc.lab.results import format_table, plot_timeline, summarise, write_csv
-from mlfc.lab.scenarios import DEFAULT_MIX, MIXES, TREATMENTS, stack_config
-from mlfc.lab.stack import network_with_control, run_jobs
+from mlfc.lab.scenarios import DEFAULT_MIX, MIXES, TREATMENTS, stack_config, with_training
+from mlfc.lab.stack import StackError, network_with_control, run_jobs
+from mlfc.lab.validity import BottleneckNotCarried
+
+
+def final_accuracy(records, job: int) -> float:
+    """The job's last measured accuracy (emulated or real), NaN if it measured none."""
+    accs = [(r.iteration, r.accuracy) for r in records if r.job == job and r.accuracy is not None]
+    return max(accs)[1] if accs else float("nan")
 
 
 def missing_pieces(choice: str) -> list[str]:
@@ -54,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--dataplane", default="auto", choices=("auto", "bmv2", "ref"))
     ap.add_argument("--out", type=Path, default=Path("results/run"))
+    ap.add_argument("--training", action="store_true", help="real PyTorch training (digits) instead of the emulator")
     args = ap.parse_args(argv)
 
     problems = missing_pieces(args.dataplane)
@@ -64,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     plane = dataplanes.select(args.dataplane)[0]
     mix, treatment = MIXES[args.mix], TREATMENTS[args.treatment]
+    if args.training:
+        mix = with_training(mix)
     cfg = stack_config(mix, treatment, args.iterations)
     print(f"dataplane: {plane.label}")
     print(
@@ -83,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: torn down", file=sys.stderr)
         return 130
+    except (BottleneckNotCarried, StackError) as exc:
+        print(f"mlfc run stopped: {exc}", file=sys.stderr)
+        return 2
     per_job, overall = summarise(res.records)
     rows = [
         [
@@ -93,11 +106,16 @@ def main(argv: list[str] | None = None) -> int:
             s.comm_avg,
             res.counters.get(s.job, {}).get("ecn_marks", 0),
             res.counters.get(s.job, {}).get("drops", 0),
+            final_accuracy(res.records, s.job),
+            sum(r.lost_chunks for r in res.records if r.job == s.job),
         ]
         for s in per_job
     ]
-    rows.append(["all", overall.iterations, overall.avg, overall.p99, overall.comm_avg, "", ""])
-    print(format_table(["job", "iters", "avg s", "p99 s", "comm s", "ECN marks", "drops"], rows))
+    rows.append(["all", overall.iterations, overall.avg, overall.p99, overall.comm_avg, "", "", "", ""])
+    headers = ["job", "iters", "avg s", "p99 s", "comm s", "ECN marks", "drops", "accuracy", "lost chunks"]
+    print(format_table(headers, rows))
+    print(f"{ctl.probe.describe()}; pushes used {100 * res.utilisation:.0f} % of it; "
+          f"{res.cpu.describe() if res.cpu else ''}")  # fmt: skip
     write_csv(args.out / "iterations.csv", res.records)
     if res.records:
         plot_timeline(args.out / "timeline.png", res.records, f"{mix.name} / {treatment.name} on {plane.label}")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from mlfc.lab.emulator import JobProfile
-from mlfc.lab.jobs import JobSpec
+from mlfc.lab.jobs import JobSpec, Training
 from mlfc.lab.results import IterationRecord
 from mlfc.lab.stack import StackConfig
 from mlfc.policy.mltcp import MltcpParams
@@ -138,6 +138,16 @@ def stack_config(
         priorities=treatment.priorities,
         bottleneck_pps=bottleneck_pps,
     )
+
+
+def with_training(mix: Mix, training: Training | None = None, workers: int | None = None) -> Mix:
+    """The mix with real PyTorch training (digits by default) in place of the emulator: same profiles
+    (compute padded to them), real gradients and accuracy."""
+    t = training or Training()
+    n = workers or max(mix.workers_per_job, 2)
+    jobs = tuple(replace(j, training=replace(t, seed=j.job), workers=n) for j in mix.jobs)
+    return replace(mix, name=f"{mix.name}+training", jobs=jobs, workers_per_job=n,
+                   description=f"{mix.description}; real training ({t.task}, {n} workers per job)")  # fmt: skip
 
 
 def solo(job: JobSpec) -> JobSpec:

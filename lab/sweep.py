@@ -34,7 +34,8 @@ from mlfc.lab.scenarios import (
     ideal_iteration_times,
     stack_config,
 )
-from mlfc.lab.stack import network_with_control
+from mlfc.lab.stack import StackError, network_with_control
+from mlfc.lab.validity import BottleneckNotCarried
 from mlfc.policy.mltcp import MltcpParams
 from mlfc.policy.priority import PolicyError
 
@@ -194,7 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     preexisting = set(leftovers())
     say(f"dataplane: {dataplanes.describe(plane)}")
-    text = run_sweep(args.mix, args.cc, args.grid, args.iterations, plane, args.out, args.repeat)
+    try:
+        text = run_sweep(args.mix, args.cc, args.grid, args.iterations, plane, args.out, args.repeat)
+    except (BottleneckNotCarried, StackError) as exc:
+        print(f"make sweep stopped: {exc}", file=sys.stderr)
+        return 2
     left = sorted(set(leftovers()) - preexisting)
     if left:
         print("left behind: " + "; ".join(left), file=sys.stderr)

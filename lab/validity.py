@@ -1,8 +1,9 @@
 """Is a run's bottleneck the one it configured? Two checks, so no table reports CPU contention as mlfc's effect.
 
-1. Before the jobs (``probe_bottleneck``): a calibration burst across the bottleneck at twice its rate
-   (lab/probe.py) must get at least ``MIN_SHARE`` of the configured packet rate through. If not, the
-   run stops, naming the cause and the remedies.
+1. Before the jobs (``probe_bottleneck``): a calibration burst across the bottleneck at ``OVERLOAD``
+   times its rate (lab/probe.py: a congestion controller keeps its queue a little over-full, not twice)
+   must get at least ``MIN_SHARE`` of the configured packet rate through. If not, the run stops, naming
+   the cause and the remedies.
 2. After each run (``link_utilisation``): while any push is on the wire, the pushes together must have
    moved at least ``MIN_SHARE`` of the configured rate (bytes pushed / chunk size over the union of the
    push intervals). A software switch starved of CPU forwards below its configured rate exactly when
@@ -28,6 +29,7 @@ from mlfc.lab.results import IterationRecord
 from mlfc.topology import Topology
 
 MIN_SHARE = 0.8  # a single Reno flow alone reaches ~0.9 of the rate over a push, slow start included
+OVERLOAD = 1.25  # the probe offers this much more than the configured rate
 CHUNK_BYTES = 1400  # payload per packet of the emulator's transport (hosts/transport DEFAULT_CHUNK)
 
 
@@ -43,7 +45,7 @@ def remedies(rate_pps: int) -> str:
 
 
 def probe_bottleneck(net, topo: Topology, rate_pps: int, seconds: float = 2.0) -> ProbeResult:
-    """Offer 2x ``rate_pps`` from job 1's first worker to its parameter server (across the bottleneck)."""
+    """Offer OVERLOAD x ``rate_pps`` from job 1's first worker to its parameter server (across the bottleneck)."""
     hosts = topo.job_hosts(1)
     src = next(h for h in hosts if h.role == "worker")
     dst = next(h for h in hosts if h.role == "ps")
@@ -53,10 +55,10 @@ def probe_bottleneck(net, topo: Topology, rate_pps: int, seconds: float = 2.0) -
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     time.sleep(0.5)  # the receiver binds before the first datagram
+    send = [py, "-m", "mlfc.lab.probe", "send", "--to", dst.ip, "--pps", str(OVERLOAD * rate_pps)]
     sender = net.get(src.name).popen(
-        [py, "-m", "mlfc.lab.probe", "send", "--to", dst.ip, "--pps", str(2 * rate_pps), "--seconds", str(seconds + 1)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
+        [*send, "--seconds", str(seconds + 1)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     sent_out, _ = sender.communicate(timeout=seconds + 30)
     recv_out, _ = recv.communicate(timeout=seconds + 30)
     sent = json.loads(sent_out or "{}")

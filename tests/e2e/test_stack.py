@@ -49,3 +49,31 @@ def test_stack_end_to_end(tmp_path: Path) -> None:
     assert sum(c.get("ecn_marks", 0) for c in res.counters.values()) > 0, f"no ECN marks under load: {res.counters}"
     left = set(leftovers()) - before
     assert not left, f"teardown left behind: {sorted(left)}"
+
+
+@pytest.mark.mininet
+@pytest.mark.root
+@pytest.mark.slow
+def test_real_training_through_the_stack(tmp_path: Path) -> None:
+    """One real PyTorch job (digits, PS + 2 workers) through the switches, its accuracy reaching MAIF's
+    coordinator: the issue-12 path end to end under Mininet."""
+    pytest.importorskip("torch", reason="torch==2.13.0 not installed: `make install` brings the train extra")
+    from mlfc.lab.scenarios import with_training
+
+    plane = dataplanes.select("auto")[0]
+    base = MIXES["two-compatible"]
+    mix = with_training(replace(base, jobs=base.jobs[:1]))
+    iterations = 20
+    cfg = replace(stack_config(mix, TREATMENTS["mltcp+maif"], iterations), check_bottleneck=False)
+    topo = mix.build_topology()
+    before = set(leftovers())
+    with network_with_control(topo, cfg, tmp_path, plane) as ctl:
+        res = run_jobs(ctl, topo, cfg, timeout=600)
+    assert not res.errors, res.errors  # includes: the coordinator saw every worker's every iteration
+    for rank in (0, 1):
+        its = sorted(r.iteration for r in res.records if r.worker == f"w{rank}")
+        assert its == list(range(iterations)), f"worker {rank} completed iterations {its}"
+    accs = [r.accuracy for r in res.records if r.accuracy is not None]
+    assert len(accs) >= 3 and accs[-1] > accs[0] + 0.05, f"real accuracy should rise over the run: {accs}"
+    assert sum(c.get("packets", 0) for c in res.counters.values()) > 0
+    assert not set(leftovers()) - before
