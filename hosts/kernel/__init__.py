@@ -1,0 +1,18 @@
+"""MLTCP for kernel TCP (``mlfc.hosts.kernel``): BPF struct_ops congestion controls ``mltcp_reno`` and
+``mltcp_cubic`` that give any TCP socket MLTCP's window growth, F = slope * bytes_ratio + intercept
+from :mod:`mlfc.policy.mltcp`, with iterations detected from the connection's own idle gaps.
+
+* ``bpf/``: the C sources (``mltcp.h`` holds F and the iteration tracking, shared by both);
+* :mod:`.build`: compiles them with clang against the running kernel's BTF;
+* :mod:`.loader`: registers/unregisters them, fills their parameter maps, reads their state;
+* :mod:`.namespaces`: a network namespace's default congestion control and the sockets using it;
+* :mod:`.cli`: ``mlfc-mltcp build|load|status|set|unload``.
+
+``experiment.py`` (``make kernel-mltcp``) is lab code: the product modules above never import it.
+"""
+
+from __future__ import annotations
+
+
+class KernelMltcpError(RuntimeError):
+    """Something the kernel, the toolchain or the caller lacks; the message says what to do."""
