@@ -11,7 +11,7 @@ SHELL_VENV ?= .venv-shell
 GRPC_ADDR ?= 127.0.0.1:50051
 DEVICE_ID ?= 1
 
-.PHONY: help install bpf kernel-mltcp p4 proto test ptf e2e sweep bench run lint shell shell-venv clean
+.PHONY: help install bpf kernel-mltcp kernel-mltcp-gloo p4 proto test ptf e2e sweep bench run lint shell shell-venv clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -30,6 +30,9 @@ bpf: $(VENV)/.installed  ## build the eBPF MLTCP congestion controls for this ke
 
 kernel-mltcp: install  ## MLTCP in kernel TCP: jobs through an htb bottleneck, tables/CSV/plots in results/kernel-mltcp (root)
 	flock /tmp/mlfc-measure.lock $(PY) -m mlfc.hosts.kernel.experiment --out results/kernel-mltcp $(ARGS)
+
+kernel-mltcp-gloo: install  ## unmodified PyTorch DDP over gloo between namespaces on mltcp_cubic: what it detects (root, torch)
+	$(PY) -m mlfc.hosts.kernel.gloo_check $(ARGS)
 
 p4:  ## compile p4src/ with p4c into the committed BMv2 JSON + P4Info (p4src/build/)
 	@command -v $(P4C) >/dev/null || { echo "p4c not found: see docs/toolchain.md" >&2; exit 1; }
