@@ -29,10 +29,10 @@ bpf: $(VENV)/.installed  ## build the eBPF MLTCP congestion controls for this ke
 	$(VENV)/bin/mlfc-mltcp build
 
 kernel-mltcp: install  ## MLTCP in kernel TCP: jobs through an htb bottleneck, tables/CSV/plots in results/kernel-mltcp (root)
-	flock /tmp/mlfc-measure.lock $(PY) -m mlfc.hosts.kernel.experiment --out results/kernel-mltcp $(ARGS)
+	flock /tmp/mlfc-measure.lock $(PY) -m mlfc.lab.kernel_mltcp --out results/kernel-mltcp $(ARGS)
 
 kernel-mltcp-gloo: install  ## unmodified PyTorch DDP over gloo between namespaces on mltcp_cubic: what it detects (root, torch)
-	$(PY) -m mlfc.hosts.kernel.gloo_check $(ARGS)
+	$(PY) -m mlfc.lab.kernel_gloo $(ARGS)
 
 p4:  ## compile p4src/ with p4c into the committed BMv2 JSON + P4Info (p4src/build/)
 	@command -v $(P4C) >/dev/null || { echo "p4c not found: see docs/toolchain.md" >&2; exit 1; }

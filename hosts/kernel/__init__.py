@@ -8,8 +8,8 @@ from :mod:`mlfc.policy.mltcp`, with iterations detected from the connection's ow
 * :mod:`.namespaces`: a network namespace's default congestion control and the sockets using it;
 * :mod:`.cli`: ``mlfc-mltcp build|load|status|set|unload``.
 
-``experiment.py`` (``make kernel-mltcp``) and ``gloo_check.py`` (``make kernel-mltcp-gloo``) are lab code:
-the product modules above never import them.
+The experiments are lab code: ``mlfc.lab.kernel_mltcp`` (``make kernel-mltcp``) and
+``mlfc.lab.kernel_gloo`` (``make kernel-mltcp-gloo``).
 """
 
 from __future__ import annotations

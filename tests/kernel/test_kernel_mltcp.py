@@ -81,7 +81,10 @@ def test_bad_policy_is_refused_by_the_cli(capsys):
 
 
 def test_product_cli_does_not_import_the_lab():
-    code = "import sys, mlfc.hosts.kernel.cli; print([m for m in sys.modules if m.startswith('mlfc.topologies')])"
+    code = (
+        "import sys, mlfc.hosts.kernel.cli, mlfc.hosts.kernel.loader; "
+        "print([m for m in sys.modules if m.startswith(('mlfc.lab', 'mlfc.testing', 'mlfc.launch'))])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

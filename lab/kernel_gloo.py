@@ -7,7 +7,7 @@ records (``mlfc-mltcp status``) show what it learnt from gloo's sockets; the che
 iterations it detected with the training steps and its bytes per iteration with the gradient bytes a
 rank sends per step (2-rank ring allreduce: the gradient size).
 
-Lab code, never imported by the product; needs root, torch (``torch==2.13.0``) and mltcp loaded or
+Lab code; needs root, torch (``torch==2.13.0``) and mltcp loaded or
 loadable. Not a performance measurement: one job, no competing traffic.
 """
 

@@ -1,7 +1,7 @@
 """Lab experiment (``make kernel-mltcp``): MLTCP in kernel TCP against plain Reno/CUBIC.
 
-Not part of the product: ``mlfc-mltcp`` never imports this module (it imports the lab's metric
-definitions from ``mlfc.topologies``). Root only.
+Lab code: it drives the product (``mlfc.hosts.kernel``: loader, namespace defaults) and uses the
+lab's metric definitions (``mlfc.lab.results``, ``mlfc.lab.scenarios``). Root only.
 
 Network: one namespace per worker (``w1`` .. ``w8``), a router namespace and a server namespace;
 every worker's traffic to the server crosses the router's egress veth toward the server, shaped by
@@ -18,7 +18,7 @@ is chosen as a user would: ``net.ipv4.tcp_congestion_control`` in their namespac
 ``TCP_CONGESTION``.
 
 Per mix and round: each job profile alone (under reno and under cubic: the ideal), then the
-treatments reno, mltcp_reno, cubic, mltcp_cubic. Metrics are the lab's (mlfc.topologies.results
+treatments reno, mltcp_reno, cubic, mltcp_cubic. Metrics are the lab's (mlfc.lab.results
 and .scenarios): average and p99 iteration time (first iteration left out), share of the ideal gain
 against the plain algorithm of the same family, the iteration from which the jobs stay interleaved.
 """
@@ -43,9 +43,9 @@ from pathlib import Path
 
 from mlfc.hosts.kernel import KernelMltcpError, loader, namespaces
 from mlfc.hosts.netns import NetnsLab, in_netns, run
+from mlfc.lab.results import IterationRecord, format_table, plot_timeline, summarise, write_csv
+from mlfc.lab.scenarios import ideal_iteration_times, interleaving_iteration, share_of_ideal_gain
 from mlfc.policy.mltcp import IterationDetection, MltcpParams
-from mlfc.topologies.results import IterationRecord, format_table, plot_timeline, summarise, write_csv
-from mlfc.topologies.scenarios import ideal_iteration_times, interleaving_iteration, share_of_ideal_gain
 
 MAX_WORKERS = 8
 SERVER_ADDR = "10.80.250.1"
