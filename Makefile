@@ -11,7 +11,7 @@ SHELL_VENV ?= .venv-shell
 GRPC_ADDR ?= 127.0.0.1:50051
 DEVICE_ID ?= 1
 
-.PHONY: help install p4 proto test ptf e2e sweep bench run lint shell shell-venv clean
+.PHONY: help install bpf kernel-mltcp kernel-mltcp-gloo p4 proto test ptf e2e sweep bench run lint shell shell-venv clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -21,7 +21,18 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test,train]'
 	touch $@
 
-install: $(VENV)/.installed  ## create .venv and install mlfc with its test tools and PyTorch (CPU, the train extra)
+install: $(VENV)/.installed  ## create .venv, install mlfc with its test tools and PyTorch (CPU, the train extra); `make bpf` where clang is
+	@if command -v clang >/dev/null && [ -e /sys/kernel/btf/vmlinux ]; then $(MAKE) --no-print-directory bpf; \
+	else echo "make install: no clang or no kernel BTF: eBPF MLTCP not built (docs/kernel-mltcp.md)"; fi
+
+bpf: $(VENV)/.installed  ## build the eBPF MLTCP congestion controls for this kernel (clang, libbpf-dev, bpftool)
+	$(VENV)/bin/mlfc-mltcp build
+
+kernel-mltcp: install  ## MLTCP in kernel TCP: jobs through an htb bottleneck, tables/CSV/plots in results/kernel-mltcp (root)
+	flock /tmp/mlfc-measure.lock $(PY) -m mlfc.lab.kernel_mltcp --out results/kernel-mltcp $(ARGS)
+
+kernel-mltcp-gloo: install  ## unmodified PyTorch DDP over gloo between namespaces on mltcp_cubic: what it detects (root, torch)
+	$(PY) -m mlfc.lab.kernel_gloo $(ARGS)
 
 p4:  ## compile p4src/ with p4c into the committed BMv2 JSON + P4Info (p4src/build/)
 	@command -v $(P4C) >/dev/null || { echo "p4c not found: see docs/toolchain.md" >&2; exit 1; }

@@ -45,7 +45,7 @@ from mlfc.hosts.packet import (
     parse_feedback,
     sack_blocks,
 )
-from mlfc.policy.mltcp import MltcpParams
+from mlfc.policy.mltcp import EWMA_WEIGHT, MltcpParams
 from mlfc.wire import (
     IMPORTANCE_PROTECTED,
     MAX_SACK_BLOCKS,
@@ -136,7 +136,7 @@ class SenderConfig:
     cc: str = "reno"
     mltcp: MltcpParams | None = None  # None: plain congestion control
     idle_gap: float | None = 0.1  # s without new data that starts a new iteration (MLTCP)
-    ewma_weight: float = 0.5  # bytes-per-iteration EWMA
+    ewma_weight: float = EWMA_WEIGHT  # bytes-per-iteration EWMA
     line_rate: float = 1e9  # bits/s; DCQCN's line rate and start rate
     initial_rto: float = 0.2
     min_rto: float = 0.05  # above scheduling gaps of a Python process (~10 ms seen on 2 cores); RFC 6298: 1 s

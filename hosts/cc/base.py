@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 
-from mlfc.policy.mltcp import MltcpParams, bytes_ratio, mltcp_factor
+from mlfc.policy.mltcp import EWMA_WEIGHT, MltcpParams, bytes_ratio, mltcp_factor
 
 
 class MltcpTracker:
@@ -45,7 +45,7 @@ class MltcpTracker:
         params: MltcpParams | None = None,
         *,
         idle_gap: float | None = 0.1,
-        ewma_weight: float = 0.5,
+        ewma_weight: float = EWMA_WEIGHT,
     ) -> None:
         if idle_gap is not None and not idle_gap > 0:
             raise ValueError(f"idle_gap={idle_gap!r} must be > 0 or None")

@@ -29,6 +29,38 @@ class MltcpParams:
             raise PolicyError(f"intercept={self.intercept} must be > 0 (F(0) must still grow the window)")
 
 
+# Weight of the iteration that just ended in the bytes-per-iteration EWMA: the default of the
+# user-space MltcpTracker / SenderConfig and of kernel MLTCP's IterationDetection.
+EWMA_WEIGHT = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class IterationDetection:
+    """How kernel MLTCP (mlfc.hosts.kernel) cuts a TCP connection's traffic into iterations when the
+    application says nothing: new data after the pipe was empty for longer than
+    max(idle_rtts x smoothed RTT, idle_min seconds) starts an iteration; bytes per iteration is an
+    EWMA of the bytes acknowledged in earlier iterations, weight ``ewma_weight`` for the last one.
+
+    idle_min sits above the gaps between one iteration's messages (buckets, collective steps: well
+    under a millisecond on a datacentre path) and below a compute phase (tens of milliseconds and up)."""
+
+    idle_rtts: float = 4.0
+    idle_min: float = 0.005
+    ewma_weight: float = EWMA_WEIGHT
+
+    def __post_init__(self) -> None:
+        for name in ("idle_rtts", "idle_min", "ewma_weight"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v)):
+                raise PolicyError(f"{name}={v!r} must be a finite number")
+        if self.idle_rtts < 0:
+            raise PolicyError(f"idle_rtts={self.idle_rtts} must be >= 0")
+        if not 0 < self.idle_min <= 60:
+            raise PolicyError(f"idle_min={self.idle_min} must be in (0, 60] seconds")
+        if not 0 < self.ewma_weight <= 1:
+            raise PolicyError(f"ewma_weight={self.ewma_weight} must be in (0, 1]")
+
+
 def bytes_ratio(bytes_sent: float, bytes_per_iteration: float) -> float:
     if bytes_per_iteration <= 0 or not math.isfinite(bytes_sent):
         return 0.0

@@ -1,0 +1,19 @@
+"""MLTCP for kernel TCP (``mlfc.hosts.kernel``): BPF struct_ops congestion controls ``mltcp_reno`` and
+``mltcp_cubic`` that give any TCP socket MLTCP's window growth, F = slope * bytes_ratio + intercept
+from :mod:`mlfc.policy.mltcp`, with iterations detected from the connection's own idle gaps.
+
+* ``bpf/``: the C sources (``mltcp.h`` holds F and the iteration tracking, shared by both);
+* :mod:`.build`: compiles them with clang against the running kernel's BTF;
+* :mod:`.loader`: registers/unregisters them, fills their parameter maps, reads their state;
+* :mod:`.namespaces`: a network namespace's default congestion control and the sockets using it;
+* :mod:`.cli`: ``mlfc-mltcp build|load|status|set|unload``.
+
+The experiments are lab code: ``mlfc.lab.kernel_mltcp`` (``make kernel-mltcp``) and
+``mlfc.lab.kernel_gloo`` (``make kernel-mltcp-gloo``).
+"""
+
+from __future__ import annotations
+
+
+class KernelMltcpError(RuntimeError):
+    """Something the kernel, the toolchain or the caller lacks; the message says what to do."""

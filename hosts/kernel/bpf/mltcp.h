@@ -1,0 +1,341 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * MLTCP for kernel TCP: what mltcp_reno and mltcp_cubic share.
+ *
+ *   F = slope * bytes_ratio + intercept,  bytes_ratio = clamp(bytes acked this iteration /
+ *   bytes per iteration, 0, 1)  (mlfc/policy/mltcp.py, arXiv 2402.09589)
+ *
+ * F multiplies the congestion-avoidance increase. Everything here is integer arithmetic:
+ * F, bytes_ratio and the parameters carry MLTCP_FP_SHIFT fractional bits.
+ *
+ * Iterations are cut from the connection's own behaviour: CA_EVENT_TX_START (the kernel sends
+ * new data with nothing in flight) after the pipe was empty for longer than
+ * max(idle_rtts * srtt, idle_min_us) starts a new iteration. The bytes of the iteration that
+ * just ended (tcp_sock.bytes_acked since its start) feed an EWMA, the bytes-per-iteration
+ * estimate; until one iteration has ended there is no estimate and bytes_ratio is 0 (F = intercept),
+ * as in the user-space MltcpTracker.
+ *
+ * The parameters come from an ARRAY map filled by the loader (mlfc.hosts.kernel.loader) from
+ * mlfc.policy.mltcp before the struct_ops is registered. The layout of struct mltcp_params is
+ * mirrored in mlfc/hosts/kernel/params.py; MLTCP_PARAMS_VERSION changes with it.
+ */
+#ifndef MLFC_MLTCP_H
+#define MLFC_MLTCP_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#define MLTCP_FP_SHIFT 16
+#define MLTCP_FP_ONE (1U << MLTCP_FP_SHIFT)
+#define MLTCP_PARAMS_VERSION 1
+#define MLTCP_MAX_FLOWS 4096
+#define TCP_CONG_NON_RESTRICTED 0x1 /* include/net/tcp.h */
+#define AF_INET 2
+#define AF_INET6 10
+
+struct mltcp_params {
+	__u32 version;      /* MLTCP_PARAMS_VERSION of the loader that wrote it */
+	__u32 ready;        /* 0 until the loader has written the values: F = 1 (the plain algorithm) */
+	__u32 slope_fp;
+	__u32 intercept_fp;
+	__u32 idle_rtts_fp; /* idle gap that starts an iteration, in smoothed RTTs ... */
+	__u32 idle_min_us;  /* ... and at least this long */
+	__u32 ewma_fp;      /* weight of the iteration that just ended in the bytes-per-iteration EWMA */
+	__u32 pad;
+};
+
+/* F in fixed point from the bytes acked so far in this iteration and the bytes-per-iteration
+ * estimate. The single C definition: the congestion controls and the F test program use it. */
+static __always_inline __u32 mltcp_ratio_fp(__u64 acked, __u64 bytes_per_iter)
+{
+	if (bytes_per_iter == 0)
+		return 0;
+	if (acked >= bytes_per_iter)
+		return MLTCP_FP_ONE;
+	/* acked < bytes_per_iter < 2^47 in practice; keep the shift from overflowing anyway */
+	if (acked >> (64 - MLTCP_FP_SHIFT - 1))
+		return (__u32)(acked / (bytes_per_iter >> MLTCP_FP_SHIFT));
+	return (__u32)((acked << MLTCP_FP_SHIFT) / bytes_per_iter);
+}
+
+static __always_inline __u32 mltcp_f_fp(const struct mltcp_params *p, __u32 ratio_fp)
+{
+	__u64 f = (((__u64)p->slope_fp * ratio_fp) >> MLTCP_FP_SHIFT) + p->intercept_fp;
+
+	if (f == 0)
+		f = 1; /* never a zero increase (the loader rejects intercept <= 0 anyway) */
+	if (f > 0xffffffffULL)
+		f = 0xffffffffULL;
+	return (__u32)f;
+}
+
+/* Per-socket iteration state; lives in the congestion control's private area (inet_csk_ca). */
+struct mltcp_iter {
+	__u64 iter_start_acked; /* tcp_sock.bytes_acked when this iteration began */
+	__u64 bytes_per_iter;   /* EWMA of the bytes of earlier iterations; 0: none ended yet */
+	__u64 last_ack_ns;      /* last ACK that acknowledged data (the pipe's last activity) */
+	__u32 iterations;       /* iterations begun, the current one included */
+	__u32 last_f_fp;        /* F when the last iteration ended (for status) */
+};
+
+/* Per-connection view for `mlfc-mltcp status` and the tests, keyed by the socket's address (stable
+ * from init to release, unlike the 4-tuple, which the kernel may clear before release): written when
+ * a connection starts using the congestion control and at each iteration boundary, deleted on
+ * release. */
+struct mltcp_flow {
+	__u32 netns;  /* network namespace inode number */
+	__u16 family; /* AF_INET or AF_INET6 */
+	__u16 sport;  /* host byte order */
+	__u16 dport;  /* host byte order */
+	__u16 pad;
+	__u32 iterations;
+	__u8 saddr[16];
+	__u8 daddr[16];
+	__u64 bytes_per_iter;
+	__u64 last_iter_bytes;
+	__u64 updated_ns;
+	__u32 last_f_fp;
+	__u32 cwnd;
+	__u32 ssthresh;
+	__u32 pad2;
+};
+
+enum mltcp_stat {
+	MLTCP_STAT_INIT,       /* connections that started using the congestion control */
+	MLTCP_STAT_RELEASE,    /* ... and stopped */
+	MLTCP_STAT_ITERATION,  /* iteration boundaries detected */
+	MLTCP_STAT_TX_START,   /* CA_EVENT_TX_START events seen (boundaries or short gaps) */
+	MLTCP_STAT_SSTHRESH,   /* window reductions (loss or ECN) */
+	MLTCP_STAT_NO_PARAMS,  /* ACKs handled with F = 1 because the parameters were not ready */
+	MLTCP_STAT_MAX,
+};
+
+/* Each algorithm's object declares its maps with MLTCP_MAPS(prefix); map names are "<prefix>_params",
+ * "<prefix>_flows", "<prefix>_stats" (at most 15 characters: the kernel keeps 15). */
+#define MLTCP_MAPS(prefix)                                                   \
+	struct {                                                             \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                            \
+		__uint(max_entries, 1);                                      \
+		__type(key, __u32);                                          \
+		__type(value, struct mltcp_params);                          \
+	} prefix##_params SEC(".maps");                                      \
+	struct {                                                             \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);                         \
+		__uint(max_entries, MLTCP_MAX_FLOWS);                        \
+		__type(key, __u64);                          \
+		__type(value, struct mltcp_flow);                            \
+	} prefix##_flows SEC(".maps");                                       \
+	struct {                                                             \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                            \
+		__uint(max_entries, MLTCP_STAT_MAX);                         \
+		__type(key, __u32);                                          \
+		__type(value, __u64);                                        \
+	} prefix##_stats SEC(".maps");
+
+static __always_inline struct tcp_sock *mltcp_tcp_sk(struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+static __always_inline void mltcp_count(void *stats, __u32 which)
+{
+	__u64 *v = bpf_map_lookup_elem(stats, &which);
+
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+static __always_inline const struct mltcp_params *mltcp_params_get(void *params, void *stats)
+{
+	__u32 zero = 0;
+	const struct mltcp_params *p = bpf_map_lookup_elem(params, &zero);
+
+	if (!p || !p->ready || p->version != MLTCP_PARAMS_VERSION) {
+		mltcp_count(stats, MLTCP_STAT_NO_PARAMS);
+		return 0;
+	}
+	return p;
+}
+
+/* F for this socket now; MLTCP_FP_ONE (the plain algorithm) while the parameters are not ready. */
+static __always_inline __u32 mltcp_current_f(struct sock *sk, const struct mltcp_iter *it, void *params, void *stats)
+{
+	const struct mltcp_params *p = mltcp_params_get(params, stats);
+	struct tcp_sock *tp = mltcp_tcp_sk(sk);
+
+	if (!p)
+		return MLTCP_FP_ONE;
+	return mltcp_f_fp(p, mltcp_ratio_fp(tp->bytes_acked - it->iter_start_acked, it->bytes_per_iter));
+}
+
+static __always_inline __u64 mltcp_flow_id(struct sock *sk)
+{
+	return (__u64)(unsigned long)sk;
+}
+
+/* A new connection: its addresses and an empty iteration record. */
+static __always_inline void mltcp_flow_start(struct sock *sk, void *flows)
+{
+	const struct sock_common *c = &sk->__sk_common;
+	__u64 id = mltcp_flow_id(sk);
+	struct mltcp_flow v = {};
+
+	v.netns = c->skc_net.net->ns.inum;
+	v.family = c->skc_family;
+	v.sport = c->skc_num;
+	v.dport = __builtin_bswap16(c->skc_dport);
+	if (v.family == AF_INET6) {
+		__builtin_memcpy(v.saddr, &c->skc_v6_rcv_saddr, 16);
+		__builtin_memcpy(v.daddr, &c->skc_v6_daddr, 16);
+	} else {
+		__builtin_memcpy(v.saddr, &c->skc_rcv_saddr, 4);
+		__builtin_memcpy(v.daddr, &c->skc_daddr, 4);
+	}
+	v.cwnd = mltcp_tcp_sk(sk)->snd_cwnd;
+	v.ssthresh = mltcp_tcp_sk(sk)->snd_ssthresh;
+	v.updated_ns = bpf_ktime_get_ns();
+	bpf_map_update_elem(flows, &id, &v, BPF_ANY);
+}
+
+static __always_inline void mltcp_flow_update(struct sock *sk, const struct mltcp_iter *it, __u64 last_bytes,
+					      void *flows)
+{
+	__u64 id = mltcp_flow_id(sk);
+	struct mltcp_flow *v = bpf_map_lookup_elem(flows, &id);
+	struct tcp_sock *tp = mltcp_tcp_sk(sk);
+
+	if (!v)
+		return; /* evicted (more than MLTCP_MAX_FLOWS connections) */
+	v->bytes_per_iter = it->bytes_per_iter;
+	v->last_iter_bytes = last_bytes;
+	v->updated_ns = bpf_ktime_get_ns();
+	v->iterations = it->iterations;
+	v->last_f_fp = it->last_f_fp;
+	v->cwnd = tp->snd_cwnd;
+	v->ssthresh = tp->snd_ssthresh;
+}
+
+static __always_inline void mltcp_flow_delete(struct sock *sk, void *flows)
+{
+	__u64 id = mltcp_flow_id(sk);
+
+	bpf_map_delete_elem(flows, &id);
+}
+
+static __always_inline void mltcp_iter_init(struct sock *sk, struct mltcp_iter *it)
+{
+	it->iter_start_acked = mltcp_tcp_sk(sk)->bytes_acked;
+	it->bytes_per_iter = 0;
+	it->last_ack_ns = bpf_ktime_get_ns();
+	it->iterations = 0;
+	it->last_f_fp = 0;
+}
+
+static __always_inline void mltcp_iter_on_ack(struct mltcp_iter *it)
+{
+	it->last_ack_ns = bpf_ktime_get_ns();
+}
+
+/* CA_EVENT_TX_START: the kernel sends with nothing in flight. Returns 1 when this starts a new
+ * iteration: new data (nothing outstanding) after the pipe was empty for longer than the idle
+ * threshold, or the connection's first data. */
+static __always_inline int mltcp_iter_on_tx_start(struct sock *sk, struct mltcp_iter *it, void *params, void *flows,
+						  void *stats)
+{
+	struct tcp_sock *tp = mltcp_tcp_sk(sk);
+	const struct mltcp_params *p = mltcp_params_get(params, stats);
+	__u64 now = bpf_ktime_get_ns();
+	__u64 idle_us = (now - it->last_ack_ns) / 1000;
+	__u64 done, threshold_us;
+
+	mltcp_count(stats, MLTCP_STAT_TX_START);
+	if (!p)
+		return 0;
+	/* TX_START also fires for a retransmission after an RTO (nothing counted in flight, but
+	 * packets still outstanding): that is the same iteration. */
+	if (tp->packets_out)
+		return 0;
+	/* srtt_us holds 8 x the smoothed RTT in microseconds */
+	threshold_us = (((__u64)(tp->srtt_us >> 3)) * p->idle_rtts_fp) >> MLTCP_FP_SHIFT;
+	if (threshold_us < p->idle_min_us)
+		threshold_us = p->idle_min_us;
+	if (it->iterations > 0 && idle_us <= threshold_us)
+		return 0;
+
+	done = tp->bytes_acked - it->iter_start_acked;
+	if (it->iterations > 0 && done > 0) {
+		it->last_f_fp = mltcp_f_fp(p, mltcp_ratio_fp(done, it->bytes_per_iter));
+		if (it->bytes_per_iter == 0)
+			it->bytes_per_iter = done;
+		else
+			it->bytes_per_iter = (it->bytes_per_iter * (MLTCP_FP_ONE - p->ewma_fp) + done * p->ewma_fp) >>
+					     MLTCP_FP_SHIFT;
+	}
+	it->iter_start_acked = tp->bytes_acked;
+	it->iterations++;
+	mltcp_count(stats, MLTCP_STAT_ITERATION);
+	mltcp_flow_update(sk, it, done, flows);
+	return 1;
+}
+
+/* Reno's slow start (the kernel's tcp_slow_start): grow by the acked segments up to ssthresh and
+ * return what is left for congestion avoidance. */
+static __always_inline __u32 mltcp_slow_start(struct tcp_sock *tp, __u32 acked)
+{
+	__u32 cwnd = tp->snd_cwnd + acked;
+
+	if (cwnd > tp->snd_ssthresh)
+		cwnd = tp->snd_ssthresh;
+	acked -= cwnd - tp->snd_cwnd;
+	if (cwnd > tp->snd_cwnd_clamp)
+		cwnd = tp->snd_cwnd_clamp;
+	tp->snd_cwnd = cwnd;
+	return acked;
+}
+
+/* The kernel's tcp_cong_avoid_ai: one segment more per w segments acknowledged. */
+static __always_inline void mltcp_cong_avoid_ai(struct tcp_sock *tp, __u32 w, __u32 acked)
+{
+	if (w == 0)
+		w = 1;
+	if (tp->snd_cwnd_cnt >= w) {
+		tp->snd_cwnd_cnt = 0;
+		tp->snd_cwnd++;
+	}
+	tp->snd_cwnd_cnt += acked;
+	if (tp->snd_cwnd_cnt >= w) {
+		__u32 delta = tp->snd_cwnd_cnt / w;
+
+		tp->snd_cwnd_cnt -= delta * w;
+		tp->snd_cwnd += delta;
+	}
+	if (tp->snd_cwnd > tp->snd_cwnd_clamp)
+		tp->snd_cwnd = tp->snd_cwnd_clamp;
+}
+
+/* w / F in fixed point, at least 1: the window "count" with MLTCP's factor applied. */
+static __always_inline __u32 mltcp_scale_cnt(__u32 cnt, __u32 f_fp)
+{
+	__u64 w = ((__u64)cnt << MLTCP_FP_SHIFT) / f_fp;
+
+	if (w == 0)
+		return 1;
+	return w > 0xffffffffULL ? 0xffffffffU : (__u32)w;
+}
+
+static __always_inline int mltcp_in_slow_start(const struct tcp_sock *tp)
+{
+	return tp->snd_cwnd < tp->snd_ssthresh;
+}
+
+/* The kernel's tcp_is_cwnd_limited: only a window that limits sending may grow. */
+static __always_inline int mltcp_cwnd_limited(struct tcp_sock *tp)
+{
+	if (mltcp_in_slow_start(tp))
+		return tp->snd_cwnd < 2 * tp->max_packets_out;
+	return !!BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+}
+
+#endif /* MLFC_MLTCP_H */

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * F test: a BPF_PROG_TYPE_SYSCALL program run with BPF_PROG_TEST_RUN that evaluates the same
+ * mltcp_ratio_fp / mltcp_f_fp the congestion controls use, on parameters and byte counts the test
+ * passes in (tests/kernel/test_mltcp_kernel.py compares it with mlfc.policy.mltcp.mltcp_factor).
+ */
+#include "mltcp.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+struct mltcp_ftest_ctx {
+	struct mltcp_params params; /* in: as the loader encodes them */
+	__u64 acked;                /* in */
+	__u64 bytes_per_iter;       /* in */
+	__u32 ratio_fp;             /* out */
+	__u32 f_fp;                 /* out */
+};
+
+SEC("syscall")
+int mltcp_ftest(struct mltcp_ftest_ctx *ctx)
+{
+	struct mltcp_params p = ctx->params;
+	__u32 ratio = mltcp_ratio_fp(ctx->acked, ctx->bytes_per_iter);
+
+	ctx->ratio_fp = ratio;
+	ctx->f_fp = mltcp_f_fp(&p, ratio);
+	return 0;
+}

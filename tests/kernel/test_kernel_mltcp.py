@@ -1,0 +1,259 @@
+"""Kernel MLTCP (mlfc.hosts.kernel): the BPF programs build, register, carry TCP between network
+namespaces, detect iterations, compute the Python policy's F, and unload without leftovers.
+
+Needs root, kernel BTF with struct_ops, clang, libbpf-dev and bpftool; each test that needs them
+skips with the missing piece named. The load/unload tests skip when mltcp_* is already registered
+by someone else (they would not know what to restore)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from mlfc.hosts.kernel import KernelMltcpError, build, cli, libbpf, loader, namespaces, params
+from mlfc.hosts.netns import NetnsLab, in_netns
+from mlfc.policy.mltcp import IterationDetection, MltcpParams, bytes_ratio, mltcp_factor
+
+
+def _missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (BPF, network namespaces)"
+    if not build.BTF_PATH.exists():
+        return f"{build.BTF_PATH} missing: kernel without BTF"
+    try:
+        build.find_toolchain()
+    except KernelMltcpError as exc:
+        return str(exc)
+    try:
+        libbpf.lib()
+    except KernelMltcpError as exc:
+        return str(exc)
+    return None
+
+
+needs_kernel = pytest.mark.skipif(bool(_missing()), reason=f"[kernel] {_missing()}")
+
+
+# ---- no kernel needed ---------------------------------------------------------------------------
+
+
+def test_params_encode_decode_round_trip():
+    p, d = MltcpParams(2.0, 0.5), IterationDetection(4.0, 0.005, 0.5)
+    kp = params.decode(params.encode(p, d))
+    assert kp.version == params.PARAMS_VERSION and kp.ready
+    assert kp.params == p and kp.detection == d
+
+
+def test_params_out_of_fixed_point_range_are_refused():
+    with pytest.raises(KernelMltcpError, match="slope"):
+        params.encode(MltcpParams(1e6, 0.5), IterationDetection())
+
+
+def test_not_root_is_a_clear_error(monkeypatch, capsys):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert cli.main(["load"]) == 1
+    assert "needs root" in capsys.readouterr().err
+
+
+def test_missing_clang_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(build.shutil, "which", lambda name: None if "clang" in name else "/usr/bin/" + name)
+    with pytest.raises(KernelMltcpError, match="clang"):
+        build.find_toolchain()
+
+
+def test_missing_btf_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(build, "BTF_PATH", tmp_path / "no-btf")
+    with pytest.raises(KernelMltcpError, match="without BTF"):
+        build.build(force=True)
+
+
+def test_bad_policy_is_refused_by_the_cli(capsys):
+    assert cli.main(["set", "--intercept", "0"]) == 2
+    assert "intercept" in capsys.readouterr().err
+
+
+def test_product_cli_does_not_import_the_lab():
+    code = (
+        "import sys, mlfc.hosts.kernel.cli, mlfc.hosts.kernel.loader; "
+        "print([m for m in sys.modules if m.startswith(('mlfc.lab', 'mlfc.testing', 'mlfc.launch'))])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# ---- kernel -------------------------------------------------------------------------------------
+
+
+@needs_kernel
+def test_builds_from_scratch(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFC_BPF_BUILD", str(tmp_path))
+    objs = build.build(force=True)
+    assert [p.name for p in objs] == [f"{n}.bpf.o" for n in build.OBJECTS]
+    assert all(p.stat().st_size > 0 for p in objs)
+    assert build.up_to_date()
+
+
+FTEST = struct.Struct("<8IQQII")  # struct mltcp_ftest_ctx
+
+
+@needs_kernel
+def test_kernel_f_matches_the_python_policy_over_a_grid():
+    build.ensure_built()
+    grid = [MltcpParams(s, i) for s in (0.0, 1.0, 2.0, 4.0, 16.0) for i in (0.125, 0.5, 1.0)]
+    bpi = 10_000_000
+    points = [0, 1, 999, 1_000_000, 2_500_000, 3_333_333, 5_000_000, 9_999_999, 10_000_000, 25_000_000]
+    with libbpf.BpfObject(str(build.object_path("mltcp_ftest"))) as obj:
+        obj.load()
+        fd = obj.prog_fd("mltcp_ftest")
+        checked = 0
+        for p in grid:
+            head = params.encode(p, IterationDetection())
+            for acked in points:
+                for per_iter in (bpi, 0):
+                    ctx = bytearray(FTEST.size)
+                    ctx[: params.LAYOUT.size] = head
+                    struct.pack_into("<QQ", ctx, params.LAYOUT.size, acked, per_iter)
+                    assert libbpf.prog_test_run(fd, ctx) == 0
+                    ratio_fp, f_fp = struct.unpack_from("<II", ctx, params.LAYOUT.size + 16)
+                    want_ratio = bytes_ratio(acked, per_iter)
+                    want_f = mltcp_factor(want_ratio, p)
+                    assert abs(params.from_fp(ratio_fp) - want_ratio) <= 2 / params.FP_ONE
+                    # fixed point: slope and intercept rounded to 2^-16, ratio and product floored
+                    assert abs(params.from_fp(f_fp) - want_f) <= (p.slope + 2) / params.FP_ONE, (p, acked, per_iter)
+                    checked += 1
+    assert checked == len(grid) * len(points) * 2
+
+
+@pytest.fixture(scope="module")
+def loaded() -> Iterator[MltcpParams]:
+    reason = _missing()
+    if reason:
+        pytest.skip(f"[kernel] {reason}")
+    already = [a.name for a in loader.ALGORITHMS.values() if loader.registered(a)]
+    if already:
+        pytest.skip(f"{', '.join(already)} already registered outside the tests: not touching it")
+    policy = MltcpParams(2.0, 0.5)
+    # idle_min 50 ms: well above the 1 ms gaps inside a test iteration even when a loaded machine
+    # stretches them, well below the 150 ms "compute phase" between iterations.
+    detection = IterationDetection(idle_rtts=4.0, idle_min=0.05)
+    before = {a.key: {m.id for m, _ in loader.struct_ops_maps(a)} for a in loader.ALGORITHMS.values()}
+    loader.load(list(loader.ALGORITHMS.values()), policy, detection, log=lambda m: None)
+    try:
+        yield policy
+    finally:
+        with NetnsLab("ku") as lab:
+            ns = namespaces.resolve(lab.namespace("u"))
+            namespaces.set_default_cc(ns, "mltcp_reno")
+            loader.unload(list(loader.ALGORITHMS.values()), fallback="reno", log=lambda m: None)
+            assert namespaces.get_default_cc(ns) == "reno"  # moved off before unregistering
+    # Unload leaves nothing behind: not registered, and this load's instances are gone.
+    for a in loader.ALGORITHMS.values():
+        assert not loader.registered(a)
+        deadline = time.monotonic() + 5
+        while (new := {m.id for m, _ in loader.struct_ops_maps(a)} - before[a.key]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not new, f"{a.name}: struct_ops maps {new} left after unload"
+
+
+@pytest.fixture
+def two_namespaces() -> Iterator[tuple[str, str]]:
+    with NetnsLab("km") as lab:
+        a, b = lab.namespace("a"), lab.namespace("b")
+        lab.link(a, "10.81.1.1", b, "10.81.1.2")
+        yield a, b
+
+
+ITER_BYTES = 2_000_000
+ITERATIONS = 5
+
+
+def _serve(srv: socket.socket, errors: list[BaseException]) -> None:
+    try:
+        conn, _ = srv.accept()
+        with conn:
+            buf = bytearray(1 << 20)
+            for _ in range(ITERATIONS):
+                got = 0
+                while got < ITER_BYTES:
+                    n = conn.recv_into(buf)
+                    if not n:
+                        raise ConnectionError("sender closed early")
+                    got += n
+                conn.sendall(b"k")
+    except BaseException as exc:
+        errors.append(exc)
+
+
+@needs_kernel
+@pytest.mark.parametrize("cc", ["mltcp_reno", "mltcp_cubic"])
+def test_transfer_between_namespaces_detects_iterations(loaded, two_namespaces, cc):
+    a, b = two_namespaces
+    alg = loader.algorithm(cc)
+    namespaces.set_default_cc(namespaces.resolve(a), cc)
+    assert namespaces.get_default_cc(namespaces.resolve(a)) == cc
+    srv = in_netns(b, lambda: socket.create_server(("10.81.1.2", 5201)))
+    srv.settimeout(20)
+    errors: list[BaseException] = []
+    t = threading.Thread(target=_serve, args=(srv, errors), daemon=True)
+    t.start()
+    s = in_netns(a, lambda: socket.create_connection(("10.81.1.2", 5201), timeout=20))
+    try:
+        assert s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode() == cc
+        assert any(x.cc == cc for x in namespaces.sockets(namespaces.resolve(a), {cc}))  # what `status` shows
+        chunk = b"x" * (ITER_BYTES // 4)
+        busy = 0.0
+        for _ in range(ITERATIONS):
+            t0 = time.monotonic()
+            for _ in range(4):  # gaps of 1 ms inside an iteration: below the idle threshold
+                s.sendall(chunk)
+                time.sleep(0.001)
+            assert s.recv(1) == b"k"
+            busy += time.monotonic() - t0
+            time.sleep(0.15)  # the "compute phase": above the threshold, so the next send starts an iteration
+        mine = [f for f in loader.flows(alg) if f.local.startswith("10.81.1.1:")]
+        assert len(mine) == 1
+        flow = mine[0]
+    finally:
+        s.close()
+        t.join(10)
+        srv.close()
+    assert not errors, errors
+    # Sane rate: 10 MB over a veth pair; a broken window (stuck at a few segments) fails this by far.
+    rate = 8 * ITER_BYTES * ITERATIONS / busy
+    assert rate > 50e6, f"{rate / 1e6:.0f} Mbit/s"
+    assert flow.cwnd > 10  # grew from the initial window
+    # The 5th iteration began after the 4th gap; the 1 ms gaps started none.
+    assert flow.iterations == ITERATIONS
+    assert flow.bytes_per_iteration == ITER_BYTES  # EWMA of equal iterations
+    assert flow.last_f == pytest.approx(mltcp_factor(1.0, loaded), abs=1e-3)  # ended each iteration at ratio 1
+    deadline = time.monotonic() + 3
+    while any(f.local.startswith("10.81.1.1:") for f in loader.flows(alg)) and time.monotonic() < deadline:
+        time.sleep(0.05)  # release runs when the kernel destroys the socket
+    assert not any(f.local.startswith("10.81.1.1:") for f in loader.flows(alg))
+
+
+@needs_kernel
+def test_status_and_set_report_the_parameters(loaded, capsys):
+    assert cli.main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "mltcp_reno: registered" in out and "mltcp_cubic: registered" in out
+    assert "F = 2 * bytes_ratio + 0.5; iteration after max(4 RTT, 50 ms) idle" in out
+    assert cli.main(["set", "--cc", "reno", "--slope", "4"]) == 0
+    current = [kp.params for kp in loader.read_params(loader.algorithm("reno")) if kp.params]
+    assert MltcpParams(4.0, 0.5) in current
+    assert cli.main(["set", "--cc", "reno", "--slope", "2"]) == 0
+
+
+@needs_kernel
+def test_unload_refuses_a_fallback_it_removes(loaded):
+    with pytest.raises(KernelMltcpError, match="fallback"):
+        loader.unload([loader.algorithm("cubic")], fallback="mltcp_cubic")
+    assert loader.registered(loader.algorithm("cubic"))
