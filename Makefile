@@ -10,7 +10,7 @@ P4_PROGRAMS := mlfc l3fwd
 SHELL_VENV ?= .venv-shell
 GRPC_ADDR ?= 127.0.0.1:50051
 
-.PHONY: help install p4 proto test ptf e2e sweep bench run lint shell clean
+.PHONY: help install install-sim p4 proto test ptf e2e sweep bench run sim sim-scale lint shell clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -21,6 +21,13 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 install: $(VENV)/.installed  ## create .venv and install mlfc with its test tools
+
+# ns-3 is a separate step: PyPI's ns3 wheel (with cppyy) takes ~6 minutes to download and ~300 MB.
+$(VENV)/.installed-sim: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[test,sim]'
+	touch $@
+
+install-sim: $(VENV)/.installed-sim  ## add ns-3 (PyPI ns3==3.44.post0, ~6 min) for mlfc.sim and its tests
 
 p4:  ## compile p4src/ with p4c into the committed BMv2 JSON + P4Info (p4src/build/)
 	@command -v $(P4C) >/dev/null || { echo "p4c not found: see docs/toolchain.md" >&2; exit 1; }
@@ -50,6 +57,12 @@ bench: install  ## print the benchmark figures (BMV2="path ..." compares simple_
 
 run: install  ## the main job: the full stack on a local Mininet network
 	$(PY) -m mlfc.topologies.run
+
+sim: install-sim  ## a small ns-3 run: two compatible jobs, Reno vs MLTCP-Reno (results/sim/validation)
+	$(PY) -m mlfc.sim small --out results/sim
+
+sim-scale: install-sim  ## every ns-3 experiment (validation, scale, circular, maif, incast, bench): hours on 2 cores
+	$(PY) -m mlfc.sim all --out results/sim $(if $(SEEDS),--seeds $(SEEDS))
 
 lint: install  ## ruff
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
