@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-ORDER = ("dataplane", "controller", "coordinator", "transport", "refswitch")
+ORDER = ("dataplane", "controller", "coordinator", "transport", "refswitch", "sim")
 
 
 def main(argv: list[str] | None = None) -> int:

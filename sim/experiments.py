@@ -247,11 +247,14 @@ def scale_fabric() -> SimTopology:
     return leaf_spine(**SCALE_FABRIC, host_rate_bps=100 * GBPS)  # type: ignore[arg-type]
 
 
+SCALE_GROUP = 4  # jobs per parameter-server host
+
+
 def scale_jobs(topo: SimTopology, n: int, scale: float, models: Sequence[str] = SCALE_MODELS) -> tuple[SimJob, ...]:
-    """``n`` PS jobs of two workers. Jobs come in pairs of one model (models cycled pair by pair) whose
-    parameter servers share a host, so the pair competes on that host's link like the lab's dumbbell
-    jobs on theirs; pair p's PS host is on leaf p, its four workers on the other leaves (every push and
-    pull crosses the spines, where ECMP spreads the pairs), hosts used round-robin inside a leaf."""
+    """``n`` PS jobs of two workers, in groups of SCALE_GROUP jobs of one model (models cycled group by
+    group) whose parameter servers share a host: a group competes on that host's link as the lab's
+    dumbbell jobs do on theirs. Group g's PS host is on leaf g, its workers on the other leaves (every
+    push and pull crosses the spines, where ECMP spreads the flows), hosts used round-robin per leaf."""
     leaves = SCALE_FABRIC["leaves"]
     hpl = SCALE_FABRIC["hosts_per_leaf"]
     used = [0] * leaves
@@ -265,11 +268,12 @@ def scale_jobs(topo: SimTopology, n: int, scale: float, models: Sequence[str] = 
     jobs = []
     ps = ""
     for k in range(n):
-        pair = k // 2
-        if k % 2 == 0:
-            ps = host(pair)
-        workers = (host(pair + 1 + k % 2), host(pair + 2 + k % 2))
-        model = models[pair % len(models)]
+        group, member = divmod(k, SCALE_GROUP)
+        if member == 0:
+            ps = host(group)
+        others = [leaf for leaf in range(leaves) if leaf != group % leaves]
+        workers = (host(others[member % len(others)]), host(others[(member + 1) % len(others)]))
+        model = models[group % len(models)]
         jobs.append(model_job(k + 1, model, workers, ps, PS, scale=scale, jitter=0.01, tau=8 + 2 * (k % 7)))
     return tuple(jobs)
 
@@ -284,7 +288,7 @@ def _fabric_solo(ctx: Context, exp: str, topo: SimTopology, jobs: Sequence[SimJo
                metrics.flows(j)))  # fmt: skip
         if key not in cache:
             r = _run(ctx, exp, SimConfig(f"solo-{j.name}", topo, (replace(j, jitter=0.0),), its, cc=cc, tcp=tcp,
-                                         seed=seed))  # fmt: skip
+                                         seed=seed, **FABRIC))  # fmt: skip
             cache[key] = summarise(r.records)[1].avg
         out[j.job_id] = cache[key]
     return out
@@ -311,9 +315,9 @@ def at_scale(ctx: Context, counts: Sequence[int] = (4, 8, 16, 32), ccs: Sequence
                 ideal = metrics.fabric_ideal(topo, jobs, solo)
                 ideal_avg = statistics.fmean(ideal.values())
                 base = _run(ctx, exp, SimConfig(f"{cc}-{n}jobs/base", topo, jobs, iterations, cc=cc, tcp=tcp,
-                                                queue_limit=1000, seed=seed, ecn=SCALE_ECN))  # fmt: skip
+                                                seed=seed, **FABRIC))  # fmt: skip
                 ml = _run(ctx, exp, SimConfig(f"{cc}-{n}jobs/mltcp", topo, jobs, iterations, cc=cc, mltcp=True,
-                                              tcp=tcp, queue_limit=1000, seed=seed, ecn=SCALE_ECN))  # fmt: skip
+                                              tcp=tcp, seed=seed, **FABRIC))  # fmt: skip
                 b, m = summarise(base.records)[1], summarise(ml.records)[1]
                 ib = metrics.fabric_interleaving(base.records, groups)
                 im = metrics.fabric_interleaving(ml.records, groups)
@@ -335,9 +339,10 @@ def at_scale(ctx: Context, counts: Sequence[int] = (4, 8, 16, 32), ccs: Sequence
     a = {m: metrics.comm_fraction(topo, model_job(1, m, ("l1h1", "l2h1"), "l3h1", scale=scale)) for m in MODELS}
     body = [
         f"{topo.description}; jumbo frames (MTU {tcp.mtu}); {iterations} iterations; models cycled "
-        f"{', '.join(SCALE_MODELS)} pair by pair, bytes and compute times x {scale:g} (printed factor; a alone: "
+        f"{', '.join(SCALE_MODELS)} group by group, bytes and compute times x {scale:g} (printed factor; a alone: "
         + ", ".join(f"{k} {v:.2f}" for k, v in a.items())
-        + "); 2 workers + 1 PS per job, the two jobs of a pair share their PS host; compute jitter 1 %; "
+        + f"); 2 workers + 1 PS per job, groups of {SCALE_GROUP} jobs of one model share their PS host; "
+        + "compute jitter 1 %; "
         + f"seeds {', '.join(map(str, ctx.seeds))}. "
         "Ideal: solo time scaled by the busiest link's load (docs/sim.md). Interleaving: groups of jobs "
         "sharing a host link, counted when they stayed interleaved to the end; 'from iter' is their median.",
@@ -349,8 +354,14 @@ def at_scale(ctx: Context, counts: Sequence[int] = (4, 8, 16, 32), ccs: Sequence
     return _summary(ctx, exp, "MLTCP at scale on a leaf-spine", body)
 
 
+# The experiments on MLTCP and MAIF switch selective dropping off: their jobs' chunks are not classed
+# (importance 0), and the default levels (16/32/48 packets, sized for BMv2's 64-packet queues) would
+# drop them early, costing TCP a retransmission timeout each. `incast` studies selective drop.
+NO_SELECTIVE_DROP = DropPolicy(min_importance=(0, 0, 0, 0))
 # DCQCN's 100 Gb/s marking profile (HPCC simulator: Kmin 400 KB, Kmax 1600 KB, Pmax 0.2) in 9000-byte packets.
 SCALE_ECN = EcnProfile(kmin=44, kmax=178, pmax=0.2)
+# Switch settings of the 100 Gb/s fabric experiments: 1,000-packet class queues (9 MB).
+FABRIC = {"queue_limit": 1000, "ecn": SCALE_ECN, "drop": NO_SELECTIVE_DROP}
 
 
 def _plot_scale(path: Path, rows: list[list]) -> None:
@@ -409,7 +420,7 @@ def circular(ctx: Context) -> str:
             # Interleaving needs turns around the cycle: at most 1/(cycle length) of a period each.
             ideal = {j: t * max(1.0, 3 * a) for j, t in solo.items()}
             ideal_avg = statistics.fmean(ideal.values())
-            cfg = SimConfig(f"a{a:g}/base", topo, jobs, iterations, tcp=tcp, queue_limit=1000, seed=seed, ecn=SCALE_ECN)
+            cfg = SimConfig(f"a{a:g}/base", topo, jobs, iterations, tcp=tcp, seed=seed, **FABRIC)
             base = _run(ctx, exp, cfg)
             ml = _run(ctx, exp, replace(cfg, name=f"a{a:g}/mltcp", mltcp=True))
             b, m = summarise(base.records)[1], summarise(ml.records)[1]
@@ -468,7 +479,7 @@ def maif_search(ctx: Context, configs: int = 16) -> str:
         for treatment, priorities, mltcp in (("fifo", "none", False), ("maif", "maif", False),
                                              ("mltcp+maif", "maif", True)):  # fmt: skip
             cfg = SimConfig(f"{treatment}", topo, jobs_t, iterations, priorities=priorities, mltcp=mltcp, tcp=tcp,
-                            queue_limit=1000, seed=seed, ecn=SCALE_ECN)  # fmt: skip
+                            seed=seed, **FABRIC)  # fmt: skip
             r = _run(ctx, exp, cfg)
             tta = _time_to_accuracy(r.records, jobs_t)
             row = [treatment, seed, summarise(r.records)[1].avg, *tta, len(r.decisions)]
@@ -586,7 +597,7 @@ def benchmark(ctx: Context, jobs_n: int = 16, iterations: int = 50) -> str:
     jobs = scale_jobs(topo, jobs_n, scale)
     t0 = time.monotonic()
     r = _run(ctx, exp, SimConfig(f"bench-{jobs_n}x{iterations}", topo, jobs, iterations, mltcp=True, tcp=tcp,
-                                 queue_limit=1000, seed=ctx.seeds[0], ecn=SCALE_ECN))  # fmt: skip
+                                 seed=ctx.seeds[0], **FABRIC))  # fmt: skip
     total = time.monotonic() - t0
     s = r.stats
     gbytes = sum(j.push_bytes * len(j.workers) + j.pull_bytes * len(j.workers) for j in jobs) * iterations / 1e9

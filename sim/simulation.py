@@ -43,6 +43,9 @@ class SimConfig:
     mltcp_params: MltcpParams = field(default_factory=MltcpParams)
     priorities: str = "none"  # none | maif | interleave
     ecn: EcnProfile = field(default_factory=EcnProfile)
+    # Selective drop as the controller deploys it by default. Jobs without importance classes send
+    # class 0, which it drops first from level 1 (16 queued packets) on: switch it off (min_importance
+    # all 0) when the jobs are not classed.
     drop: DropPolicy = field(default_factory=DropPolicy)
     tcp: TcpSettings = field(default_factory=TcpSettings)
     queue_limit: int = 64  # packets per class queue (BMv2's default depth)
