@@ -21,7 +21,7 @@ from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
 from mlfc.policy.mltcp import MltcpParams
 from mlfc.sim import metrics
-from mlfc.sim.jobs import MODELS, PS, SimJob, from_lab_job, model_job
+from mlfc.sim.jobs import MODELS, PS, RING, SimJob, from_lab_job, model_job
 from mlfc.sim.lab import (
     BOTTLENECK_PPS,
     MIXES,
@@ -301,7 +301,7 @@ def at_scale(ctx: Context, counts: Sequence[int] = (4, 8, 16, 32), ccs: Sequence
     tcp = TcpSettings(mtu=9000, mss=8948)
     topo = scale_fabric()
     headers = [
-        "cc", "jobs", "seed", "scale", "base avg s", "mltcp avg s", "avg speed-up", "p99 speed-up",
+        "cc", "jobs", "seed", "scale", "base avg ms", "mltcp avg ms", "avg speed-up", "p99 speed-up",
         "ideal speed-up", "share of ideal", "links shared", "interleaved (mltcp)", "interleaved (base)",
         "mltcp from iter", "base from iter",
     ]  # fmt: skip
@@ -323,7 +323,7 @@ def at_scale(ctx: Context, counts: Sequence[int] = (4, 8, 16, 32), ccs: Sequence
                 im = metrics.fabric_interleaving(ml.records, groups)
                 rows.append(
                     [
-                        cc, n, seed, scale, b.avg, m.avg, b.avg / m.avg, b.p99 / m.p99, b.avg / ideal_avg,
+                        cc, n, seed, scale, 1e3 * b.avg, 1e3 * m.avg, b.avg / m.avg, b.p99 / m.p99, b.avg / ideal_avg,
                         share_of_ideal_gain(b.avg, m.avg, ideal_avg), im.groups, im.interleaved, ib.interleaved,
                         "-" if math.isnan(im.median) else f"{im.median:g}",
                         "-" if math.isnan(ib.median) else f"{ib.median:g}",
@@ -394,55 +394,59 @@ def _plot_scale(path: Path, rows: list[list]) -> None:
 
 
 def circular(ctx: Context) -> str:
-    """Three PS jobs whose host links form a cycle: A's worker on h1 pushes to h2, B's on h2 to h3,
-    C's on h3 to h1. Each host link carries one job's push and another's pull, so every pair of jobs
-    must take turns: with a <= 1/3 the three can interleave (offsets of a third of a period), above
-    1/3 they cannot, although no link carries more than two jobs (sum of a <= 1 per link)."""
+    """Three two-worker ring all-reduce jobs on hosts h1, h2, h3 (one per leaf): A on (h1, h2), B on
+    (h2, h3), C on (h3, h1). Every host link carries two jobs (A and B share h2's, B and C h3's, C and
+    A h1's) and every pair of jobs must take turns, so the three must take turns around the cycle:
+    with a <= 1/3 they can all interleave (offsets of a third of a period), above 1/3 they cannot,
+    although no link carries more than two jobs (2a <= 1 on every link)."""
     exp = "circular"
     iterations = ctx.iterations or 30
     topo = leaf_spine(leaves=3, spines=2, hosts_per_leaf=1, oversubscription=0.5)  # fat uplinks: hosts bottleneck
     tcp = TcpSettings(mtu=9000, mss=8948)
     hosts = ("l1h1", "l2h1", "l3h1")
-    size = 2_000_000
-    comm = 2 * 8 * size / (100 * GBPS)  # push + pull alone, serialisation only
-    headers = ["a", "seed", "base avg s", "mltcp avg s", "avg speed-up", "ideal speed-up", "share of ideal",
-               "mltcp interleaved from", "base interleaved from"]  # fmt: skip
+    size = 4_000_000
+    comm = 8 * size / (100 * GBPS)  # two ring steps of size/2 per direction of a host link, alone
+    headers = ["a", "seed", "base avg ms", "mltcp avg ms", "avg speed-up", "p99 speed-up", "ideal speed-up",
+               "share of ideal", "mltcp interleaved from", "base interleaved from"]  # fmt: skip
     rows = []
     for a in (0.25, 0.45):
         compute = comm * (1 - a) / a
         jobs = tuple(
-            SimJob(i + 1, f"cyc{i + 1}", size, size, compute, (hosts[i],), hosts[(i + 1) % 3], jitter=0.01)
+            SimJob(i + 1, f"ring{i + 1}", size, size, compute, (hosts[i], hosts[(i + 1) % 3]), None, RING, jitter=0.01)
             for i in range(3)
         )
         groups = metrics.shared_groups(topo, jobs)
         for seed in ctx.seeds:
             solo = _fabric_solo(ctx, exp, topo, jobs, 5, "reno", seed, tcp)
-            # Interleaving needs turns around the cycle: at most 1/(cycle length) of a period each.
+            # Pairwise turns around a cycle of three: each job gets at most a third of the period.
             ideal = {j: t * max(1.0, 3 * a) for j, t in solo.items()}
             ideal_avg = statistics.fmean(ideal.values())
             cfg = SimConfig(f"a{a:g}/base", topo, jobs, iterations, tcp=tcp, seed=seed, **FABRIC)
             base = _run(ctx, exp, cfg)
             ml = _run(ctx, exp, replace(cfg, name=f"a{a:g}/mltcp", mltcp=True))
             b, m = summarise(base.records)[1], summarise(ml.records)[1]
-            ib = metrics.fabric_interleaving(base.records, groups, whole_phase=True)
-            im = metrics.fabric_interleaving(ml.records, groups, whole_phase=True)
+            ib = metrics.fabric_interleaving(base.records, groups)
+            im = metrics.fabric_interleaving(ml.records, groups)
             share = share_of_ideal_gain(b.avg, m.avg, ideal_avg)
-            its = (_its([im.iteration]), _its([ib.iteration]))
-            rows.append([a, seed, b.avg, m.avg, b.avg / m.avg, b.avg / ideal_avg, share, *its])
+            its = (f"{im.interleaved}/{im.groups} pairs, " + _its([im.iteration]),
+                   f"{ib.interleaved}/{ib.groups} pairs, " + _its([ib.iteration]))  # fmt: skip
+            rows.append([a, seed, 1e3 * b.avg, 1e3 * m.avg, b.avg / m.avg, b.p99 / m.p99, b.avg / ideal_avg, share,
+                         *its])  # fmt: skip
             if seed == ctx.seeds[0]:
-                rec = [replace(r, push_end=None) for r in ml.records]
-                plot_timeline(ctx.dir(exp) / f"circular-a{a:g}-mltcp.png", rec, f"ns-3 cycle of 3 jobs, a={a:g}, MLTCP")
+                for name, res in (("base", base), ("mltcp", ml)):
+                    plot_timeline(ctx.dir(exp) / f"circular-a{a:g}-{name}.png", res.records,
+                                  f"ns-3 cycle of 3 ring jobs, a={a:g}, {name} (seed {seed})")  # fmt: skip
     _write_table(ctx.dir(exp) / "circular.csv", headers, rows)
     body = [
-        f"{topo.description}; three PS jobs of one worker, {size / 1e6:g} MB each way, the worker of job i "
-        "on the PS host of job i-1 (a cycle of host links); MTU 9000; compute set for the a shown; "
-        f"{iterations} iterations; seeds {', '.join(map(str, ctx.seeds))}. Ideal: solo time x max(1, 3a) "
-        "(three turns per period). Interleaved: the pairs sharing each host link, whole communication phases.",
+        f"{topo.description}; three 2-worker ring all-reduce jobs of {size / 1e6:g} MB on a cycle of host "
+        f"links (module doc); MTU 9000; compute set for the a shown; {iterations} iterations; seeds "
+        f"{', '.join(map(str, ctx.seeds))}. Ideal: solo time x max(1, 3a) (three turns per period). "
+        "Interleaved: the lab's interleaving iteration for each pair sharing a host link (pairs that stayed "
+        "interleaved / pairs, and the iteration from which all did).",
         "",
         _md_table(headers, rows),
         "",
-        "![a=0.25](circular-a0.25-mltcp.png)",
-        "![a=0.45](circular-a0.45-mltcp.png)",
+        *(f"![a={a:g} {n}](circular-a{a:g}-{n}.png)" for a in (0.25, 0.45) for n in ("base", "mltcp")),
     ]
     return _summary(ctx, exp, "Circular dependencies on a leaf-spine", body)
 
@@ -486,6 +490,7 @@ def maif_search(ctx: Context, configs: int = 16) -> str:
             rows.append(row)
             summary_rows.setdefault(treatment, []).append(row)
     _write_table(ctx.dir(exp) / "maif.csv", headers, rows)
+    plot_maif(ctx.dir(exp) / "maif.png", rows)
     mean_rows = []
     base = summary_rows["fifo"]
     for t, rs in summary_rows.items():
@@ -503,6 +508,8 @@ def maif_search(ctx: Context, configs: int = 16) -> str:
         "X % of its own final accuracy. 'faster': time saved against FIFO (negative: slower).",
         "",
         _md_table(mh, mean_rows),
+        "",
+        "![maif](maif.png)",
         "",
         "Per seed:",
         "",
@@ -574,6 +581,7 @@ def incast(ctx: Context, senders: int = 16) -> str:
                              sum(v["selective_drops"] for v in c.values()), sum(v["tail_drops"] for v in c.values()),
                              sum(v["ecn_marks"] for v in c.values())])  # fmt: skip
     _write_table(ctx.dir(exp) / "incast.csv", headers, rows)
+    plot_incast(ctx.dir(exp) / "incast.png", rows)
     body = [
         f"{topo.description}; job 1: {senders} workers on three leaves push ResNet-50 gradients (x {scale:g}) "
         "to one PS at once, chunks classed by the transport's magnitude rule (mlfc.hosts.importance); job 2: one "
@@ -582,8 +590,57 @@ def incast(ctx: Context, senders: int = 16) -> str:
         f"{iterations} iterations; seeds {', '.join(map(str, ctx.seeds))}.",
         "",
         _md_table(headers, rows),
+        "",
+        "![incast](incast.png)",
     ]
     return _summary(ctx, exp, "Selective drop under incast", body)
+
+
+def _bars(path: Path, groups: dict[str, dict[str, list[float]]], ylabel: str, title: str) -> None:
+    """Grouped bars: groups[x label][series] = values over seeds (mean drawn, min..max as error bar)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = list(groups)
+    series = list(dict.fromkeys(k for g in groups.values() for k in g))
+    width = 0.8 / max(1, len(series))
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(xs)), 3.8))
+    for i, name in enumerate(series):
+        vals = [groups[x].get(name, [math.nan]) for x in xs]
+        mean = [statistics.fmean(v) for v in vals]
+        err = [
+            [m - min(v) for m, v in zip(mean, vals, strict=True)],
+            [max(v) - m for m, v in zip(mean, vals, strict=True)],
+        ]
+        ax.bar([k + i * width for k in range(len(xs))], mean, width, yerr=err, capsize=3, label=name)
+    ax.set_xticks([k + width * (len(series) - 1) / 2 for k in range(len(xs))], xs, fontsize="small")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_incast(path: Path, rows: Sequence[Sequence]) -> None:
+    groups: dict[str, dict[str, list[float]]] = {}
+    for r in rows:
+        policy, limit = str(r[0]), int(r[1])
+        for col, what in ((3, "incast job avg"), (4, "incast job p99"), (5, "protected job avg"),
+                          (6, "protected job p99")):  # fmt: skip
+            groups.setdefault(f"{what}\n{limit}-packet queues", {}).setdefault(policy, []).append(1e3 * float(r[col]))
+    _bars(path, groups, "iteration time (ms)", "ns-3 incast: selective drop against none")
+
+
+def plot_maif(path: Path, rows: Sequence[Sequence]) -> None:
+    groups: dict[str, dict[str, list[float]]] = {}
+    for r in rows:
+        for col, what in ((3, "search 90 %"), (4, "search 95 %"), (5, "jobs 90 %"), (6, "jobs 95 %")):
+            groups.setdefault(what, {}).setdefault(str(r[0]), []).append(1e3 * float(r[col]))
+    _bars(path, groups, "time to accuracy (ms, simulated)", "ns-3 hyper-parameter search: FIFO vs MAIF")
 
 
 # ---- 6. speed benchmark -------------------------------------------------------------------------
