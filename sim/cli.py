@@ -49,6 +49,13 @@ def parser() -> argparse.ArgumentParser:
         "--iterations", type=_positive(int), default=None, help="iterations per run (default: per experiment)"
     )
     ap.add_argument("--scale", type=_positive(float), default=None, help="factor on model bytes and compute times")
+    ap.add_argument("--jobs", type=_seeds, default=None, help="scale: comma-separated job counts (default 4,8,16,32)")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse the iteration records of runs already saved under --out (incast and bench always re-run)",
+    )
+    ap.add_argument("--cc", default=None, help="scale: comma-separated congestion controls (default reno,cubic)")
     return ap
 
 
@@ -69,7 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mlfc.sim: {reason}", file=sys.stderr)
         return 2
     cmd = "python -m mlfc.sim " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    ctx = Context(args.out, args.seeds or ((1,) if names == ["small"] else (1, 2, 3)), args.iterations, args.scale, cmd)
+    ccs = tuple(c.strip() for c in args.cc.split(",")) if args.cc else None
+    if ccs and any(c not in ("reno", "cubic") for c in ccs):
+        print(f"--cc {args.cc}: the simulator has reno and cubic", file=sys.stderr)
+        return 2
+    seeds = args.seeds or ((1,) if names == ["small"] else (1, 2, 3))
+    ctx = Context(args.out, seeds, args.iterations, args.scale, cmd, jobs=args.jobs, ccs=ccs, resume=args.resume)
     print(f"mlfc.sim: seeds {', '.join(map(str, ctx.seeds))}; results in {args.out}/", file=sys.stderr)
     print("mlfc.sim: loading ns-3 and compiling the C++ parts (~10-40 s) ...", file=sys.stderr, flush=True)
     runtime.load()

@@ -30,13 +30,14 @@ from mlfc.sim.lab import (
     ideal_iteration_times,
     interleaving_iteration,
     plot_timeline,
+    read_csv,
     share_of_ideal_gain,
     summarise,
     synthetic_accuracy,
     write_csv,
 )
 from mlfc.sim.network import TcpSettings
-from mlfc.sim.simulation import SimConfig, SimResult, run
+from mlfc.sim.simulation import RunStats, SimConfig, SimResult, run
 from mlfc.sim.topology import GBPS, SimTopology, from_lab, leaf_spine
 
 # The emulation's figures (docs/results.md, 2026-11-30, BMv2 without logging macros at 1,500 packets/s,
@@ -73,6 +74,9 @@ class Context:
     iterations: int | None = None  # None: each experiment's default
     scale: float | None = None  # None: each experiment's default
     command: str = ""
+    jobs: tuple[int, ...] | None = None  # scale: job counts (None: 4, 8, 16, 32)
+    ccs: tuple[str, ...] | None = None  # scale: congestion controls (None: reno, cubic)
+    resume: bool = False  # reuse the iteration records of runs already saved under out/
     log: Callable[[str], None] = field(default=lambda s: print(s, file=sys.stderr, flush=True))
 
     def dir(self, name: str) -> Path:
@@ -81,10 +85,19 @@ class Context:
         return d
 
 
+# Experiments whose tables need a run's switch counters or wall time: never resumed from records.
+_NOT_RESUMABLE = ("incast", "bench")
+
+
 def _run(ctx: Context, exp: str, cfg: SimConfig) -> SimResult:
+    path = ctx.dir(exp) / "runs" / f"{cfg.name.replace('/', '_')}_s{cfg.seed}.csv"
+    if ctx.resume and exp not in _NOT_RESUMABLE and path.is_file():
+        ctx.log(f"-- {exp}: {cfg.name} (seed {cfg.seed}): records reused from {path}")
+        records = read_csv(path)
+        return SimResult(cfg, records, {}, {}, [], [], 0, RunStats(0.0, 0.0, 0, 0.0, 0))
     ctx.log(f"-- {exp}: {cfg.name} (seed {cfg.seed})")
     r = run(cfg)
-    write_csv(ctx.dir(exp) / "runs" / f"{cfg.name.replace('/', '_')}_s{cfg.seed}.csv", r.records)
+    write_csv(path, r.records)
     s = r.stats
     ctx.log(
         f"   {s.sim_s:.3f} simulated s in {s.wall_s:.1f} wall s ({s.sim_per_wall:.4f} sim s/wall s, "
@@ -296,6 +309,8 @@ def _fabric_solo(ctx: Context, exp: str, topo: SimTopology, jobs: Sequence[SimJo
 
 def at_scale(ctx: Context, counts: Sequence[int] = (4, 8, 16, 32), ccs: Sequence[str] = ("reno", "cubic")) -> str:
     exp = "scale"
+    counts = ctx.jobs or counts
+    ccs = ctx.ccs or ccs
     iterations = ctx.iterations or 30
     scale = ctx.scale or 0.02
     tcp = TcpSettings(mtu=9000, mss=8948)

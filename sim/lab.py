@@ -15,6 +15,7 @@ from mlfc.topologies.results import (
     format_table,
     percentile,
     plot_timeline,
+    read_csv,
     summarise,
     write_csv,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "lab_leaf_spine",
     "percentile",
     "plot_timeline",
+    "read_csv",
     "share_of_ideal_gain",
     "summarise",
     "synthetic_accuracy",
