@@ -300,7 +300,7 @@ def _fabric_solo(ctx: Context, exp: str, topo: SimTopology, jobs: Sequence[SimJo
         key = (j.push_bytes, j.pull_bytes, j.compute_s, j.pattern, tuple(len(topo.paths(s, d)[0]) for s, d, _ in
                metrics.flows(j)))  # fmt: skip
         if key not in cache:
-            r = _run(ctx, exp, SimConfig(f"solo-{j.name}", topo, (replace(j, jitter=0.0),), its, cc=cc, tcp=tcp,
+            r = _run(ctx, exp, SimConfig(f"solo-{cc}-{j.name}", topo, (replace(j, jitter=0.0),), its, cc=cc, tcp=tcp,
                                          seed=seed, **FABRIC))  # fmt: skip
             cache[key] = summarise(r.records)[1].avg
         out[j.job_id] = cache[key]
