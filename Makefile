@@ -11,7 +11,7 @@ SHELL_VENV ?= .venv-shell
 GRPC_ADDR ?= 127.0.0.1:50051
 DEVICE_ID ?= 1
 
-.PHONY: help install bpf kernel-mltcp kernel-mltcp-gloo p4 proto test ptf e2e sweep bench run lint shell shell-venv clean
+.PHONY: help install install-sim bpf kernel-mltcp kernel-mltcp-gloo p4 proto test ptf e2e sweep bench run sim sim-scale lint shell shell-venv clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -33,6 +33,13 @@ kernel-mltcp: install  ## MLTCP in kernel TCP: jobs through an htb bottleneck, t
 
 kernel-mltcp-gloo: install  ## unmodified PyTorch DDP over gloo between namespaces on mltcp_cubic: what it detects (root, torch)
 	$(PY) -m mlfc.lab.kernel_gloo $(ARGS)
+
+# ns-3 is a separate step: PyPI's ns3 wheel (with cppyy) takes ~6 minutes to download and ~300 MB.
+$(VENV)/.installed-sim: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[test,train,sim]'
+	touch $@
+
+install-sim: $(VENV)/.installed-sim  ## add ns-3 (PyPI ns3==3.44.post0, ~6 min) for mlfc.sim and its tests
 
 p4:  ## compile p4src/ with p4c into the committed BMv2 JSON + P4Info (p4src/build/)
 	@command -v $(P4C) >/dev/null || { echo "p4c not found: see docs/toolchain.md" >&2; exit 1; }
@@ -62,6 +69,12 @@ bench: install  ## print the benchmark figures (BMV2="path ..." compares simple_
 
 run: install  ## the main job: the full stack on a local Mininet network (TRAINING=1: real PyTorch jobs)
 	$(PY) -m mlfc.lab.run $(if $(TRAINING),--training) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+
+sim: install-sim  ## a small ns-3 run: two compatible jobs, Reno vs MLTCP-Reno (results/sim/validation)
+	$(PY) -m mlfc.sim small --out results/sim
+
+sim-scale: install-sim  ## every ns-3 experiment (validation, scale, circular, maif, incast, bench): hours on 2 cores
+	$(PY) -m mlfc.sim all --out results/sim $(if $(SEEDS),--seeds $(SEEDS))
 
 lint: install  ## ruff
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-ORDER = ("dataplane", "controller", "coordinator", "transport", "refswitch", "training")
+ORDER = ("dataplane", "controller", "coordinator", "transport", "refswitch", "training", "sim")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,18 +24,22 @@ def _missing(marker: str) -> str | None:
         return None
     if marker == "root":
         return None if os.geteuid() == 0 else "needs root (network namespaces, veth pairs)"
+    if marker == "ns3":
+        from mlfc.sim.runtime import missing
+
+        return missing()
     return None
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    for marker in ("p4c", "bmv2", "mininet", "root"):
+    for marker in ("p4c", "bmv2", "mininet", "root", "ns3"):
         if item.get_closest_marker(marker):
             reason = _missing(marker)
             if reason:
                 pytest.skip(f"[{marker}] {reason}")
 
 
-_GROUPS = ("p4c", "bmv2", "mininet", "root")
+_GROUPS = ("p4c", "bmv2", "mininet", "root", "ns3")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:

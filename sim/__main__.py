@@ -1,0 +1,3 @@
+from mlfc.sim.cli import main
+
+raise SystemExit(main())
