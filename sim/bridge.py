@@ -25,7 +25,7 @@ from mlfc.proto import intent_pb2 as ipb
 from mlfc.wire import IMPORTANCE_PROTECTED, PROGRESS_BUCKETS
 
 ANY32 = (0, 0)
-FULL_ITER = (0, priority.MAX_ITERATION)
+FULL_ITER = (0, names.MAX_ITERATION)
 FULL_PROGRESS = (0, PROGRESS_BUCKETS - 1)
 FULL_DEPTH = (0, ecn.MAX_QDEPTH)
 ALWAYS = ecn.RANDOM_RANGE
