@@ -138,3 +138,51 @@ def test_ack_packets_dissect_their_sack_blocks() -> None:
 )
 def test_progress_bucket(ratio: float, bucket: int) -> None:
     assert wire.progress_bucket(ratio) == bucket
+
+
+def test_codec_is_derived_from_the_field_table() -> None:
+    # the sub-byte pairs (version/msg_type, importance/progress) share a byte, high nibble first
+    assert wire.SHIM.format == "!BBHIHBBI" and wire.SHIM.size == wire.SHIM_LEN
+    assert [[name for name, _, _ in members] for _, members in wire.SHIM.slots][0] == ["version", "msg_type"]
+    assert wire.ACK_HEAD.size == 4 and wire.SACK_BLOCK.size == 8
+    data = Shim(MsgType.ACK, job_id=0x0102, iteration=3, importance=0xA, progress=0x5, flags=0x08).pack()
+    assert data[0] == 0x11 and data[1] == 0x08 and data[2:4] == b"\x01\x02" and data[10] == 0xA5
+
+
+def test_layout_groups_bit_fields_into_whole_slots() -> None:
+    lay = wire.Layout((("a", 4), ("b", 12), ("c", 8), ("d", 3), ("e", 5), ("f", 64)))
+    assert lay.format == "!HBBQ" and lay.size == 12
+    data = lay.pack(a=0x1, b=0x234, c=0xFF, d=0b101, e=0b10011, f=1 << 63)
+    assert data[:4] == bytes([0x12, 0x34, 0xFF, 0b10110011]) and data[4:] == (1 << 63).to_bytes(8, "big")
+    assert lay.unpack(data) == {"a": 1, "b": 0x234, "c": 0xFF, "d": 5, "e": 0b10011, "f": 1 << 63}
+    buf = bytearray(lay.size + 2)
+    lay.pack_into(buf, 2, 1, 0x234, 0xFF, 5, 0b10011, 1 << 63)
+    assert bytes(buf[2:]) == data and lay.unpack_from(buf, 2) == tuple(lay.unpack(data).values())
+    with pytest.raises(wire.FieldRange, match="b=4096"):
+        lay.pack(b=1 << 12)
+    with pytest.raises(TypeError, match="zz"):
+        lay.pack(zz=1)
+    with pytest.raises(wire.TruncatedShim):
+        lay.unpack(data[:-1])
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        (("a", 4),),  # ends mid-byte
+        (("a", 4), ("b", 64)),  # no 8/16/32/64-bit slot holds them
+        (("a", 8), ("a", 8)),  # duplicate
+        (("offset", 8),),  # clashes with the generated functions' arguments
+        (("a", 0),),
+    ],
+)
+def test_layout_rejects_tables_it_cannot_pack(table) -> None:
+    with pytest.raises(ValueError):
+        wire.Layout(table)
+
+
+@given(st.fixed_dictionaries({n: st.integers(0, (1 << w) - 1) for n, w in wire.SHIM_FIELDS if n != "reserved"}))
+def test_layout_round_trip_matches_scapy(values: dict[str, int]) -> None:
+    data = wire.SHIM.pack(**values)
+    assert wire.SHIM.unpack(data) == {**values, "reserved": 0}
+    assert bytes(MlfcShim(**values)) == data
