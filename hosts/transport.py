@@ -31,12 +31,11 @@ import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
-from mlfc.hosts.cc import ALGORITHMS, CongestionControl, MltcpTracker, make_cc
+from mlfc.hosts.cc import ALGORITHMS, CongestionControl, Mltcp, make_cc
 from mlfc.hosts.importance import assign_importance, expand_importance, num_chunks
 from mlfc.hosts.packet import (
     DATA_B0,
     DATA_HEADER,
-    LOSS_BOUND_SCALE,
     MAX_CHUNK_PAYLOAD,
     MAX_TENSOR_BYTES,
     PacketError,
@@ -45,9 +44,11 @@ from mlfc.hosts.packet import (
     parse_feedback,
     sack_blocks,
 )
+from mlfc.hosts.progress import IterationProgress
+from mlfc.policy import loss
 from mlfc.policy.mltcp import EWMA_WEIGHT, MltcpParams
+from mlfc.policy.priority import PolicyError
 from mlfc.wire import (
-    IMPORTANCE_PROTECTED,
     MAX_SACK_BLOCKS,
     SHIM_PORT_BASE,
     SHIM_PORT_MASK,
@@ -55,7 +56,6 @@ from mlfc.wire import (
     MsgType,
     ShimError,
     is_shim_port,
-    progress_bucket,
     unpack_shim,
 )
 
@@ -221,9 +221,9 @@ class _Transfer:
         self.chunk = chunk
         self.n = num_chunks(self.nbytes, chunk)
         self.classes = classes
-        self.n_protected = sum(classes.count(c) for c in range(IMPORTANCE_PROTECTED, 16))
+        self.n_protected = loss.count_protected(classes)
         self.loss_bound_bp = loss_bound_bp
-        self.budget = loss_bound_bp * self.nbytes // LOSS_BOUND_SCALE
+        self.budget = loss.LossBudget(self.nbytes, loss_bound_bp)
         self.state = bytearray(self.n)
         self.acked = bytearray(self.n)
         self.xmit_tx = [0] * self.n
@@ -235,7 +235,6 @@ class _Transfer:
         self.inflight = 0
         self.acked_count = 0
         self.cum = 0
-        self.tolerated_bytes = 0
         self.max_acked_tx = 0
         self.done = False
         self.fin = False
@@ -271,11 +270,10 @@ class Sender:
         self._sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)
         self._sock.connect(peer)
         self._sock.setblocking(False)
-        self.tracker = MltcpTracker(cfg.mltcp, idle_gap=cfg.idle_gap, ewma_weight=cfg.ewma_weight)
+        self.progress = IterationProgress(idle_gap=cfg.idle_gap, ewma_weight=cfg.ewma_weight)
         now = clock()
-        self.cc: CongestionControl = make_cc(
-            cfg.cc, cfg.chunk_size, self.tracker if cfg.mltcp is not None else None, line_rate=cfg.line_rate, now=now
-        )
+        mltcp = None if cfg.mltcp is None else Mltcp(cfg.mltcp, self.progress)
+        self.cc: CongestionControl = make_cc(cfg.cc, cfg.chunk_size, mltcp, line_rate=cfg.line_rate, now=now)
         self.stats = FlowStats()
         self._t0 = now
         self._next_sample = now
@@ -309,7 +307,7 @@ class Sender:
 
     def start_iteration(self, expected_bytes: int | None = None) -> None:
         """The training loop's explicit iteration boundary; ``expected_bytes`` = bytes it will send."""
-        self.tracker.start_iteration(expected_bytes)
+        self.progress.start_iteration(expected_bytes)
 
     # -- API -----------------------------------------------------------------------------------
 
@@ -347,8 +345,10 @@ class Sender:
             raise TransferRejected(f"unknown job {job}")
         if not 0 <= iteration <= 0xFFFFFFFF or not 0 <= tensor_id <= 0xFFFF:
             raise TransferRejected(f"iteration {iteration} / tensor_id {tensor_id} out of range")
-        if not (isinstance(loss_bound, (int, float)) and 0.0 <= loss_bound <= 1.0):
-            raise TransferRejected(f"loss_bound={loss_bound!r} must be in [0, 1]")
+        try:
+            bound_bp = loss.to_basis_points(loss_bound)
+        except PolicyError as exc:
+            raise TransferRejected(str(exc)) from None
         n = num_chunks(nbytes, cfg.chunk_size)
         try:
             if importance is None:
@@ -361,15 +361,14 @@ class Sender:
                 classes = expand_importance(importance, n)
         except ValueError as exc:
             raise TransferRejected(str(exc)) from None
-        classes[n - 1] = max(classes[n - 1], IMPORTANCE_PROTECTED)  # the end-of-tensor marker must arrive
-        self.tracker.note_iteration(iteration)
+        loss.apply_floor(classes)
+        self.progress.note_iteration(iteration)
         now = self._clock()
         # send_tensor returns only when everything is acknowledged, so between calls nothing is in flight.
         if cfg.restart_after_idle and self._last_active is not None and now - self._last_active > self._rto():
             self.cc.on_idle_restart(now)
             self.stats.idle_restarts += 1
-        t = _Transfer(job, iteration, tensor_id, mv, cfg.chunk_size, classes,
-                      int(loss_bound * LOSS_BOUND_SCALE), now)  # fmt: skip
+        t = _Transfer(job, iteration, tensor_id, mv, cfg.chunk_size, classes, bound_bp, now)
         try:
             self._run(t, None if timeout is None else now + timeout)
         finally:
@@ -471,10 +470,10 @@ class Sender:
         off = seq * t.chunk
         ln = t.chunk if seq < t.n - 1 else t.nbytes - off
         flags = (Flags.LAST if seq == t.n - 1 else 0) | (Flags.RETX if is_retx else 0)
-        tracker = self.tracker
+        progress = self.progress
         DATA_HEADER.pack_into(
             self._pkt, 0, DATA_B0, flags, t.job, t.iteration, t.tensor_id,
-            (t.classes[seq] << 4) | progress_bucket(tracker.ratio), 0, seq,
+            (t.classes[seq] << 4) | progress.bucket, 0, seq,
             t.nbytes, t.chunk, t.loss_bound_bp, t.n_protected,
         )  # fmt: skip
         end = HEADER_LEN + ln
@@ -496,7 +495,7 @@ class Sender:
             st.retransmits += 1
         else:
             st.payload_bytes_sent += ln
-            tracker.on_sent(ln, now)
+            progress.on_sent(ln, now)
         self.cc.on_sent(end, now)
         return end + UDP_IP_OVERHEAD
 
@@ -522,10 +521,8 @@ class Sender:
 
     def _declare_lost(self, t: _Transfer, seq: int) -> None:
         t.inflight -= 1
-        size = t.size(seq)
-        if t.classes[seq] < IMPORTANCE_PROTECTED and t.tolerated_bytes + size <= t.budget:
+        if t.budget.try_tolerate(t.classes[seq], t.size(seq)):
             t.state[seq] = _TOLERATED
-            t.tolerated_bytes += size
             t.tolerated += 1
             self.stats.tolerated_chunks += 1
         else:
@@ -597,7 +594,7 @@ class Sender:
                 if prev == _INFLIGHT:
                     t.inflight -= 1
                 elif prev == _TOLERATED:
-                    t.tolerated_bytes -= t.size(i)
+                    t.budget.release(t.size(i))
                 state[i] = _ACKED
                 newly += t.size(i)
                 t.acked_count += 1
@@ -659,9 +656,8 @@ class Sender:
             return
         self._next_sample = now + self.config.sample_interval
         d = self.cc.describe()
-        tr = self.tracker
-        f = self.cc.factor()
-        self.stats.samples.append((now - self._t0, d["cwnd"], d["rate"], self.stats.bytes_acked, f, tr.ratio))
+        f, ratio = self.cc.factor(), self.progress.ratio
+        self.stats.samples.append((now - self._t0, d["cwnd"], d["rate"], self.stats.bytes_acked, f, ratio))
 
 
 # ---- receiver --------------------------------------------------------------------------------
@@ -895,7 +891,7 @@ class Receiver:
                 st.duplicates += 1
                 self._send(build_ack(job, it, tid, cum, (), Flags.FIN), addr, "acks_sent")
                 return
-            if total == 0 or chunk == 0 or bound > LOSS_BOUND_SCALE:
+            if total == 0 or chunk == 0 or not loss.valid_basis_points(bound):
                 st.malformed += 1
                 return
             if total > cfg.max_tensor_bytes:
@@ -934,7 +930,7 @@ class Receiver:
             tr.received[seq] = 1
             tr.count += 1
             st.data_bytes += ln
-            if impprog >> 4 >= IMPORTANCE_PROTECTED:
+            if loss.is_protected(impprog >> 4):
                 tr.prot_received += 1
             if seq == tr.cum:
                 nxt = tr.received.find(0, seq)
@@ -986,7 +982,7 @@ class Receiver:
         """After the deadline: deliver with zero-fill if no protected chunk is missing and the loss is in bound."""
         tr = self._active[key]
         missing_bytes = (tr.n - tr.count) * tr.chunk  # the last (short) chunk is in: LAST arrived
-        if tr.prot_received >= tr.nprot and missing_bytes * LOSS_BOUND_SCALE <= tr.bound_bp * tr.total:
+        if loss.may_zero_fill(missing_bytes, tr.nprot - tr.prot_received, tr.total, tr.bound_bp):
             self._finish(key, tr, now)
 
     def _finish(self, key: tuple, tr: _RxTensor, now: float) -> None:

@@ -265,10 +265,10 @@ def test_progress_field_and_mltcp_iterations(receiver):
     second = [h.progress for h in sock.sent if h.tensor_id == 1 and not h.flags & Flags.RETX]
     assert first == sorted(first) and second == sorted(second)
     assert first[0] == 0 and 6 <= first[-1] <= 8 and 7 <= second[0] <= 8 and second[-1] == 15
-    assert tx.tracker.ratio == 1.0 and tx.cc.factor() == MltcpParams().slope + MltcpParams().intercept
+    assert tx.progress.ratio == 1.0 and tx.cc.factor() == MltcpParams().slope + MltcpParams().intercept
     tx.send_tensor(1, 1, 0, grads(10 * CHUNK))  # a new iteration number starts a new iteration
     receiver.recv(timeout=2)
-    assert tx.tracker.iterations_started == 2 and tx.tracker.bytes_per_iteration == 2 * 100 * CHUNK
+    assert tx.progress.iterations_started == 2 and tx.progress.bytes_per_iteration == 2 * 100 * CHUNK
     assert tx.stats.samples and all(len(s) == 6 for s in tx.stats.samples)
 
 

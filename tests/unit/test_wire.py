@@ -143,7 +143,7 @@ def test_progress_bucket(ratio: float, bucket: int) -> None:
 def test_codec_is_derived_from_the_field_table() -> None:
     # the sub-byte pairs (version/msg_type, importance/progress) share a byte, high nibble first
     assert wire.SHIM.format == "!BBHIHBBI" and wire.SHIM.size == wire.SHIM_LEN
-    assert [[name for name, _, _ in members] for _, members in wire.SHIM.slots][0] == ["version", "msg_type"]
+    assert [name for name, _, _ in wire.SHIM.slots[0][1]] == ["version", "msg_type"]
     assert wire.ACK_HEAD.size == 4 and wire.SACK_BLOCK.size == 8
     data = Shim(MsgType.ACK, job_id=0x0102, iteration=3, importance=0xA, progress=0x5, flags=0x08).pack()
     assert data[0] == 0x11 and data[1] == 0x08 and data[2:4] == b"\x01\x02" and data[10] == 0xA5

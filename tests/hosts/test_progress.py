@@ -1,24 +1,28 @@
+"""In-iteration progress (mlfc.hosts.progress) and MLTCP's F read from it (mlfc.hosts.cc.Mltcp)."""
+
 from __future__ import annotations
 
 import pytest
 
-from mlfc.hosts.cc import MltcpTracker
+from mlfc.hosts.cc import Mltcp
+from mlfc.hosts.progress import IterationProgress
 from mlfc.policy.mltcp import MltcpParams, mltcp_factor
 
 
 def test_ratio_from_declared_size_and_factor_from_policy():
     params = MltcpParams(slope=2.0, intercept=0.25)
-    tr = MltcpTracker(params, idle_gap=None)
+    tr = IterationProgress(idle_gap=None)
+    mltcp = Mltcp(params, tr)
     tr.start_iteration(expected_bytes=4000)
-    assert tr.ratio == 0 and tr.factor == 0.25
+    assert tr.ratio == 0 and mltcp.factor() == 0.25 and tr.bucket == 0
     tr.on_sent(1000, 0.0)
-    assert tr.ratio == 0.25 and tr.factor == mltcp_factor(0.25, params) == 0.75
+    assert tr.ratio == 0.25 and mltcp.factor() == mltcp_factor(0.25, params) == 0.75 and tr.bucket == 4
     tr.on_sent(10_000, 0.0)
-    assert tr.ratio == 1.0 and tr.factor == 2.25  # clamped
+    assert tr.ratio == 1.0 and mltcp.factor() == 2.25 and tr.bucket == 15  # clamped
 
 
 def test_bytes_per_iteration_learned_by_ewma():
-    tr = MltcpTracker(idle_gap=None, ewma_weight=0.5)
+    tr = IterationProgress(idle_gap=None, ewma_weight=0.5)
     tr.start_iteration()
     tr.on_sent(1000, 0.0)
     assert tr.ratio == 0.0  # no estimate in the first iteration
@@ -31,7 +35,7 @@ def test_bytes_per_iteration_learned_by_ewma():
 
 
 def test_idle_gap_and_iteration_number_start_iterations():
-    tr = MltcpTracker(idle_gap=0.1)
+    tr = IterationProgress(idle_gap=0.1)
     tr.on_sent(500, 0.0)
     tr.on_sent(500, 0.05)
     assert tr.iterations_started == 0 and tr.bytes_this_iteration == 1000
@@ -46,8 +50,8 @@ def test_idle_gap_and_iteration_number_start_iterations():
 
 def test_rejects_bad_settings():
     with pytest.raises(ValueError):
-        MltcpTracker(idle_gap=0)
+        IterationProgress(idle_gap=0)
     with pytest.raises(ValueError):
-        MltcpTracker(ewma_weight=0)
+        IterationProgress(ewma_weight=0)
     with pytest.raises(ValueError):
-        MltcpTracker().start_iteration(expected_bytes=0)
+        IterationProgress().start_iteration(expected_bytes=0)
