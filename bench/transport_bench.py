@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 
-from mlfc.hosts.netns import NetnsLab
+from mlfc.testing.netns import NetnsLab
 
 CLI = [sys.executable, "-m", "mlfc.hosts.transport_cli"]
 PORT = 0x4D20

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from mlfc.hosts.cc import Dcqcn, DcqcnParams, Mltcp
-from mlfc.hosts.progress import IterationProgress
 from mlfc.policy.mltcp import MltcpParams, mltcp_factor
 
 LINE = 1e9
@@ -85,10 +86,7 @@ def test_hyper_increase_when_both_counters_pass_f():
 @pytest.mark.parametrize("ratio", [0.0, 1.0])
 def test_mltcp_scales_additive_and_hyper_increase(ratio):
     params = MltcpParams(slope=1.0, intercept=0.5)
-    progress = IterationProgress(idle_gap=None)
-    progress.start_iteration(expected_bytes=1000)
-    progress.on_sent(int(1000 * ratio), 0.0)
-    tracker = Mltcp(params, progress)
+    tracker = Mltcp(params, SimpleNamespace(ratio=ratio))  # any bytes_ratio source (the transport's: progress)
     f = mltcp_factor(ratio, params)
     cc = fresh(tracker, byte_counter=1000.0, increase_timer=1.0)
     cc.on_cnp(0.0)

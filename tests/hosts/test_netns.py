@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from mlfc.hosts.netns import NetnsLab, in_netns
 from mlfc.hosts.transport import Receiver, Sender, SenderConfig, bind_shim_socket
 from mlfc.policy.mltcp import MltcpParams
+from mlfc.testing.netns import NetnsLab, in_netns
 
 pytestmark = pytest.mark.root
 

@@ -1,6 +1,6 @@
 """The transport end to end on 127.0.0.1: delivery, ECN feedback, bounded loss, bad input, vanished peers.
 
-Loss and CE marks are injected on the sender's socket (mlfc.hosts.lossy), so every case is deterministic.
+Loss and CE marks are injected on the sender's socket (mlfc.testing.lossy), so every case is deterministic.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ import time
 import numpy as np
 import pytest
 
-from mlfc.hosts.lossy import LossySocket
-from mlfc.hosts.packet import DATA_HEADER, build_ack
 from mlfc.hosts.transport import (
     PeerTimeout,
     Receiver,
@@ -22,7 +20,9 @@ from mlfc.hosts.transport import (
     TransferRejected,
     bind_shim_socket,
 )
+from mlfc.hosts.transport.packet import HEADER_LEN, DataHeader, build_ack, pack_data_header_into
 from mlfc.policy.mltcp import MltcpParams
+from mlfc.testing.lossy import LossySocket
 from mlfc.wire import IMPORTANCE_PROTECTED, SHIM_PORT_BASE, Flags, MsgType, Shim
 
 HOST = "127.0.0.1"
@@ -205,8 +205,10 @@ def test_bad_input_is_rejected(receiver):
 
 
 def data_packet(job: int, total: int, seq: int = 0, chunk: int = 100, payload: bytes = b"", tensor: int = 0) -> bytes:
-    buf = bytearray(DATA_HEADER.size)
-    DATA_HEADER.pack_into(buf, 0, 0x10, 0, job, 0, tensor, 0, 0, seq, total, chunk, 0, 0)
+    buf = bytearray(HEADER_LEN)
+    pack_data_header_into(
+        buf, DataHeader(job_id=job, tensor_id=tensor, chunk_seq=seq, total_len=total, chunk_size=chunk)
+    )
     return bytes(buf) + payload
 
 

@@ -12,7 +12,7 @@ import socket
 from collections import Counter
 from collections.abc import Callable
 
-from mlfc.hosts.packet import DataHeader, parse_data
+from mlfc.hosts.transport.packet import DataHeader, parse_data
 
 
 class LossySocket:

@@ -1,0 +1,405 @@
+"""The sender: one flow (one socket, one peer, one congestion controller kept across tensors, like a TCP
+connection). ``Sender.send_tensor`` splits a buffer into chunks, tags each with the shim and sends them
+ECT(0), paced and window-limited by the controller; it returns when the receiver has the whole tensor or
+has accepted it within its loss bound (ACK with FIN). What is lost, retransmitted or tolerated is decided
+by the socket-free loss recovery (recovery.py, with the policy of mlfc.policy.loss); this module does the
+socket I/O and hands the controller its events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import select
+import socket
+import time
+from dataclasses import dataclass
+
+from mlfc.hosts.cc import CongestionControl, Mltcp, make_cc
+from mlfc.hosts.importance import assign_importance, expand_importance, num_chunks
+from mlfc.hosts.progress import IterationProgress
+from mlfc.hosts.transport.config import SenderConfig
+from mlfc.hosts.transport.errors import PeerTimeout, TransferRejected
+from mlfc.hosts.transport.pacing import TokenBucket
+from mlfc.hosts.transport.packet import (
+    DATA_HEADER,
+    FIELD_INDEX,
+    HEADER_LEN,
+    DataHeader,
+    Feedback,
+    PacketError,
+    parse_feedback,
+)
+from mlfc.hosts.transport.recovery import FlowRecovery, RttEstimator, Scoreboard
+from mlfc.hosts.transport.sockets import ECT0, UDP_IP_OVERHEAD, bind_shim_socket
+from mlfc.hosts.transport.stats import FlowStats
+from mlfc.policy import loss
+from mlfc.policy.priority import PolicyError
+from mlfc.wire import Flags, MsgType, ShimError, is_shim_port, unpack_shim
+
+_TRANSIENT_SEND_ERRORS = (errno.ENOBUFS, errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
+_SEQ, _FLAGS, _IMPORTANCE, _PROGRESS = (FIELD_INDEX[n] for n in ("chunk_seq", "flags", "importance", "progress"))
+
+
+@dataclass(frozen=True)
+class SendResult:
+    job_id: int
+    iteration: int
+    tensor_id: int
+    nbytes: int
+    chunks: int
+    duration: float
+    retransmits: int
+    tolerated_chunks: int  # lost chunks the sender did not retransmit (the receiver may have zero-filled them)
+    fin: bool  # the receiver ended the transfer (FIN), as opposed to every chunk being acknowledged
+
+    @property
+    def goodput_bps(self) -> float:
+        return 8 * self.nbytes / self.duration if self.duration > 0 else math.inf
+
+
+@dataclass
+class _Transfer:
+    """One tensor being sent: its identity, bytes, DATA header values (per-chunk fields filled in at
+    each send) and its scoreboard."""
+
+    job: int
+    iteration: int
+    tensor_id: int
+    mv: memoryview
+    board: Scoreboard
+    header: list[int]
+    started: float
+    done: bool = False
+    fin: bool = False
+
+
+class Sender:
+    """One flow from a local shim-range port to a receiver's shim-range port.
+
+    Not thread-safe: call ``send_tensor`` from one thread (it blocks until the tensor is delivered)."""
+
+    def __init__(
+        self,
+        peer: tuple[str, int],
+        bind: tuple[str, int] = ("0.0.0.0", 0),
+        config: SenderConfig | None = None,
+        *,
+        sock: socket.socket | None = None,
+        clock=time.monotonic,
+    ) -> None:
+        self.config = cfg = config or SenderConfig()
+        if not is_shim_port(peer[1]):
+            raise ValueError(f"peer port {peer[1]} is outside the shim range; its ACKs/data would not be tagged")
+        self.peer = peer
+        self._clock = clock
+        self._sock = sock if sock is not None else bind_shim_socket(*bind)
+        self._owns_sock = sock is None
+        self._sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)
+        self._sock.connect(peer)
+        self._sock.setblocking(False)
+        self.progress = IterationProgress(idle_gap=cfg.idle_gap, ewma_weight=cfg.ewma_weight)
+        now = clock()
+        mltcp = None if cfg.mltcp is None else Mltcp(cfg.mltcp, self.progress)
+        self.cc: CongestionControl = make_cc(cfg.cc, cfg.chunk_size, mltcp, line_rate=cfg.line_rate, now=now)
+        self.recovery = FlowRecovery(RttEstimator(cfg.initial_rto, cfg.min_rto, cfg.max_rto), cfg.reorder_window)
+        self.stats = FlowStats()
+        self._t0 = now
+        self._next_sample = now
+        self._pacer = TokenBucket(now)
+        self._last_active: float | None = None  # when the previous transfer ended
+        self._pkt = bytearray(HEADER_LEN + cfg.chunk_size)
+        self._pktmv = memoryview(self._pkt)
+        self._fbuf = bytearray(4096)
+        self._fbmv = memoryview(self._fbuf)
+
+    @property
+    def local_address(self) -> tuple[str, int]:
+        return self._sock.getsockname()
+
+    def close(self) -> None:
+        if self._owns_sock:
+            self._sock.close()
+
+    def __enter__(self) -> Sender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start_iteration(self, expected_bytes: int | None = None) -> None:
+        """The training loop's explicit iteration boundary; ``expected_bytes`` = bytes it will send."""
+        self.progress.start_iteration(expected_bytes)
+
+    # -- API -----------------------------------------------------------------------------------
+
+    def send_tensor(
+        self,
+        job: int,
+        iteration: int,
+        tensor_id: int,
+        buffer,
+        *,
+        importance: int | bytes | list[int] | None = None,
+        layer_index: int = 0,
+        num_layers: int = 1,
+        loss_bound: float = 0.0,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Send ``buffer`` (bytes-like, e.g. a C-contiguous numpy array) and block until delivered.
+
+        ``importance``: None assigns classes from gradient magnitude (float32 buffers) and layer position
+        (see mlfc.hosts.importance); an int applies to every chunk; a sequence gives one class per chunk.
+        ``loss_bound``: the fraction of the tensor's bytes the receiver may zero-fill (unprotected chunks).
+        Raises TransferRejected for bad input and PeerTimeout when the peer stops answering or
+        ``timeout`` (s) passes."""
+        t = self._prepare(job, iteration, tensor_id, buffer, importance, layer_index, num_layers, loss_bound)
+        now = t.started
+        # send_tensor returns only when everything is acknowledged, so between calls nothing is in flight.
+        rto = self.recovery.rtt.rto
+        if self.config.restart_after_idle and self._last_active is not None and now - self._last_active > rto:
+            self.cc.on_idle_restart(now)
+            self.stats.idle_restarts += 1
+        try:
+            self._run(t, None if timeout is None else now + timeout)
+        finally:
+            self._last_active = self._clock()
+        self.stats.tensors += 1
+        b = t.board
+        return SendResult(job, iteration, tensor_id, b.nbytes, b.n, self._clock() - t.started, b.retransmits,
+                          b.tolerated, t.fin)  # fmt: skip
+
+    def _prepare(self, job, iteration, tensor_id, buffer, importance, layer_index, num_layers, loss_bound) -> _Transfer:
+        """Validate the request and build its transfer (classes with the protected floor applied)."""
+        cfg = self.config
+        try:
+            mv = memoryview(buffer).cast("B")
+        except (TypeError, ValueError) as exc:
+            raise TransferRejected(f"buffer must be a contiguous bytes-like object: {exc}") from None
+        nbytes = mv.nbytes
+        if nbytes == 0:
+            raise TransferRejected("empty buffer")
+        if nbytes > cfg.max_tensor_bytes:
+            raise TransferRejected(f"buffer of {nbytes} bytes exceeds max_tensor_bytes={cfg.max_tensor_bytes}")
+        if not 0 <= job <= 0xFFFF or (cfg.jobs is not None and job not in cfg.jobs):
+            raise TransferRejected(f"unknown job {job}")
+        if not 0 <= iteration <= 0xFFFFFFFF or not 0 <= tensor_id <= 0xFFFF:
+            raise TransferRejected(f"iteration {iteration} / tensor_id {tensor_id} out of range")
+        try:
+            bound_bp = loss.to_basis_points(loss_bound)
+            if importance is None:
+                gradients = nbytes % 4 == 0
+                classes = bytearray(assign_importance(mv, cfg.chunk_size, layer_index=layer_index,
+                                                      num_layers=num_layers, gradients=gradients))  # fmt: skip
+            else:
+                classes = expand_importance(importance, num_chunks(nbytes, cfg.chunk_size))
+        except (PolicyError, ValueError) as exc:
+            raise TransferRejected(str(exc)) from None
+        loss.apply_floor(classes)
+        self.progress.note_iteration(iteration)
+        board = Scoreboard(nbytes, cfg.chunk_size, classes, loss.LossBudget(nbytes, bound_bp))
+        header = DataHeader(
+            job_id=job,
+            iteration=iteration,
+            tensor_id=tensor_id,
+            total_len=nbytes,
+            chunk_size=cfg.chunk_size,
+            loss_bound_bp=bound_bp,
+            n_protected=loss.count_protected(classes),
+        )
+        return _Transfer(job, iteration, tensor_id, mv, board, list(header), self._clock())
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def _run(self, t: _Transfer, overall_deadline: float | None) -> None:
+        cfg = self.config
+        clock = self._clock
+        sock = self._sock
+        rtt = self.recovery.rtt
+        last_feedback = clock()
+        rto_deadline = last_feedback + rtt.rto
+        while True:
+            got, progressed = self._drain_feedback(t)
+            now = clock()
+            if got:
+                last_feedback = now
+            if progressed:
+                rtt.reset_backoff()
+                rto_deadline = now + rtt.rto
+            if t.done:
+                return
+            if now - last_feedback > cfg.peer_timeout:
+                raise PeerTimeout(
+                    f"no feedback from {self.peer[0]}:{self.peer[1]} for {cfg.peer_timeout:.3g} s (job {t.job} "
+                    f"iteration {t.iteration} tensor {t.tensor_id}: {t.board.acked_count}/{t.board.n} chunks acked)"
+                )
+            if overall_deadline is not None and now > overall_deadline:
+                b = t.board
+                raise PeerTimeout(f"tensor {t.tensor_id} not delivered in time: {b.acked_count}/{b.n} chunks acked")
+            self.cc.on_timer(now)
+            if now >= rto_deadline:
+                self._on_rto(t, now)
+                rto_deadline = now + rtt.rto
+            self._sample(now)
+            wait, want_write = self._send_some(t, now)
+            if wait > 0:
+                wait = min(wait, max(0.0, rto_deadline - now), cfg.peer_timeout)
+                select.select([sock], [sock] if want_write else [], [], wait)
+                self.stats.wait_seconds += clock() - now
+
+    def _send_some(self, t: _Transfer, now: float) -> tuple[float, bool]:
+        """Send what the window and pacer allow; returns (how long to wait before trying again, wait for
+        writability). Wait 0 means come back at once (feedback to process)."""
+        cc = self.cc
+        mss = self.config.chunk_size
+        rate = cc.pacing_rate
+        pacer = self._pacer
+        if rate is not None:
+            pacer.refill(rate, max(16 * (mss + HEADER_LEN), rate * self.config.pacing_burst), now)
+        board = t.board
+        sent = 0
+        while True:
+            if board.inflight >= cc.cwnd / mss:
+                return (0.0 if sent else 1.0), False  # window full: wait for feedback (bounded by the RTO)
+            if rate is not None and not pacer.may_send:
+                return (0.0 if sent else pacer.wait(rate)), False
+            nxt = board.next_chunk()
+            if nxt is None:
+                return (0.0 if sent else 1.0), False  # all sent: wait for feedback
+            seq, is_retx = nxt
+            try:
+                wire = self._xmit(t, seq, is_retx, now)
+            except (BlockingIOError, InterruptedError):
+                if is_retx:
+                    board.requeue(seq)
+                return 0.0005, True
+            except OSError as exc:
+                if exc.errno not in _TRANSIENT_SEND_ERRORS:
+                    raise
+                self.stats.socket_errors += 1
+                if is_retx:
+                    board.requeue(seq)
+                return 0.001, False
+            if rate is not None:
+                pacer.spend(wire)
+            sent += 1
+            if sent >= 64:  # go back to read feedback now and then
+                return 0.0, False
+
+    def _xmit(self, t: _Transfer, seq: int, is_retx: bool, now: float) -> int:
+        """Send one chunk; returns its bytes on the wire (incl. UDP/IP headers)."""
+        board = t.board
+        ln = board.size(seq)
+        off = seq * board.chunk
+        h = t.header
+        h[_SEQ] = seq
+        h[_FLAGS] = (Flags.LAST if seq == board.n - 1 else 0) | (Flags.RETX if is_retx else 0)
+        h[_IMPORTANCE] = board.classes[seq]
+        h[_PROGRESS] = self.progress.bucket
+        DATA_HEADER.pack_into(self._pkt, 0, *h)
+        end = HEADER_LEN + ln
+        self._pkt[HEADER_LEN:end] = t.mv[off : off + ln]
+        self._sock.send(self._pktmv[:end])
+        board.on_transmit(seq, self.recovery.next_tx(), now, is_retx)
+        st = self.stats
+        st.chunks_sent += 1
+        st.bytes_sent += end
+        if is_retx:
+            st.retransmits += 1
+        else:
+            st.payload_bytes_sent += ln
+            self.progress.on_sent(ln, now)
+        self.cc.on_sent(end, now)
+        return end + UDP_IP_OVERHEAD
+
+    def _on_rto(self, t: _Transfer, now: float) -> None:
+        """Retransmission timeout: everything in flight is lost; with nothing in flight, probe for a lost FIN."""
+        self.stats.timeouts += 1
+        board = t.board
+        tolerated = board.tolerated
+        if self.recovery.on_timeout(board):
+            self.stats.tolerated_chunks += board.tolerated - tolerated
+            self.cc.on_timeout(now)
+        elif board.needs_probe:
+            self.stats.probes += 1
+            with contextlib.suppress(OSError):
+                # the receiver answers a duplicate with its current ACK, or with FIN if it has finished
+                self._xmit(t, board.n - 1, True, now)
+
+    # -- feedback ----------------------------------------------------------------------------------
+
+    def _drain_feedback(self, t: _Transfer) -> tuple[bool, bool]:
+        """Read all pending ACK/CNPs; returns (any valid feedback for this flow, any data newly acked)."""
+        got = progressed = False
+        sock = self._sock
+        st = self.stats
+        for _ in range(1024):
+            try:
+                n = sock.recv_into(self._fbuf)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:  # e.g. ECONNREFUSED from an ICMP port unreachable: the peer may not be up yet
+                st.socket_errors += 1
+                break
+            try:
+                fb = parse_feedback(self._fbmv[:n])
+            except (ShimError, PacketError):
+                try:
+                    unpack_shim(self._fbmv[:n])
+                    st.foreign += 1
+                except ShimError:
+                    st.malformed += 1
+                continue
+            if fb.job_id != t.job:
+                st.foreign += 1
+                continue
+            now = self._clock()
+            if fb.msg_type == MsgType.CNP:
+                got = True
+                st.cnps += 1
+                self.cc.on_cnp(now)
+                continue
+            if (fb.iteration, fb.tensor_id) != (t.iteration, t.tensor_id):
+                st.stale += 1
+                continue
+            got = True
+            if self._on_ack(t, fb, now):
+                progressed = True
+            if t.done:
+                break
+        return got, progressed
+
+    def _on_ack(self, t: _Transfer, fb: Feedback, now: float) -> bool:
+        """Loss recovery first, then the counters, then the congestion controller; True if data was newly acked."""
+        st = self.stats
+        st.acks += 1
+        board = t.board
+        tolerated = board.tolerated
+        ev = self.recovery.on_ack(board, fb.cum_ack, fb.blocks, fb.ece, now)
+        if ev is None:
+            st.malformed += 1
+            return False
+        st.tolerated_chunks += board.tolerated - tolerated
+        if ev.rtt is not None:
+            st.srtt = self.recovery.rtt.srtt or 0.0
+        st.ece_acks += fb.ece
+        st.ece_events += ev.ece_event
+        st.loss_events += ev.loss_event
+        st.bytes_acked += ev.newly_acked
+        if ev.loss_event:
+            self.cc.on_loss(now)
+        if ev.newly_acked or ev.ece_event:
+            self.cc.on_ack(ev.newly_acked, ev.rtt, ev.ece_event, now)
+        if fb.fin or board.complete:
+            t.done = True
+            t.fin = fb.fin
+        return ev.newly_acked > 0
+
+    def _sample(self, now: float) -> None:
+        if now < self._next_sample or len(self.stats.samples) >= self.config.max_samples:
+            return
+        self._next_sample = now + self.config.sample_interval
+        d = self.cc.describe()
+        f, ratio = self.cc.factor(), self.progress.ratio
+        self.stats.samples.append((now - self._t0, d["cwnd"], d["rate"], self.stats.bytes_acked, f, ratio))
