@@ -78,3 +78,37 @@ class IterationProgress:
     def bucket(self) -> int:
         """The shim's progress field for the next chunk."""
         return progress_bucket(self.ratio)
+
+    # -- batches of chunks sent at one instant (UDP GSO) -------------------------------------------------
+
+    def tag_run(self, sizes: list[int], now: float) -> list[int]:
+        """Count new chunks of ``sizes`` bytes sent back to back at ``now`` and return the progress bucket of
+        each: exactly what ``bucket`` then ``on_sent`` chunk by chunk would give. Only the first chunk can
+        start an iteration (the others follow with no gap), and the bucket never falls within an iteration,
+        so a run whose second and last chunks share a bucket is that bucket throughout."""
+        if not sizes:
+            return []
+        buckets = [self.bucket]
+        self.on_sent(sizes[0], now)
+        if len(sizes) > 1:
+            bpi = self.bytes_per_iteration
+            before_last = self.bytes_this_iteration + sum(sizes[1:-1])
+            second = self.bucket
+            if progress_bucket(bytes_ratio(before_last, bpi)) == second:
+                buckets.extend([second] * (len(sizes) - 1))
+            else:
+                sent = self.bytes_this_iteration
+                for size in sizes[1:]:
+                    buckets.append(progress_bucket(bytes_ratio(sent, bpi)))
+                    sent += size
+            self.bytes_this_iteration += sum(sizes[1:])
+        return buckets
+
+    def checkpoint(self) -> tuple:
+        """The counting state, for ``restore`` (a batch the socket refused was not sent)."""
+        return (self.bytes_this_iteration, self.bytes_per_iteration_ewma, self.expected_bytes,
+                self.iterations_started, self._last_sent)  # fmt: skip
+
+    def restore(self, state: tuple) -> None:
+        (self.bytes_this_iteration, self.bytes_per_iteration_ewma, self.expected_bytes,
+         self.iterations_started, self._last_sent) = state  # fmt: skip

@@ -15,6 +15,7 @@ field for field. The transport's DATA descriptor is another ``Layout`` (mlfc.hos
 from __future__ import annotations
 
 import enum
+import functools
 import struct
 from dataclasses import dataclass, field
 
@@ -122,6 +123,8 @@ class Layout:
         if run:
             raise ValueError(f"fields {[n for n, _ in run]} do not end on a byte boundary")
         self.slots = tuple(slots)
+        self.slot_names = tuple("_".join(name for name, _, _ in members) for _, members in self.slots)
+        self._slot_of = {name: i for i, (_, members) in enumerate(self.slots) for name, _, _ in members}
         self.format = "!" + "".join(_SLOT_CODES[bits] for bits, _ in slots)
         self.struct = struct.Struct(self.format)
         self.size = self.struct.size
@@ -173,6 +176,107 @@ class Layout:
         if len(data) - offset < self.size:
             raise TruncatedShim(f"{self.size} bytes needed, got {max(0, len(data) - offset)}")
         return dict(zip(self.names, self.unpack_from(data, offset), strict=True))
+
+    # -- many headers at once (numpy), for batches of segments ------------------------------------------
+
+    @functools.cached_property
+    def dtype(self):
+        """A numpy structured dtype of the header: one big-endian unsigned field per slot, named by its
+        members joined with ``_`` (``version_msg_type``, ``job_id``, ...), no padding."""
+        import numpy as np  # only batch users pay for numpy
+
+        codes = {8: ">u1", 16: ">u2", 32: ">u4", 64: ">u8"}
+        return np.dtype([(self.slot_names[i], codes[bits]) for i, (bits, _) in enumerate(self.slots)])
+
+    def rows(self, buf, count: int, stride: int, offset: int = 0):
+        """A structured array view of ``count`` headers in ``buf``, one every ``stride`` bytes."""
+        import numpy as np
+
+        return np.ndarray((count,), dtype=self.dtype, buffer=buf, offset=offset, strides=(stride,))
+
+    def pack_rows(self, rows, **columns) -> None:
+        """Write fields into a ``rows`` view, each a scalar or an array of len(rows); every member of a slot
+        written must be given (the slot is rewritten whole). Runs per batch of segments: one assignment per
+        slot, shifts in the slot's own width."""
+        import numpy as np
+
+        done: set[int] = set()
+        for name in columns:
+            i = self._slot_of.get(name)
+            if i is None:
+                raise KeyError(f"unknown field {name!r}")
+            if i in done:
+                continue
+            done.add(i)
+            bits, members = self.slots[i]
+            if len(members) == 1:
+                rows[self.slot_names[i]] = columns[name]
+                continue
+            if any(m not in columns for m, _, _ in members):
+                raise ValueError(f"slot {self.slot_names[i]} needs all of {[m for m, _, _ in members]}")
+            native = np.dtype(f"u{bits // 8}")
+            value = 0
+            for m, shift, _ in members:
+                value = value | (np.asarray(columns[m], dtype=native) << shift)
+            rows[self.slot_names[i]] = value
+
+    def columns(self, rows) -> tuple:
+        """One view per slot of a ``rows`` view (field lookups done once, for ``row_packer``)."""
+        return tuple(rows[name] for name in self.slot_names)
+
+    def row_packer(self, *names: str):
+        """A generated ``pack(columns, count, *values)`` writing exactly these fields (whole slots) into the
+        first ``count`` rows of ``columns(rows)``, for the hot path: one assignment per slot, no checks.
+        Values are scalars or arrays; a member shifted past 8 bits is widened to its slot's width first, so
+        a narrow array cannot overflow."""
+        slots = sorted({self._slot_of[n] for n in names})
+        lines = []
+        for i in slots:
+            bits, members = self.slots[i]
+            if any(m not in names for m, _, _ in members):
+                raise ValueError(f"slot {self.slot_names[i]} needs all of {[m for m, _, _ in members]}")
+            parts = []
+            for m, shift, width in members:
+                value = f"_np.asarray({m}, dtype=_np.uint{bits})" if shift + width > 8 and len(members) > 1 else m
+                parts.append(f"({value} << {shift})" if shift else value)
+            lines.append(f"    columns[{i}][:count] = {' | '.join(parts)}")
+        source = f"def pack(columns, count, {', '.join(names)}):\n" + "\n".join(lines) + "\n"
+        import numpy as np
+
+        namespace: dict = {"_np": np}
+        exec(source, namespace)  # generated from the field table, as pack_into is
+        return namespace["pack"]
+
+    def row_unpacker(self, *names: str):
+        """A generated ``unpack(columns, count) -> tuple of arrays`` of these fields over the first ``count``
+        rows of ``columns(rows)``, the counterpart of ``row_packer``."""
+        reads = []
+        for name in names:
+            i = self._slot_of[name]
+            members = self.slots[i][1]
+            shift, width = next((s, w) for m, s, w in members if m == name)
+            value = f"columns[{i}][:count]"
+            if len(members) > 1:
+                value = f"({value} >> {shift})" if shift else value
+                value = value if members[0][0] == name else f"({value} & {(1 << width) - 1:#x})"
+            reads.append(value)
+        source = f"def unpack(columns, count):\n    return ({', '.join(reads)},)\n"
+        namespace: dict = {}
+        exec(source, namespace)  # generated from the field table, as unpack_from is
+        return namespace["unpack"]
+
+    def unpack_rows(self, rows, *names: str) -> dict:
+        """Fields of a ``rows`` view as arrays, by name."""
+        out = {}
+        for i, (_, members) in enumerate(self.slots):
+            for name, shift, width in members:
+                if name in names:
+                    col = rows[self.slot_names[i]]
+                    out[name] = col if len(members) == 1 else (col >> shift) & ((1 << width) - 1)
+        missing = set(names) - set(out)
+        if missing:
+            raise KeyError(f"unknown fields {sorted(missing)}")
+        return out
 
 
 SHIM = Layout(SHIM_FIELDS)

@@ -97,6 +97,10 @@ class NetnsLab:
     def tc(self, ns: str, *args: str) -> None:
         run("ip", "netns", "exec", ns, "tc", *args)
 
+    def run_in(self, ns: str, *cmd: str) -> subprocess.CompletedProcess:
+        """A command inside namespace ``ns`` (raises NetnsError when it fails)."""
+        return run("ip", "netns", "exec", ns, *cmd)
+
     def close(self) -> None:
         for name in reversed(self.namespaces):
             run("ip", "netns", "del", name, check=False)

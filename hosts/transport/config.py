@@ -32,6 +32,10 @@ class SenderConfig:
     pacing_burst: float = 0.0005  # s of line rate the pacer may send back to back (min 16 chunks)
     sample_interval: float = 0.001  # s between timeline samples
     max_samples: int = 200_000
+    # UDP GSO: many chunks per sendmsg (each its own datagram on the wire); off by itself where the kernel
+    # refuses it (no checksum offload on the egress device, a chunk above the path MTU)
+    gso: bool = True
+    gso_burst: float = 0.001  # s of the flow's rate one GSO send may carry (at most 64 KB; see Sender._autosize)
 
     def __post_init__(self) -> None:
         if not 1 <= self.chunk_size <= MAX_CHUNK_PAYLOAD:
@@ -57,3 +61,4 @@ class ReceiverConfig:
     stale_timeout: float = 10.0  # an incomplete tensor with no packet for this long is abandoned
     completed_memory: int = 4096  # finished tensors remembered to re-send their FIN
     rcvbuf: int = 8 << 20
+    gro: bool = True  # UDP GRO: take coalesced datagrams of a flow in one read where the kernel offers it

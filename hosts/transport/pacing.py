@@ -28,3 +28,28 @@ class TokenBucket:
     def wait(self, rate: float) -> float:
         """Seconds until the bucket holds a token again."""
         return (-self.tokens + 1) / rate
+
+
+class DeliveryRate:
+    """Bytes acknowledged per second, measured over windows of at least an SRTT (and ``min_window``): what
+    the path delivers, unlike cwnd / SRTT, which overshoots in slow start. 0 until the first window closes."""
+
+    def __init__(self, min_window: float = 0.001) -> None:
+        self.min_window = min_window
+        self.rate = 0.0  # bytes/s
+        self._start: float | None = None
+        self._bytes = 0
+
+    def restart(self, now: float) -> None:
+        """A new window from ``now`` (a transfer starts: the idle time before it says nothing of the path)."""
+        self._start, self._bytes = now, 0
+
+    def on_ack(self, nbytes: int, now: float, srtt: float | None) -> None:
+        if self._start is None:
+            self.restart(now)
+            return
+        self._bytes += nbytes
+        span = now - self._start
+        if span >= max(srtt or 0.0, self.min_window):
+            self.rate = self._bytes / span
+            self.restart(now)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from mlfc.hosts.importance import num_chunks
 from mlfc.hosts.transport.packet import sack_blocks
 from mlfc.policy import loss
@@ -33,6 +35,7 @@ class Reassembly:
 
     __slots__ = ("bound_bp", "buf", "ce", "ce_pending", "chunk", "count", "cum", "dups", "first", "last_packet")
     __slots__ += ("last_seen", "latest", "mv", "n", "nprot", "prot_received", "received", "total", "unacked")
+    __slots__ += ("_rows",)
 
     def __init__(self, total: int, chunk: int, bound_bp: int, nprot: int, now: float) -> None:
         self.total, self.chunk, self.bound_bp, self.nprot = total, chunk, bound_bp, nprot
@@ -45,6 +48,7 @@ class Reassembly:
         self.latest = 0  # the chunk that arrived last (first SACK block)
         self.first = self.last_packet = now
         self.last_seen: float | None = None  # when the LAST chunk first arrived
+        self._rows: np.ndarray | None = None  # (whole chunks, chunk) view of buf, made by the first place_run
 
     def same_descriptor(self, total: int, chunk: int, bound_bp: int, nprot: int) -> bool:
         return (total, chunk, bound_bp, nprot) == (self.total, self.chunk, self.bound_bp, self.nprot)
@@ -81,6 +85,38 @@ class Reassembly:
             ack_now = True
         self.unacked += 1
         return True, ack_now or self.unacked >= ack_every
+
+    def place_run(self, first: int, payload: np.ndarray, last_len: int, protected: int, ack_every: int,
+                  now: float) -> bool:  # fmt: skip
+        """Store new chunks ``first .. first + len(payload) - 1`` at once (row i of ``payload`` is chunk
+        first + i; the last row holds ``last_len`` bytes): what ``place`` chunk by chunk does when none of
+        them has arrived before. Returns: acknowledge at once (``place``'s rule over the run)."""
+        count = len(payload)
+        end = first + count
+        if self._rows is None:
+            whole = self.total // self.chunk
+            self._rows = np.frombuffer(self.buf, dtype=np.uint8)[: whole * self.chunk].reshape(whole, self.chunk)
+        whole_rows = count if end <= len(self._rows) else count - 1  # the short last chunk goes apart
+        self._rows[first : first + whole_rows] = payload[:whole_rows]
+        if whole_rows < count:
+            off = (end - 1) * self.chunk
+            self.buf[off : off + last_len] = payload[-1, :last_len].tobytes()
+        self.last_packet = now
+        self.latest = end - 1
+        self.received[first:end] = b"\x01" * count
+        self.count += count
+        self.prot_received += protected
+        ack_now = False
+        if first == self.cum:
+            nxt = self.received.find(0, first)
+            self.cum = self.n if nxt < 0 else nxt
+        else:
+            ack_now = True
+        if end == self.n:
+            self.last_seen = now
+            ack_now = True
+        self.unacked += count
+        return ack_now or self.unacked >= ack_every
 
     def on_ack_sent(self) -> None:
         self.unacked = 0

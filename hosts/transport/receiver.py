@@ -20,6 +20,15 @@ from dataclasses import dataclass
 from mlfc.hosts.importance import num_chunks
 from mlfc.hosts.transport.config import ReceiverConfig
 from mlfc.hosts.transport.errors import TransportError
+from mlfc.hosts.transport.gso import (
+    GRO_BUFFER,
+    Run,
+    RunParser,
+    enable_gro,
+    gro_ancillary_size,
+    parse_ancillary,
+    segment_spans,
+)
 from mlfc.hosts.transport.packet import (
     DATA_B0,
     DATA_HEADER,
@@ -67,6 +76,7 @@ class Receiver:
         self._sock = sock if sock is not None else bind_shim_socket(*bind, rcvbuf=cfg.rcvbuf)
         self._sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
         self._sock.setblocking(False)
+        self.gro = cfg.gro and enable_gro(self._sock)  # the kernel may hand over coalesced datagrams
         self._clock = clock
         self.stats = ReceiverStats()
         self._active: dict[Key, Reassembly] = {}
@@ -130,11 +140,11 @@ class Receiver:
 
     def _loop(self) -> None:
         sock = self._sock
-        buf = bytearray(MAX_CHUNK_PAYLOAD + HEADER_LEN + 64)
+        buf = bytearray(GRO_BUFFER if self.gro else MAX_CHUNK_PAYLOAD + HEADER_LEN + 64)
         mv = memoryview(buf)
         bufs = [mv]
-        anc = socket.CMSG_SPACE(4)
-        ip_level, ip_tos = socket.IPPROTO_IP, socket.IP_TOS
+        self._runs = RunParser(buf)
+        anc = gro_ancillary_size()
         next_sweep = self._clock() + 1.0
         while not self._stop.is_set():
             wait = 0.05
@@ -152,11 +162,8 @@ class Receiver:
                     except OSError:
                         self.stats.send_errors += 1  # ICMP errors surface here
                         break
-                    tos = 0
-                    for level, kind, data in ancdata:
-                        if level == ip_level and kind == ip_tos and data:
-                            tos = data[0]
-                    self._on_packet(buf, mv, n, addr, tos)
+                    tos, segment = parse_ancillary(ancdata)
+                    self._on_datagram(buf, mv, n, segment, addr, tos)
             now = self._clock()
             for key in self._pending_acks:
                 tr = self._active.get(key)
@@ -211,13 +218,59 @@ class Receiver:
             self._pending_bytes += h.total_len
         return tr
 
-    def _on_packet(self, buf: bytearray, mv: memoryview, n: int, addr: tuple[str, int], tos: int) -> None:
+    def _on_datagram(self, buf: bytearray, mv: memoryview, n: int, segment: int, addr: tuple[str, int],
+                     tos: int) -> None:  # fmt: skip
+        """One read from the socket: a datagram, or with GRO several of one flow (``segment`` bytes each, the
+        last shorter). A run of new consecutive chunks of an active tensor is placed at once; anything else
+        segment by segment. ACKs the segments call for go out once the whole read is handled."""
+        self.stats.datagrams += 1
+        if segment and n > segment:
+            run = self._runs.parse(n, segment)
+            if run is not None and self._on_run(run, addr, tos):
+                return
+        acks: set[Key] = set()
+        for off, ln in segment_spans(n, segment):
+            self._on_packet(mv[off : off + ln], ln, addr, tos, acks)
+        for key in acks:
+            tr = self._active.get(key)
+            if tr is not None:
+                self._send_ack(key, tr, 0)
+                self._pending_acks.discard(key)
+
+    def _on_run(self, run: Run, addr: tuple[str, int], tos: int) -> bool:
+        """Place a run of new chunks of an active tensor in bulk; False (nothing done) when it is not one."""
+        h = run.header
+        key = (addr, h.job_id, h.iteration, h.tensor_id)
+        tr = self._active.get(key)
+        end = run.first + run.count
+        if (
+            tr is None
+            or not tr.same_descriptor(h.total_len, h.chunk_size, h.loss_bound_bp, h.n_protected)
+            or end > tr.n
+            or run.last_len != tr.span(end - 1)[1]
+            or tr.received.find(1, run.first, end) >= 0
+        ):
+            return False  # fmt: skip
+        now = self._clock()
+        st = self.stats
+        st.runs += 1
+        st.packets += run.count
+        st.data_bytes += (run.count - 1) * tr.chunk + run.last_len
+        ack_now = tr.place_run(run.first, run.payload, run.last_len, run.protected, self.config.ack_every, now)
+        if tr.waiting:
+            self._waiting.add(key)
+        if tos & ECN_MASK == ECN_CE:
+            self._on_ce(tr, h, addr, now, run.count)
+        self._after_placing(key, tr, ack_now, now, None)
+        return True
+
+    def _on_packet(self, pkt: memoryview, n: int, addr: tuple[str, int], tos: int, acks: set[Key]) -> None:
         st = self.stats
         st.packets += 1
-        if n < HEADER_LEN or buf[0] != DATA_B0:
-            self._classify_bad(mv[:n])
+        if n < HEADER_LEN or pkt[0] != DATA_B0:
+            self._classify_bad(pkt[:n])
             return
-        h = DataHeader._make(DATA_HEADER.unpack_from(buf))
+        h = DataHeader._make(DATA_HEADER.unpack_from(pkt))
         cfg = self.config
         if cfg.jobs is not None and h.job_id not in cfg.jobs:
             st.unknown_job += 1
@@ -231,7 +284,7 @@ class Receiver:
         if span is None or n - HEADER_LEN != span[1]:
             st.malformed += 1
             return
-        new, ack_now = tr.place(h.chunk_seq, mv[HEADER_LEN:n], loss.is_protected(h.importance), cfg.ack_every, now)
+        new, ack_now = tr.place(h.chunk_seq, pkt[HEADER_LEN:n], loss.is_protected(h.importance), cfg.ack_every, now)
         if new:
             st.data_bytes += span[1]
             if tr.waiting:
@@ -240,18 +293,26 @@ class Receiver:
             st.duplicates += 1
         if tos & ECN_MASK == ECN_CE:
             self._on_ce(tr, h, addr, now)
+        self._after_placing(key, tr, ack_now, now, acks)
+
+    def _after_placing(self, key: Key, tr: Reassembly, ack_now: bool, now: float, acks: set[Key] | None) -> None:
+        """Deliver a complete tensor (with its FIN), else acknowledge now (``acks``: at the end of the read)
+        or later, when the socket is drained."""
         if tr.complete:
             self._finish(key, tr, now)
         elif ack_now:
-            self._send_ack(key, tr, 0)
+            if acks is None:
+                self._send_ack(key, tr, 0)
+            else:
+                acks.add(key)
             self._pending_acks.discard(key)
         else:
             self._pending_acks.add(key)
 
-    def _on_ce(self, tr: Reassembly, h: DataHeader, addr: tuple[str, int], now: float) -> None:
-        """A CE-marked chunk: ECE on the next ACK, and a CNP unless one went to this flow within cnp_interval."""
-        self.stats.ce_marked += 1
-        tr.ce += 1
+    def _on_ce(self, tr: Reassembly, h: DataHeader, addr: tuple[str, int], now: float, chunks: int = 1) -> None:
+        """CE-marked chunks: ECE on the next ACK, and a CNP unless one went to this flow within cnp_interval."""
+        self.stats.ce_marked += chunks
+        tr.ce += chunks
         tr.ce_pending = True
         flow = (addr, h.job_id)
         if now - self._last_cnp.get(flow, -math.inf) >= self.config.cnp_interval:

@@ -27,6 +27,7 @@ from mlfc.policy.loss import LossBudget
 # chunk states
 UNSENT, INFLIGHT, LOST, ACKED, TOLERATED = 0, 1, 2, 3, 4
 MAX_BACKOFF = 64
+_INFLIGHT_RUN = bytes([INFLIGHT]) * 128
 
 
 class Scoreboard:
@@ -45,7 +46,8 @@ class Scoreboard:
         self.retransmitted = bytearray(self.n)
         self.xmit_tx = [0] * self.n  # transmission number of the latest send of each chunk
         self.sent_at = [0.0] * self.n
-        self.outstanding: deque[tuple[int, int]] = deque()  # (tx, seq) in transmission order
+        # (first tx, first seq, count): runs of chunks sent as consecutive transmissions, in transmission order
+        self.outstanding: deque[tuple[int, int, int]] = deque()
         self.retx: deque[int] = deque()  # lost chunks to send again, in the order they were found lost
         self.next_new = 0
         self.inflight = 0
@@ -57,6 +59,14 @@ class Scoreboard:
 
     def size(self, seq: int) -> int:
         return self.chunk if seq < self.n - 1 else self.nbytes - self.chunk * (self.n - 1)
+
+    def run_sizes(self, first: int, count: int) -> list[int]:
+        """Payload bytes of chunks ``first .. first + count - 1``."""
+        if count <= 0:
+            return []
+        if first + count < self.n:
+            return [self.chunk] * count
+        return [self.chunk] * (count - 1) + [self.size(self.n - 1)]
 
     @property
     def complete(self) -> bool:
@@ -85,6 +95,24 @@ class Scoreboard:
     def requeue(self, seq: int) -> None:
         self.retx.appendleft(seq)
 
+    def take(self, limit: int) -> tuple[list[int], int, int]:
+        """Up to ``limit`` chunks for one batched send: lost ones first (taken off the queue: give them back
+        with ``requeue_all`` if the send fails), then a run of new ones. Returns (retransmissions, first new
+        chunk, new count). A short last chunk ends the batch (segments of one send are equal but the last)."""
+        retx: list[int] = []
+        state = self.state
+        short_last = self.n - 1 if self.nbytes % self.chunk else -1
+        while self.retx and len(retx) < limit:
+            seq = self.retx.popleft()
+            if state[seq] == LOST:
+                retx.append(seq)
+                if seq == short_last:
+                    return retx, self.next_new, 0
+        return retx, self.next_new, min(limit - len(retx), self.n - self.next_new)
+
+    def requeue_all(self, seqs: list[int]) -> None:
+        self.retx.extendleft(reversed(seqs))
+
     def on_transmit(self, seq: int, tx: int, now: float, retx: bool) -> None:
         """Chunk ``seq`` left as transmission ``tx``. A probe re-sends an acknowledged chunk: only its
         timing changes."""
@@ -92,7 +120,7 @@ class Scoreboard:
             if self.state[seq] != INFLIGHT:
                 self.inflight += 1
             self.state[seq] = INFLIGHT
-            self.outstanding.append((tx, seq))
+            self.outstanding.append((tx, seq, 1))
         self.xmit_tx[seq] = tx
         self.sent_at[seq] = now
         if retx:
@@ -100,6 +128,19 @@ class Scoreboard:
             self.retransmits += 1
         else:
             self.next_new = seq + 1
+
+    def on_transmit_run(self, first: int, count: int, tx: int, now: float) -> None:
+        """New chunks ``first .. first + count - 1`` left as transmissions ``tx .. tx + count - 1``: what
+        ``on_transmit`` chunk by chunk does, in slice operations."""
+        if count <= 0:
+            return
+        end = first + count
+        self.state[first:end] = _INFLIGHT_RUN[:count] if count <= len(_INFLIGHT_RUN) else bytes([INFLIGHT]) * count
+        self.inflight += count
+        self.xmit_tx[first:end] = range(tx, tx + count)
+        self.sent_at[first:end] = [now] * count
+        self.outstanding.append((tx, first, count))
+        self.next_new = end
 
     # -- feedback ------------------------------------------------------------------------------------
 
@@ -116,6 +157,18 @@ class Scoreboard:
         ranges.extend((max(s, cum_ack), e) for s, e in blocks if e > cum_ack)
         acked, state, xmit_tx = self.acked, self.state, self.xmit_tx
         for s, e in ranges:
+            if e - s > 1 and state.count(INFLIGHT, s, e) == e - s:
+                # the common case, a run of chunks all in flight: the loop below in slice operations
+                acked[s:e] = b"\x01" * (e - s)
+                state[s:e] = bytes([ACKED]) * (e - s)
+                self.inflight -= e - s
+                self.acked_count += e - s
+                newly += (e - s) * self.chunk if e < n else (e - 1 - s) * self.chunk + self.size(n - 1)
+                txs = xmit_tx[s:e]
+                top = max(txs)
+                if top > max_tx:
+                    max_tx, rtt_seq = top, s + txs.index(top)
+                continue
             pos = s
             while True:
                 i = acked.find(0, pos, e)
@@ -153,10 +206,17 @@ class Scoreboard:
         outstanding, state, xmit_tx = self.outstanding, self.state, self.xmit_tx
         lost_tx = 0
         while outstanding and outstanding[0][0] < horizon:
-            tx, seq = outstanding.popleft()
-            if state[seq] == INFLIGHT and xmit_tx[seq] == tx:
-                self.declare_lost(seq)
-                lost_tx = tx
+            tx0, seq0, count = outstanding[0]
+            below = min(count, horizon - tx0)  # this run's transmissions older than the horizon
+            if state.find(INFLIGHT, seq0, seq0 + below) >= 0:  # else all acknowledged, lost or tolerated already
+                for j in range(below):
+                    if state[seq0 + j] == INFLIGHT and xmit_tx[seq0 + j] == tx0 + j:  # not re-sent since
+                        self.declare_lost(seq0 + j)
+                        lost_tx = tx0 + j
+            if below == count:
+                outstanding.popleft()
+            else:
+                outstanding[0] = (tx0 + below, seq0 + below, count - below)
         return lost_tx
 
     def declare_lost(self, seq: int) -> None:
@@ -242,9 +302,10 @@ class FlowRecovery:
         self.point = RecoveryPoint()
         self.tx = 0  # transmissions so far
 
-    def next_tx(self) -> int:
-        self.tx += 1
-        return self.tx
+    def next_tx(self, count: int = 1) -> int:
+        """Number ``count`` transmissions; returns the first number."""
+        self.tx += count
+        return self.tx - count + 1
 
     def on_ack(
         self, board: Scoreboard, cum_ack: int, blocks: tuple[tuple[int, int], ...], ece: bool, now: float

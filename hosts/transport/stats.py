@@ -28,6 +28,8 @@ class FlowStats:
     foreign: int = 0  # decodable but not feedback (e.g. DATA), or for another job
     stale: int = 0  # feedback for a tensor no longer being sent
     socket_errors: int = 0  # ICMP errors (e.g. port unreachable) reported on the socket
+    gso_sends: int = 0  # sendmsg calls that carried several chunks (UDP GSO)
+    gso_refused: int = 0  # 1 once the kernel refused GSO and the flow fell back to a datagram per chunk
     wait_seconds: float = 0.0  # time blocked waiting for feedback, the window or the pacer
     srtt: float = 0.0
     samples: list[tuple[float, float, float, int, float, float]] = field(default_factory=list)
@@ -35,6 +37,8 @@ class FlowStats:
 
 @dataclass
 class ReceiverStats:
+    datagrams: int = 0  # socket reads: with GRO one read may carry many packets
+    runs: int = 0  # reads placed at once: consecutive new chunks of one tensor
     packets: int = 0
     data_bytes: int = 0
     duplicates: int = 0

@@ -55,3 +55,45 @@ def test_rejects_bad_settings():
         IterationProgress(ewma_weight=0)
     with pytest.raises(ValueError):
         IterationProgress().start_iteration(expected_bytes=0)
+
+
+def per_chunk(tr: IterationProgress, sizes: list[int], now: float) -> list[int]:
+    out = []
+    for size in sizes:
+        out.append(tr.bucket)
+        tr.on_sent(size, now)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("sent", "gap", "sizes"),
+    [
+        (0, 0.0, [1000] * 45),  # the start of an iteration
+        (61_000, 0.0, [1000] * 10),  # crosses the 1/16 boundary (62,500 of 1,000,000) inside the run
+        (990_000, 0.0, [1000] * 45 + [7]),  # reaches the end (ratio clamped to 1)
+        (500_000, 1.0, [1000] * 20),  # an idle gap: the first chunk starts a new iteration
+        (5_000, 0.0, [1000]),
+        (5_000, 0.0, []),
+    ],
+)
+def test_tagging_a_run_gives_what_chunk_by_chunk_gives(sent, gap, sizes):
+    a, b = IterationProgress(idle_gap=0.1), IterationProgress(idle_gap=0.1)
+    for tr in (a, b):
+        tr.start_iteration(expected_bytes=1_000_000)
+        tr.on_sent(sent, 0.0)
+    assert a.tag_run(sizes, gap) == per_chunk(b, sizes, gap)
+    assert (a.bytes_this_iteration, a.iterations_started, a.bytes_per_iteration) == (
+        b.bytes_this_iteration,
+        b.iterations_started,
+        b.bytes_per_iteration,
+    )
+
+
+def test_checkpoint_restores_a_run_that_was_not_sent():
+    tr = IterationProgress(idle_gap=0.1)
+    tr.start_iteration(expected_bytes=10_000)
+    tr.on_sent(2000, 0.0)
+    state = tr.checkpoint()
+    tr.tag_run([1000] * 5, 1.0)  # would start an iteration (idle gap) and count 5000 bytes
+    tr.restore(state)
+    assert (tr.bytes_this_iteration, tr.iterations_started, tr.expected_bytes) == (2000, 1, 10_000)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlfc.hosts.transport.pacing import TokenBucket
+from mlfc.hosts.transport.pacing import DeliveryRate, TokenBucket
 from mlfc.hosts.transport.recovery import (
     ACKED,
     INFLIGHT,
@@ -194,3 +194,52 @@ def test_token_bucket_paces_at_the_rate_with_a_burst_cap():
     assert tb.tokens == -500.0 and not tb.may_send and tb.wait(1000.0) == pytest.approx(0.501)
     tb.refill(rate=1000.0, burst=3000.0, now=10.0)
     assert tb.tokens == 3000.0  # capped at the burst
+
+
+def test_a_run_sent_at_once_is_tracked_as_chunk_by_chunk_sends():
+    one, run = board(10), board(10)
+    for i in range(10):
+        one.on_transmit(i, i + 1, 0.0, retx=False)
+    run.on_transmit_run(0, 10, 1, 0.0)
+    assert (run.inflight, run.next_new, run.xmit_tx, run.sent_at) == (10, 10, one.xmit_tx, one.sent_at)
+    for b in (one, run):
+        assert b.on_ack(0, ((4, 6),)) == (2000, 6, 5)
+        assert b.detect_losses(3) == 2  # horizon 6 - 3: transmissions 1 and 2 (chunks 0, 1) are lost
+    assert bytes(one.state) == bytes(run.state) and list(one.retx) == list(run.retx) == [0, 1]
+    assert run.outstanding[0] == (3, 2, 8)  # the run is cut at the horizon
+    for b in (one, run):
+        b.on_transmit(0, 11, 0.1, retx=True)  # chunk 0 again: its entry in the old run is stale now
+        b.on_ack(0, ((4, 10),))
+        # inflight 3 (chunks 0, 2, 3): horizon 10 - 2 = 8, so chunks 2 and 3 (tx 3, 4) are lost, chunk 0 is not
+        assert b.detect_losses(3) == 4 and list(b.retx) == [0, 1, 2, 3]
+        assert b.state[0] == INFLIGHT and b.next_chunk() == (1, True)  # the queued 0 was re-sent: skipped
+
+
+def test_take_builds_batches_lost_chunks_first_and_a_short_last_chunk_at_the_end():
+    b = board(6, last=300)
+    assert b.take(4) == ([], 0, 4) and b.run_sizes(0, 4) == [1000] * 4
+    b.on_transmit_run(0, 4, 1, 0.0)
+    b.on_rto()
+    assert b.take(3) == ([0, 1, 2], 4, 0)
+    b.requeue_all([0, 1, 2])
+    assert list(b.retx) == [0, 1, 2, 3]
+    assert b.take(6) == ([0, 1, 2, 3], 4, 2) and b.run_sizes(4, 2) == [1000, 300]
+    b.on_transmit_run(4, 2, 5, 0.0)
+    b.declare_lost(5)  # the short last chunk lost: it ends any batch it is in
+    b.requeue_all([0, 1, 2, 3])
+    b.retx.rotate(1)  # [5, 0, 1, 2, 3]
+    assert b.take(6) == ([5], 6, 0)
+
+
+def test_delivery_rate_is_measured_over_an_srtt_at_least():
+    d = DeliveryRate(min_window=0.001)
+    d.on_ack(1000, 0.0, None)  # opens the first window
+    assert d.rate == 0.0
+    d.on_ack(1000, 0.0005, 0.002)
+    d.on_ack(1000, 0.0015, 0.002)
+    assert d.rate == 0.0  # 1.5 ms < SRTT 2 ms: still open
+    d.on_ack(2000, 0.002, 0.002)
+    assert d.rate == pytest.approx(4000 / 0.002)
+    d.restart(10.0)  # an idle gap says nothing of the path
+    d.on_ack(500, 10.002, None)
+    assert d.rate == pytest.approx(500 / 0.002)

@@ -186,3 +186,40 @@ def test_layout_round_trip_matches_scapy(values: dict[str, int]) -> None:
     data = wire.SHIM.pack(**values)
     assert wire.SHIM.unpack(data) == {**values, "reserved": 0}
     assert bytes(MlfcShim(**values)) == data
+
+
+def test_rows_view_packs_and_reads_many_headers_like_the_scalar_codec() -> None:
+    np = pytest.importorskip("numpy")
+    stride = wire.SHIM_LEN + 5  # a header every 21 bytes, payload between
+    buf = bytearray(4 * stride)
+    rows = wire.SHIM.rows(buf, 4, stride)
+    assert rows.dtype.names[0] == "version_msg_type" and rows.dtype.itemsize == wire.SHIM_LEN
+    seqs = np.arange(10, 14, dtype=np.uint32)
+    wire.SHIM.pack_rows(rows, version=1, msg_type=int(MsgType.DATA), job_id=7, chunk_seq=seqs,
+                        importance=np.array([0, 8, 15, 3]), progress=2)  # fmt: skip
+    for i in range(4):
+        shim = wire.unpack_shim(memoryview(buf)[i * stride :])
+        assert (shim.job_id, shim.chunk_seq, shim.progress) == (7, 10 + i, 2)
+        assert shim.importance == [0, 8, 15, 3][i]
+    cols = wire.SHIM.unpack_rows(rows, "importance", "chunk_seq", "version")
+    assert cols["importance"].tolist() == [0, 8, 15, 3] and cols["chunk_seq"].tolist() == [10, 11, 12, 13]
+    assert cols["version"].tolist() == [1] * 4
+    with pytest.raises(ValueError, match="importance_progress"):
+        wire.SHIM.pack_rows(rows, importance=1)  # half a slot
+    with pytest.raises(KeyError):
+        wire.SHIM.unpack_rows(rows, "nope")
+
+
+def test_generated_row_packer_and_unpacker() -> None:
+    np = pytest.importorskip("numpy")
+    lay = wire.Layout((("a", 4), ("b", 12), ("c", 8), ("d", 4), ("e", 4)))
+    buf = bytearray(3 * lay.size)
+    cols = lay.columns(lay.rows(buf, 3, lay.size))
+    pack = lay.row_packer("a", "b", "d", "e")
+    pack(cols, 2, np.array([1, 15], dtype=np.uint8), np.array([0xFFF, 0x234], dtype=np.uint16), 0xA, 5)
+    assert lay.unpack(buf) == {"a": 1, "b": 0xFFF, "c": 0, "d": 0xA, "e": 5}
+    assert lay.unpack(buf, lay.size)["a"] == 15 and lay.unpack(buf, 2 * lay.size)["a"] == 0  # count = 2
+    a, b, e = lay.row_unpacker("a", "b", "e")(cols, 2)
+    assert a.tolist() == [1, 15] and b.tolist() == [0xFFF, 0x234] and e.tolist() == [5, 5]
+    with pytest.raises(ValueError, match="a_b"):
+        lay.row_packer("a")
