@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from mlfc.hosts.transport.config import DEFAULT_CHUNK, ReceiverConfig, SenderConfig
 from mlfc.hosts.transport.errors import PeerTimeout, TransferRejected, TransportError
+from mlfc.hosts.transport.outgoing import SendResult
 from mlfc.hosts.transport.packet import HEADER_LEN, MAX_CHUNK_PAYLOAD
 from mlfc.hosts.transport.reassembly import LossReport
 from mlfc.hosts.transport.receiver import DeliveredTensor, Receiver
-from mlfc.hosts.transport.sender import Sender, SendResult
+from mlfc.hosts.transport.sender import Sender
 from mlfc.hosts.transport.sockets import ECN_CE, ECN_MASK, ECT0, UDP_IP_OVERHEAD, bind_shim_socket, parse_endpoint
 from mlfc.hosts.transport.stats import FlowStats, ReceiverStats
 

@@ -17,6 +17,7 @@ back to one datagram per chunk for good (``GSO_REFUSED``).
 from __future__ import annotations
 
 import errno
+import math
 import socket
 import struct
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ UDP_GRO = getattr(socket, "UDP_GRO", 104)
 SOL_UDP = getattr(socket, "SOL_UDP", 17)
 MAX_GSO_BYTES = 0xFFFF - 20 - 8  # one IPv4 datagram's payload: what one GSO send may carry
 MAX_GSO_SEGMENTS = 64  # the kernel's UDP_MAX_SEGMENTS (64 before Linux 6.9, 128 since)
+GSO_MIN_BATCH = 8  # chunks per burst below which a flow sends unbatched (about 90 Mb/s at 1400 B, 1 ms)
 GRO_BUFFER = 1 << 17  # receive buffer: a GRO datagram is at most 64 KB
 GSO_REFUSED = frozenset(
     {errno.EIO, errno.EINVAL, errno.EMSGSIZE, errno.EOPNOTSUPP, errno.ENOPROTOOPT, errno.EPROTONOSUPPORT}
@@ -44,6 +46,25 @@ _GRO_SIZE = struct.Struct("=i")
 def max_segments(segment_size: int) -> int:
     """Segments of ``segment_size`` bytes one GSO send may carry (at least 1)."""
     return max(1, min(MAX_GSO_SEGMENTS, MAX_GSO_BYTES // segment_size))
+
+
+def batch_size(rate: float, burst: float, segment: int, most: int) -> int:
+    """Chunks per GSO send for a flow at ``rate`` bytes/s: ``burst`` seconds of it, at most ``most``, as
+    Linux sizes TSO bursts (tcp_tso_autosize). Below GSO_MIN_BATCH chunks go one by one, exactly as without
+    GSO: a slow flow gains nothing from batching, and a queue that takes a train as one packet (tc tbf
+    before segmentation) then sees the single packets it would otherwise get."""
+    chunks = int(min(rate * burst, 1 << 30) / segment)
+    return min(most, chunks) if chunks >= GSO_MIN_BATCH else 1
+
+
+def should_defer(board: Scoreboard, room: float, batch: int, cwnd_chunks: float) -> bool:
+    """Wait for the window to open by a whole batch instead of sending the sliver each ACK frees, as Linux
+    defers TSO (tcp_tso_should_defer): only with chunks in flight (their ACKs will come), while the window
+    allows less than a batch and less than a third of itself, and more than that is left to send."""
+    if board.inflight == 0 or not math.isfinite(room):
+        return False
+    left = len(board.retx) + board.n - board.next_new
+    return room < min(batch, cwnd_chunks / 3) and left > room
 
 
 def gso_ancillary(segment_size: int) -> list[tuple[int, int, bytes]]:

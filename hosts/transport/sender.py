@@ -14,70 +14,32 @@ import math
 import select
 import socket
 import time
-from dataclasses import dataclass
 
 from mlfc.hosts.cc import CongestionControl, Mltcp, make_cc
-from mlfc.hosts.importance import assign_importance, expand_importance, num_chunks
 from mlfc.hosts.progress import IterationProgress
+from mlfc.hosts.transport import outgoing
 from mlfc.hosts.transport.config import SenderConfig
-from mlfc.hosts.transport.errors import PeerTimeout, TransferRejected
-from mlfc.hosts.transport.gso import GSO_REFUSED, Chunks, SegmentBatch, gso_ancillary, max_segments
+from mlfc.hosts.transport.errors import PeerTimeout
+from mlfc.hosts.transport.gso import GSO_REFUSED, SegmentBatch, batch_size, gso_ancillary, max_segments, should_defer
+from mlfc.hosts.transport.outgoing import Transfer
 from mlfc.hosts.transport.pacing import DeliveryRate, TokenBucket
 from mlfc.hosts.transport.packet import (
     DATA_HEADER,
     FIELD_INDEX,
     HEADER_LEN,
-    DataHeader,
     Feedback,
     PacketError,
     parse_feedback,
 )
-from mlfc.hosts.transport.recovery import FlowRecovery, RttEstimator, Scoreboard
+from mlfc.hosts.transport.recovery import FlowRecovery, RttEstimator
 from mlfc.hosts.transport.sockets import ECT0, UDP_IP_OVERHEAD, bind_shim_socket
 from mlfc.hosts.transport.stats import FlowStats
-from mlfc.policy import loss
-from mlfc.policy.priority import PolicyError
 from mlfc.wire import Flags, MsgType, ShimError, is_shim_port, unpack_shim
 
 _TRANSIENT_SEND_ERRORS = (errno.ENOBUFS, errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
 _SEQ, _FLAGS, _IMPORTANCE, _PROGRESS = (FIELD_INDEX[n] for n in ("chunk_seq", "flags", "importance", "progress"))
 _LAST, _RETX = int(Flags.LAST), int(Flags.RETX)
 FEEDBACK_EVERY = 64  # chunks sent between two reads of the feedback socket
-GSO_MIN_BATCH = 8  # below this many chunks per gso_burst a flow sends unbatched (about 90 Mb/s at 1400 B)
-
-
-@dataclass(frozen=True)
-class SendResult:
-    job_id: int
-    iteration: int
-    tensor_id: int
-    nbytes: int
-    chunks: int
-    duration: float
-    retransmits: int
-    tolerated_chunks: int  # lost chunks the sender did not retransmit (the receiver may have zero-filled them)
-    fin: bool  # the receiver ended the transfer (FIN), as opposed to every chunk being acknowledged
-
-    @property
-    def goodput_bps(self) -> float:
-        return 8 * self.nbytes / self.duration if self.duration > 0 else math.inf
-
-
-@dataclass
-class _Transfer:
-    """One tensor being sent: its identity, bytes, DATA header values (per-chunk fields filled in at
-    each send) and its scoreboard."""
-
-    job: int
-    iteration: int
-    tensor_id: int
-    mv: memoryview
-    board: Scoreboard
-    header: list[int]
-    started: float
-    chunks: Chunks | None = None  # the batch's view of the bytes (GSO only)
-    done: bool = False
-    fin: bool = False
 
 
 class Sender:
@@ -158,7 +120,7 @@ class Sender:
         num_layers: int = 1,
         loss_bound: float = 0.0,
         timeout: float | None = None,
-    ) -> SendResult:
+    ) -> outgoing.SendResult:
         """Send ``buffer`` (bytes-like, e.g. a C-contiguous numpy array) and block until delivered.
 
         ``importance``: None assigns classes from gradient magnitude (float32 buffers) and layer position
@@ -166,8 +128,12 @@ class Sender:
         ``loss_bound``: the fraction of the tensor's bytes the receiver may zero-fill (unprotected chunks).
         Raises TransferRejected for bad input and PeerTimeout when the peer stops answering or
         ``timeout`` (s) passes."""
-        t = self._prepare(job, iteration, tensor_id, buffer, importance, layer_index, num_layers, loss_bound)
-        now = t.started
+        now = self._clock()
+        t = outgoing.prepare(self.config, job, iteration, tensor_id, buffer, importance, layer_index, num_layers,
+                             loss_bound, now, batched=self._batch is not None)  # fmt: skip
+        self.progress.note_iteration(iteration)
+        if t.chunks is not None:
+            self._batch.set_tensor(**t.header._asdict())  # the fields a batch's segments share
         # send_tensor returns only when everything is acknowledged, so between calls nothing is in flight.
         rto = self.recovery.rtt.rto
         if self.config.restart_after_idle and self._last_active is not None and now - self._last_active > rto:
@@ -179,57 +145,11 @@ class Sender:
         finally:
             self._last_active = self._clock()
         self.stats.tensors += 1
-        b = t.board
-        return SendResult(job, iteration, tensor_id, b.nbytes, b.n, self._clock() - t.started, b.retransmits,
-                          b.tolerated, t.fin)  # fmt: skip
-
-    def _prepare(self, job, iteration, tensor_id, buffer, importance, layer_index, num_layers, loss_bound) -> _Transfer:
-        """Validate the request and build its transfer (classes with the protected floor applied)."""
-        cfg = self.config
-        try:
-            mv = memoryview(buffer).cast("B")
-        except (TypeError, ValueError) as exc:
-            raise TransferRejected(f"buffer must be a contiguous bytes-like object: {exc}") from None
-        nbytes = mv.nbytes
-        if nbytes == 0:
-            raise TransferRejected("empty buffer")
-        if nbytes > cfg.max_tensor_bytes:
-            raise TransferRejected(f"buffer of {nbytes} bytes exceeds max_tensor_bytes={cfg.max_tensor_bytes}")
-        if not 0 <= job <= 0xFFFF or (cfg.jobs is not None and job not in cfg.jobs):
-            raise TransferRejected(f"unknown job {job}")
-        if not 0 <= iteration <= 0xFFFFFFFF or not 0 <= tensor_id <= 0xFFFF:
-            raise TransferRejected(f"iteration {iteration} / tensor_id {tensor_id} out of range")
-        try:
-            bound_bp = loss.to_basis_points(loss_bound)
-            if importance is None:
-                gradients = nbytes % 4 == 0
-                classes = bytearray(assign_importance(mv, cfg.chunk_size, layer_index=layer_index,
-                                                      num_layers=num_layers, gradients=gradients))  # fmt: skip
-            else:
-                classes = expand_importance(importance, num_chunks(nbytes, cfg.chunk_size))
-        except (PolicyError, ValueError) as exc:
-            raise TransferRejected(str(exc)) from None
-        loss.apply_floor(classes)
-        self.progress.note_iteration(iteration)
-        board = Scoreboard(nbytes, cfg.chunk_size, classes, loss.LossBudget(nbytes, bound_bp))
-        header = DataHeader(
-            job_id=job,
-            iteration=iteration,
-            tensor_id=tensor_id,
-            total_len=nbytes,
-            chunk_size=cfg.chunk_size,
-            loss_bound_bp=bound_bp,
-            n_protected=loss.count_protected(classes),
-        )
-        t = _Transfer(job, iteration, tensor_id, mv, board, list(header), self._clock())
-        if self._batch is not None and board.n > 1:
-            t.chunks = Chunks(mv, cfg.chunk_size, classes)
-            self._batch.set_tensor(**header._asdict())  # per-chunk fields are rewritten at each send
-        return t
+        return t.result(self._clock())
 
     # -- the loop --------------------------------------------------------------------------------
 
-    def _run(self, t: _Transfer, overall_deadline: float | None) -> None:
+    def _run(self, t: Transfer, overall_deadline: float | None) -> None:
         cfg = self.config
         clock = self._clock
         sock = self._sock
@@ -265,7 +185,7 @@ class Sender:
                 select.select([sock], [sock] if want_write else [], [], wait)
                 self.stats.wait_seconds += clock() - now
 
-    def _send_some(self, t: _Transfer, now: float) -> tuple[float, bool]:
+    def _send_some(self, t: Transfer, now: float) -> tuple[float, bool]:
         """Send what the window and pacer allow, in GSO batches where possible; returns (how long to wait
         before trying again, wait for writability). Wait 0 means come back at once (feedback to process)."""
         cc = self.cc
@@ -284,6 +204,8 @@ class Sender:
             if rate is not None and not pacer.may_send:
                 return (0.0 if sent else pacer.wait(rate)), False
             limit = self._max_batch if self._max_batch == 1 else self._autosize(rate)
+            if limit > 1 and should_defer(board, room, limit, cc.cwnd / mss):
+                return (0.0 if sent else 1.0), False  # a few more ACKs open room for a whole batch
             if math.isfinite(room):
                 limit = min(limit, math.ceil(room))
             if rate is not None:
@@ -309,15 +231,16 @@ class Sender:
                 return 0.0, False
 
     def _autosize(self, rate: float | None) -> int:
-        """Chunks per GSO send: ``gso_burst`` seconds at the flow's rate (the pacing rate, else the measured
-        delivery rate), at most what one send carries, as Linux sizes TSO bursts. Below GSO_MIN_BATCH (a slow
-        flow, or no measurement yet) chunks go one by one, exactly as without GSO: a queue that takes a
-        train as one packet (tc tbf before segmentation) then sees the single packets it would otherwise get."""
-        rate = self.delivery.rate if rate is None else rate
-        chunks = int(rate * self.config.gso_burst / (HEADER_LEN + self.config.chunk_size))
-        return min(self._max_batch, chunks) if chunks >= GSO_MIN_BATCH else 1
+        """Chunks for the next GSO send (gso.batch_size) at the flow's rate: the pacing rate, else the larger
+        of cwnd / SRTT (what TCP paces at) and the measured delivery rate; 1 before any RTT sample."""
+        if rate is None:
+            srtt = self.recovery.rtt.srtt
+            if not srtt:
+                return 1
+            rate = max(self.delivery.rate, self.cc.cwnd / srtt if math.isfinite(self.cc.cwnd) else math.inf)
+        return batch_size(rate, self.config.gso_burst, HEADER_LEN + self.config.chunk_size, self._max_batch)
 
-    def _send_one(self, t: _Transfer, now: float) -> tuple[int, int]:
+    def _send_one(self, t: Transfer, now: float) -> tuple[int, int]:
         """The next chunk alone: (chunks sent, wire bytes). A failed retransmission goes back to the queue."""
         nxt = t.board.next_chunk()
         if nxt is None:
@@ -330,7 +253,7 @@ class Sender:
                 t.board.requeue(seq)
             raise
 
-    def _send_batch(self, t: _Transfer, limit: int, now: float) -> tuple[int, int]:
+    def _send_batch(self, t: Transfer, limit: int, now: float) -> tuple[int, int]:
         """Up to ``limit`` chunks in one GSO send (one chunk alone goes the plain way): (chunks, wire bytes).
         Nothing is recorded unless the kernel took the batch; where it refuses GSO, GSO is off for good."""
         board = t.board
@@ -361,6 +284,7 @@ class Sender:
         board.on_transmit_run(first, count, tx + len(retx), now)
         st = self.stats
         st.gso_sends += 1
+        st.send_calls += 1
         st.chunks_sent += k
         st.bytes_sent += total
         st.retransmits += len(retx)
@@ -376,12 +300,12 @@ class Sender:
             self.cc.on_sent(total, now)
         return k, total + k * UDP_IP_OVERHEAD
 
-    def _xmit(self, t: _Transfer, seq: int, is_retx: bool, now: float) -> int:
+    def _xmit(self, t: Transfer, seq: int, is_retx: bool, now: float) -> int:
         """Send one chunk; returns its bytes on the wire (incl. UDP/IP headers)."""
         board = t.board
         ln = board.size(seq)
         off = seq * board.chunk
-        h = t.header
+        h = t.values
         h[_SEQ] = seq
         h[_FLAGS] = (_LAST if seq == board.n - 1 else 0) | (_RETX if is_retx else 0)
         h[_IMPORTANCE] = board.classes[seq]
@@ -392,6 +316,7 @@ class Sender:
         self._sock.send(self._pktmv[:end])
         board.on_transmit(seq, self.recovery.next_tx(), now, is_retx)
         st = self.stats
+        st.send_calls += 1
         st.chunks_sent += 1
         st.bytes_sent += end
         if is_retx:
@@ -402,7 +327,7 @@ class Sender:
         self.cc.on_sent(end, now)
         return end + UDP_IP_OVERHEAD
 
-    def _on_rto(self, t: _Transfer, now: float) -> None:
+    def _on_rto(self, t: Transfer, now: float) -> None:
         """Retransmission timeout: everything in flight is lost; with nothing in flight, probe for a lost FIN."""
         self.stats.timeouts += 1
         board = t.board
@@ -418,7 +343,7 @@ class Sender:
 
     # -- feedback ----------------------------------------------------------------------------------
 
-    def _drain_feedback(self, t: _Transfer) -> tuple[bool, bool]:
+    def _drain_feedback(self, t: Transfer) -> tuple[bool, bool]:
         """Read all pending ACK/CNPs; returns (any valid feedback for this flow, any data newly acked)."""
         got = progressed = False
         sock = self._sock
@@ -459,7 +384,7 @@ class Sender:
                 break
         return got, progressed
 
-    def _on_ack(self, t: _Transfer, fb: Feedback, now: float) -> bool:
+    def _on_ack(self, t: Transfer, fb: Feedback, now: float) -> bool:
         """Loss recovery first, then the counters, then the congestion controller; True if data was newly acked."""
         st = self.stats
         st.acks += 1

@@ -28,7 +28,8 @@ class FlowStats:
     foreign: int = 0  # decodable but not feedback (e.g. DATA), or for another job
     stale: int = 0  # feedback for a tensor no longer being sent
     socket_errors: int = 0  # ICMP errors (e.g. port unreachable) reported on the socket
-    gso_sends: int = 0  # sendmsg calls that carried several chunks (UDP GSO)
+    send_calls: int = 0  # system calls that sent DATA (one chunk, or a GSO batch)
+    gso_sends: int = 0  # of which sendmsg calls that carried several chunks (UDP GSO)
     gso_refused: int = 0  # 1 once the kernel refused GSO and the flow fell back to a datagram per chunk
     wait_seconds: float = 0.0  # time blocked waiting for feedback, the window or the pacer
     srtt: float = 0.0

@@ -18,10 +18,12 @@ from mlfc.hosts.transport.gso import (
     Chunks,
     RunParser,
     SegmentBatch,
+    batch_size,
     gso_ancillary,
     max_segments,
     parse_ancillary,
     segment_spans,
+    should_defer,
 )
 from mlfc.hosts.transport.packet import DATA_HEADER, HEADER_LEN, DataHeader, parse_data
 from mlfc.hosts.transport.recovery import Scoreboard
@@ -199,3 +201,22 @@ def test_parse_data_reads_every_segment_of_a_batch():
     pk = packets([0, 1, 2])
     headers = [parse_data(p) for p in pk]
     assert [h.chunk_seq for h in headers] == [0, 1, 2] and {h.tensor_id for h in headers} == {0}
+
+
+def test_batch_size_follows_the_rate_and_stays_off_for_slow_flows():
+    seg = HEADER_LEN + 1400
+    assert batch_size(3e9 / 8, 0.001, seg, 45) == 45  # 3 Gb/s: 1 ms is 262 chunks, capped at one send
+    assert batch_size(200e6 / 8, 0.001, seg, 45) == 17
+    assert batch_size(80e6 / 8, 0.001, seg, 45) == 1  # below GSO_MIN_BATCH: unbatched
+    assert batch_size(float("inf"), 0.001, seg, 45) == 45
+
+
+def test_deferring_waits_for_room_for_a_batch_while_acks_are_due():
+    b = Scoreboard(100 * CHUNK, CHUNK, bytearray(100), LossBudget(100 * CHUNK, 0))
+    assert not should_defer(b, room=3, batch=45, cwnd_chunks=300)  # nothing in flight: no ACK would come
+    b.on_transmit_run(0, 50, 1, 0.0)
+    assert should_defer(b, room=3, batch=45, cwnd_chunks=300)
+    assert not should_defer(b, room=45, batch=45, cwnd_chunks=300)  # a whole batch fits
+    assert not should_defer(b, room=3, batch=45, cwnd_chunks=6)  # a third of a small window is enough
+    b.on_transmit_run(50, 48, 51, 0.0)
+    assert not should_defer(b, room=3, batch=45, cwnd_chunks=300)  # only 2 chunks left: send them
