@@ -44,8 +44,8 @@ class Transfer:
     mv: memoryview
     board: Scoreboard
     header: DataHeader
-    started: float
     chunks: Chunks | None = None
+    started: float = 0.0  # set by the sender when it starts sending
     values: list[int] = field(default_factory=list)  # the header's values; _xmit rewrites per-chunk fields
     done: bool = False
     fin: bool = False
@@ -60,7 +60,7 @@ class Transfer:
 
 
 def prepare(cfg: SenderConfig, job: int, iteration: int, tensor_id: int, buffer, importance, layer_index: int,
-            num_layers: int, loss_bound: float, now: float, *, batched: bool) -> Transfer:  # fmt: skip
+            num_layers: int, loss_bound: float, *, batched: bool) -> Transfer:  # fmt: skip
     """Check a send request and build its transfer; raises TransferRejected for bad input."""
     try:
         mv = memoryview(buffer).cast("B")
@@ -90,4 +90,4 @@ def prepare(cfg: SenderConfig, job: int, iteration: int, tensor_id: int, buffer,
                         chunk_size=cfg.chunk_size, loss_bound_bp=bound_bp,
                         n_protected=loss.count_protected(classes))  # fmt: skip
     chunks = Chunks(mv, cfg.chunk_size, classes) if batched and board.n > 1 else None
-    return Transfer(job, iteration, tensor_id, mv, board, header, now, chunks)
+    return Transfer(job, iteration, tensor_id, mv, board, header, chunks)

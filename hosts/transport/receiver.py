@@ -77,6 +77,7 @@ class Receiver:
         self._sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
         self._sock.setblocking(False)
         self.gro = cfg.gro and enable_gro(self._sock)  # the kernel may hand over coalesced datagrams
+        self._runs: RunParser | None = None  # made with the receive buffer, in the receive thread
         self._clock = clock
         self.stats = ReceiverStats()
         self._active: dict[Key, Reassembly] = {}

@@ -128,10 +128,10 @@ class Sender:
         ``loss_bound``: the fraction of the tensor's bytes the receiver may zero-fill (unprotected chunks).
         Raises TransferRejected for bad input and PeerTimeout when the peer stops answering or
         ``timeout`` (s) passes."""
-        now = self._clock()
         t = outgoing.prepare(self.config, job, iteration, tensor_id, buffer, importance, layer_index, num_layers,
-                             loss_bound, now, batched=self._batch is not None)  # fmt: skip
+                             loss_bound, batched=self._batch is not None)  # fmt: skip
         self.progress.note_iteration(iteration)
+        t.started = now = self._clock()  # after the importance classes, as the transfer's clock starts
         if t.chunks is not None:
             self._batch.set_tensor(**t.header._asdict())  # the fields a batch's segments share
         # send_tensor returns only when everything is acknowledged, so between calls nothing is in flight.
