@@ -7,7 +7,9 @@ The pieces, one job each (see docs/transport.md):
 * ``sender`` / ``receiver``: the two ends, socket I/O and the congestion controller's events;
 * ``recovery``: the sender's loss recovery without sockets (scoreboard, RACK, RTO, recovery point);
 * ``reassembly``: one tensor at the receiver without sockets (placement, SACK, the zero-fill decision);
-* ``pacing``: the sender's token bucket; ``packet``: the DATA descriptor, ACK and CNP codecs;
+* ``outgoing``: a send request checked and turned into a transfer, without sockets;
+* ``gso``: UDP GSO/GRO batching (many shim-tagged chunks per system call, each still its own datagram);
+* ``pacing``: the sender's token bucket and delivery rate; ``packet``: the DATA descriptor, ACK and CNP codecs;
 * ``sockets``: shim-range UDP sockets and ECN codepoints; ``config``, ``stats``, ``errors``: settings,
   counters and exceptions of both ends.
 
