@@ -18,19 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from mlfc.testing.veth import NetError, run
+
 CLONE_NEWNET = 0x40000000
 T = TypeVar("T")
-
-
-class NetnsError(RuntimeError):
-    pass
-
-
-def run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
-    res = subprocess.run(list(cmd), capture_output=True, text=True)
-    if check and res.returncode != 0:
-        raise NetnsError(f"{' '.join(cmd)}: {res.stderr.strip() or res.stdout.strip()}")
-    return res
+NetnsError = NetError  # a failed ip/tc command (the command helper is testing.veth's)
 
 
 def in_netns(name: str, fn: Callable[[], T]) -> T:
