@@ -94,6 +94,6 @@ def expand_importance(importance: int | Sequence[int] | bytes, n_chunks: int) ->
         classes = bytearray(importance)
         if len(classes) != n_chunks:
             raise ValueError(f"{len(classes)} importance classes for {n_chunks} chunks")
-    if any(c >= IMPORTANCE_LEVELS for c in classes):
+    if classes and max(classes) >= IMPORTANCE_LEVELS:  # C-level scan: this runs once per tensor, per chunk
         raise ValueError(f"importance classes must be in 0..{IMPORTANCE_LEVELS - 1}")
     return classes

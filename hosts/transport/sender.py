@@ -20,7 +20,15 @@ from mlfc.hosts.progress import IterationProgress
 from mlfc.hosts.transport import outgoing
 from mlfc.hosts.transport.config import SenderConfig
 from mlfc.hosts.transport.errors import PeerTimeout
-from mlfc.hosts.transport.gso import GSO_REFUSED, SegmentBatch, batch_size, gso_ancillary, max_segments, should_defer
+from mlfc.hosts.transport.gso import (
+    GSO_REFUSED,
+    GSO_SENDS_PER_BATCH,
+    SegmentBatch,
+    batch_size,
+    gso_ancillary,
+    max_segments,
+    should_defer,
+)
 from mlfc.hosts.transport.outgoing import Transfer
 from mlfc.hosts.transport.pacing import DeliveryRate, TokenBucket
 from mlfc.hosts.transport.packet import (
@@ -82,7 +90,8 @@ class Sender:
         self._fbuf = bytearray(4096)
         self._fbmv = memoryview(self._fbuf)
         segment = HEADER_LEN + cfg.chunk_size
-        self._max_batch = max_segments(segment) if cfg.gso else 1
+        self._per_send = max_segments(segment)
+        self._max_batch = self._per_send * GSO_SENDS_PER_BATCH if cfg.gso else 1
         self._batch = SegmentBatch(cfg.chunk_size, self._max_batch) if self._max_batch > 1 else None
         self._gso_cmsg = gso_ancillary(segment)
         # a controller that counts sent bytes (DCQCN's byte counter) reads F as each chunk is counted
@@ -254,20 +263,20 @@ class Sender:
             raise
 
     def _send_batch(self, t: Transfer, limit: int, now: float) -> tuple[int, int]:
-        """Up to ``limit`` chunks in one GSO send (one chunk alone goes the plain way): (chunks, wire bytes).
-        Nothing is recorded unless the kernel took the batch; where it refuses GSO, GSO is off for good."""
+        """Up to ``limit`` chunks prepared at once and sent in GSO sends of up to 64 KB (one chunk alone goes
+        the plain way): (chunks sent, wire bytes). Only what the kernel took is recorded; the rest goes back
+        to the queue. Where the kernel refuses GSO, GSO is off for good."""
         board = t.board
         retx, first, count = board.take(limit)
         if len(retx) + count <= 1:
             board.requeue_all(retx)
             return self._send_one(t, now)
-        sizes = [board.size(s) for s in retx] if retx else []
         new_sizes = board.run_sizes(first, count)
         state = self.progress.checkpoint()
         buckets = [self.progress.bucket] * len(retx) + self.progress.tag_run(new_sizes, now)
-        total, _ = self._batch.fill(board, t.chunks, retx, first, count, buckets)
+        total = self._batch.fill(board, t.chunks, retx, first, count, buckets)
         try:
-            self._sock.sendmsg([self._batch.mv[:total]], self._gso_cmsg)
+            done, nbytes, calls = self._send_segments(len(retx) + count, total)
         except OSError as exc:
             self.progress.restore(state)
             board.requeue_all(retx)
@@ -277,28 +286,52 @@ class Sender:
             self._max_batch = 1
             self.stats.gso_refused += 1
             return self._send_one(t, now)
-        k = len(retx) + count
-        tx = self.recovery.next_tx(k)
-        for i, seq in enumerate(retx):
+        r = min(done, len(retx))  # retransmissions go first in a batch
+        new_sizes = new_sizes[: done - r]
+        if done < len(retx) + count:  # the socket filled up midway: count only what left
+            board.requeue_all(retx[r:])
+            self.progress.restore(state)
+            self.progress.tag_run(new_sizes, now)
+        tx = self.recovery.next_tx(done)
+        for i, seq in enumerate(retx[:r]):
             board.on_transmit(seq, tx + i, now, True)
-        board.on_transmit_run(first, count, tx + len(retx), now)
+        board.on_transmit_run(first, len(new_sizes), tx + r, now)
         st = self.stats
-        st.gso_sends += 1
-        st.send_calls += 1
-        st.chunks_sent += k
-        st.bytes_sent += total
-        st.retransmits += len(retx)
+        st.gso_sends += calls
+        st.send_calls += calls
+        st.chunks_sent += done
+        st.bytes_sent += nbytes
+        st.retransmits += r
         st.payload_bytes_sent += sum(new_sizes)
         if self._byte_clocked:  # replay chunk by chunk so F is read after each chunk is counted, as unbatched
             self.progress.restore(state)
-            for size in sizes:
-                self.cc.on_sent(HEADER_LEN + size, now)
+            for seq in retx[:r]:
+                self.cc.on_sent(HEADER_LEN + board.size(seq), now)
             for size in new_sizes:
                 self.progress.on_sent(size, now)
                 self.cc.on_sent(HEADER_LEN + size, now)
         else:
-            self.cc.on_sent(total, now)
-        return k, total + k * UDP_IP_OVERHEAD
+            self.cc.on_sent(nbytes, now)
+        return done, nbytes + done * UDP_IP_OVERHEAD
+
+    def _send_segments(self, count: int, total: int) -> tuple[int, int, int]:
+        """Send the batch's ``count`` segments (``total`` bytes) in GSO sends of at most 64 KB. Returns
+        (segments sent, bytes sent, sendmsg calls); raises only when the first send fails."""
+        per_send, segment, mv = self._per_send, self._batch.segment, self._batch.mv
+        done = off = calls = 0
+        while done < count:
+            n = min(per_send, count - done)
+            end = min(total, off + n * segment)
+            try:
+                self._sock.sendmsg([mv[off:end]], self._gso_cmsg)
+            except OSError:
+                if not calls:
+                    raise
+                break  # what was sent stays sent; the caller gives the rest back
+            calls += 1
+            done += n
+            off = end
+        return done, off, calls
 
     def _xmit(self, t: Transfer, seq: int, is_retx: bool, now: float) -> int:
         """Send one chunk; returns its bytes on the wire (incl. UDP/IP headers)."""
