@@ -59,9 +59,10 @@ def batch_size(rate: float, burst: float, segment: int, most: int) -> int:
 
 
 def should_defer(board: Scoreboard, room: float, batch: int, cwnd_chunks: float) -> bool:
-    """Wait for the window to open by a whole batch instead of sending the sliver each ACK frees, as Linux
-    defers TSO (tcp_tso_should_defer): only with chunks in flight (their ACKs will come), while the window
-    allows less than a batch and less than a third of itself, and more than that is left to send."""
+    """Wait for the window to open by ``batch`` chunks (the sender passes one GSO send's worth) instead of
+    sending the sliver each ACK frees, as Linux defers TSO (tcp_tso_should_defer): only with chunks in flight
+    (their ACKs will come), while the window allows less than that and less than a third of itself, and
+    more than that is left to send."""
     if board.inflight == 0 or not math.isfinite(room):
         return False
     left = len(board.retx) + board.n - board.next_new

@@ -213,7 +213,7 @@ class Sender:
             if rate is not None and not pacer.may_send:
                 return (0.0 if sent else pacer.wait(rate)), False
             limit = self._max_batch if self._max_batch == 1 else self._autosize(rate)
-            if limit > 1 and should_defer(board, room, limit, cc.cwnd / mss):
+            if limit > 1 and should_defer(board, room, min(limit, self._per_send), cc.cwnd / mss):
                 return (0.0 if sent else 1.0), False  # a few more ACKs open room for a whole batch
             if math.isfinite(room):
                 limit = min(limit, math.ceil(room))
