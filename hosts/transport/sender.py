@@ -173,6 +173,8 @@ class Sender:
             if progressed:
                 rtt.reset_backoff()
                 rto_deadline = now + rtt.rto
+            if got:  # the controller's state right after its feedback (batches leave few loop turns)
+                self._sample(now)
             if t.done:
                 return
             if now - last_feedback > cfg.peer_timeout:
