@@ -265,19 +265,6 @@ class Layout:
         exec(source, namespace)  # generated from the field table, as unpack_from is
         return namespace["unpack"]
 
-    def unpack_rows(self, rows, *names: str) -> dict:
-        """Fields of a ``rows`` view as arrays, by name."""
-        out = {}
-        for i, (_, members) in enumerate(self.slots):
-            for name, shift, width in members:
-                if name in names:
-                    col = rows[self.slot_names[i]]
-                    out[name] = col if len(members) == 1 else (col >> shift) & ((1 << width) - 1)
-        missing = set(names) - set(out)
-        if missing:
-            raise KeyError(f"unknown fields {sorted(missing)}")
-        return out
-
 
 SHIM = Layout(SHIM_FIELDS)
 assert SHIM.size == SHIM_LEN

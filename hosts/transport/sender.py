@@ -2,8 +2,9 @@
 connection). ``Sender.send_tensor`` splits a buffer into chunks, tags each with the shim and sends them
 ECT(0), paced and window-limited by the controller; it returns when the receiver has the whole tensor or
 has accepted it within its loss bound (ACK with FIN). What is lost, retransmitted or tolerated is decided
-by the socket-free loss recovery (recovery.py, with the policy of mlfc.policy.loss); this module does the
-socket I/O and hands the controller its events.
+by the socket-free loss recovery (recovery.py, with the policy of mlfc.policy.loss); how chunks leave,
+one by one or in GSO batches, is transmit.py. This module runs the loop: what the window, the pacer and
+the batch size allow, feedback, timeouts, and the controller's events.
 """
 
 from __future__ import annotations
@@ -20,20 +21,10 @@ from mlfc.hosts.progress import IterationProgress
 from mlfc.hosts.transport import outgoing
 from mlfc.hosts.transport.config import SenderConfig
 from mlfc.hosts.transport.errors import PeerTimeout
-from mlfc.hosts.transport.gso import (
-    GSO_REFUSED,
-    GSO_SENDS_PER_BATCH,
-    SegmentBatch,
-    batch_size,
-    gso_ancillary,
-    max_segments,
-    should_defer,
-)
+from mlfc.hosts.transport.gso import batch_size, should_defer
 from mlfc.hosts.transport.outgoing import Transfer
 from mlfc.hosts.transport.pacing import DeliveryRate, TokenBucket
 from mlfc.hosts.transport.packet import (
-    DATA_HEADER,
-    FIELD_INDEX,
     HEADER_LEN,
     Feedback,
     PacketError,
@@ -42,11 +33,10 @@ from mlfc.hosts.transport.packet import (
 from mlfc.hosts.transport.recovery import FlowRecovery, RttEstimator
 from mlfc.hosts.transport.sockets import ECT0, UDP_IP_OVERHEAD, bind_shim_socket
 from mlfc.hosts.transport.stats import FlowStats
-from mlfc.wire import Flags, MsgType, ShimError, is_shim_port, unpack_shim
+from mlfc.hosts.transport.transmit import Transmitter
+from mlfc.wire import MsgType, ShimError, is_shim_port, unpack_shim
 
 _TRANSIENT_SEND_ERRORS = (errno.ENOBUFS, errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
-_SEQ, _FLAGS, _IMPORTANCE, _PROGRESS = (FIELD_INDEX[n] for n in ("chunk_seq", "flags", "importance", "progress"))
-_LAST, _RETX = int(Flags.LAST), int(Flags.RETX)
 FEEDBACK_EVERY = 64  # chunks sent between two reads of the feedback socket
 
 
@@ -85,17 +75,9 @@ class Sender:
         self._pacer = TokenBucket(now)
         self.delivery = DeliveryRate()
         self._last_active: float | None = None  # when the previous transfer ended
-        self._pkt = bytearray(HEADER_LEN + cfg.chunk_size)
-        self._pktmv = memoryview(self._pkt)
         self._fbuf = bytearray(4096)
         self._fbmv = memoryview(self._fbuf)
-        segment = HEADER_LEN + cfg.chunk_size
-        self._per_send = max_segments(segment)
-        self._max_batch = self._per_send * GSO_SENDS_PER_BATCH if cfg.gso else 1
-        self._batch = SegmentBatch(cfg.chunk_size, self._max_batch) if self._max_batch > 1 else None
-        self._gso_cmsg = gso_ancillary(segment)
-        # a controller that counts sent bytes (DCQCN's byte counter) reads F as each chunk is counted
-        self._byte_clocked = type(self.cc).on_sent is not CongestionControl.on_sent
+        self.transmit = Transmitter(self._sock, cfg, self.progress, self.cc, self.recovery, self.stats)
 
     @property
     def local_address(self) -> tuple[str, int]:
@@ -138,11 +120,10 @@ class Sender:
         Raises TransferRejected for bad input and PeerTimeout when the peer stops answering or
         ``timeout`` (s) passes."""
         t = outgoing.prepare(self.config, job, iteration, tensor_id, buffer, importance, layer_index, num_layers,
-                             loss_bound, batched=self._batch is not None)  # fmt: skip
+                             loss_bound, batched=self.transmit.batching)  # fmt: skip
         self.progress.note_iteration(iteration)
         t.started = now = self._clock()  # after the importance classes, as the transfer's clock starts
-        if t.chunks is not None:
-            self._batch.set_tensor(**t.header._asdict())  # the fields a batch's segments share
+        self.transmit.start(t)
         # send_tensor returns only when everything is acknowledged, so between calls nothing is in flight.
         rto = self.recovery.rtt.rto
         if self.config.restart_after_idle and self._last_active is not None and now - self._last_active > rto:
@@ -214,8 +195,8 @@ class Sender:
                 return (0.0 if sent else 1.0), False  # window full: wait for feedback (bounded by the RTO)
             if rate is not None and not pacer.may_send:
                 return (0.0 if sent else pacer.wait(rate)), False
-            limit = self._max_batch if self._max_batch == 1 else self._autosize(rate)
-            if limit > 1 and should_defer(board, room, min(limit, self._per_send), cc.cwnd / mss):
+            limit = self._autosize(rate) if self.transmit.batching else 1
+            if limit > 1 and should_defer(board, room, min(limit, self.transmit.per_send), cc.cwnd / mss):
                 return (0.0 if sent else 1.0), False  # a few more ACKs open room for a whole batch
             if math.isfinite(room):
                 limit = min(limit, math.ceil(room))
@@ -223,9 +204,9 @@ class Sender:
                 limit = min(limit, math.ceil(pacer.tokens / full_wire))  # the pacer's rule per chunk, in bulk
             try:
                 if limit > 1 and t.chunks is not None:
-                    chunks, wire = self._send_batch(t, limit, now)
+                    chunks, wire = self.transmit.send_batch(t, limit, now)
                 else:
-                    chunks, wire = self._send_one(t, now)
+                    chunks, wire = self.transmit.send_one(t, now)
             except (BlockingIOError, InterruptedError):
                 return 0.0005, True
             except OSError as exc:
@@ -249,118 +230,7 @@ class Sender:
             if not srtt:
                 return 1
             rate = max(self.delivery.rate, self.cc.cwnd / srtt if math.isfinite(self.cc.cwnd) else math.inf)
-        return batch_size(rate, self.config.gso_burst, HEADER_LEN + self.config.chunk_size, self._max_batch)
-
-    def _send_one(self, t: Transfer, now: float) -> tuple[int, int]:
-        """The next chunk alone: (chunks sent, wire bytes). A failed retransmission goes back to the queue."""
-        nxt = t.board.next_chunk()
-        if nxt is None:
-            return 0, 0
-        seq, is_retx = nxt
-        try:
-            return 1, self._xmit(t, seq, is_retx, now)
-        except OSError:
-            if is_retx:
-                t.board.requeue(seq)
-            raise
-
-    def _send_batch(self, t: Transfer, limit: int, now: float) -> tuple[int, int]:
-        """Up to ``limit`` chunks prepared at once and sent in GSO sends of up to 64 KB (one chunk alone goes
-        the plain way): (chunks sent, wire bytes). Only what the kernel took is recorded; the rest goes back
-        to the queue. Where the kernel refuses GSO, GSO is off for good."""
-        board = t.board
-        retx, first, count = board.take(limit)
-        if len(retx) + count <= 1:
-            board.requeue_all(retx)
-            return self._send_one(t, now)
-        new_sizes = board.run_sizes(first, count)
-        state = self.progress.checkpoint()
-        buckets = [self.progress.bucket] * len(retx) + self.progress.tag_run(new_sizes, now)
-        total = self._batch.fill(board, t.chunks, retx, first, count, buckets)
-        try:
-            done, nbytes, calls = self._send_segments(len(retx) + count, total)
-        except OSError as exc:
-            self.progress.restore(state)
-            board.requeue_all(retx)
-            if exc.errno not in GSO_REFUSED:
-                raise
-            self._batch = t.chunks = None  # the kernel or the device cannot segment: one datagram per chunk
-            self._max_batch = 1
-            self.stats.gso_refused += 1
-            return self._send_one(t, now)
-        r = min(done, len(retx))  # retransmissions go first in a batch
-        new_sizes = new_sizes[: done - r]
-        if done < len(retx) + count:  # the socket filled up midway: count only what left
-            board.requeue_all(retx[r:])
-            self.progress.restore(state)
-            self.progress.tag_run(new_sizes, now)
-        tx = self.recovery.next_tx(done)
-        for i, seq in enumerate(retx[:r]):
-            board.on_transmit(seq, tx + i, now, True)
-        board.on_transmit_run(first, len(new_sizes), tx + r, now)
-        st = self.stats
-        st.gso_sends += calls
-        st.send_calls += calls
-        st.chunks_sent += done
-        st.bytes_sent += nbytes
-        st.retransmits += r
-        st.payload_bytes_sent += sum(new_sizes)
-        if self._byte_clocked:  # replay chunk by chunk so F is read after each chunk is counted, as unbatched
-            self.progress.restore(state)
-            for seq in retx[:r]:
-                self.cc.on_sent(HEADER_LEN + board.size(seq), now)
-            for size in new_sizes:
-                self.progress.on_sent(size, now)
-                self.cc.on_sent(HEADER_LEN + size, now)
-        else:
-            self.cc.on_sent(nbytes, now)
-        return done, nbytes + done * UDP_IP_OVERHEAD
-
-    def _send_segments(self, count: int, total: int) -> tuple[int, int, int]:
-        """Send the batch's ``count`` segments (``total`` bytes) in GSO sends of at most 64 KB. Returns
-        (segments sent, bytes sent, sendmsg calls); raises only when the first send fails."""
-        per_send, segment, mv = self._per_send, self._batch.segment, self._batch.mv
-        done = off = calls = 0
-        while done < count:
-            n = min(per_send, count - done)
-            end = min(total, off + n * segment)
-            try:
-                self._sock.sendmsg([mv[off:end]], self._gso_cmsg)
-            except OSError:
-                if not calls:
-                    raise
-                break  # what was sent stays sent; the caller gives the rest back
-            calls += 1
-            done += n
-            off = end
-        return done, off, calls
-
-    def _xmit(self, t: Transfer, seq: int, is_retx: bool, now: float) -> int:
-        """Send one chunk; returns its bytes on the wire (incl. UDP/IP headers)."""
-        board = t.board
-        ln = board.size(seq)
-        off = seq * board.chunk
-        h = t.values
-        h[_SEQ] = seq
-        h[_FLAGS] = (_LAST if seq == board.n - 1 else 0) | (_RETX if is_retx else 0)
-        h[_IMPORTANCE] = board.classes[seq]
-        h[_PROGRESS] = self.progress.bucket
-        DATA_HEADER.pack_into(self._pkt, 0, *h)
-        end = HEADER_LEN + ln
-        self._pkt[HEADER_LEN:end] = t.mv[off : off + ln]
-        self._sock.send(self._pktmv[:end])
-        board.on_transmit(seq, self.recovery.next_tx(), now, is_retx)
-        st = self.stats
-        st.send_calls += 1
-        st.chunks_sent += 1
-        st.bytes_sent += end
-        if is_retx:
-            st.retransmits += 1
-        else:
-            st.payload_bytes_sent += ln
-            self.progress.on_sent(ln, now)
-        self.cc.on_sent(end, now)
-        return end + UDP_IP_OVERHEAD
+        return batch_size(rate, self.config.gso_burst, HEADER_LEN + self.config.chunk_size, self.transmit.max_batch)
 
     def _on_rto(self, t: Transfer, now: float) -> None:
         """Retransmission timeout: everything in flight is lost; with nothing in flight, probe for a lost FIN."""
@@ -374,7 +244,7 @@ class Sender:
             self.stats.probes += 1
             with contextlib.suppress(OSError):
                 # the receiver answers a duplicate with its current ACK, or with FIN if it has finished
-                self._xmit(t, board.n - 1, True, now)
+                self.transmit.xmit(t, board.n - 1, True, now)
 
     # -- feedback ----------------------------------------------------------------------------------
 

@@ -201,13 +201,12 @@ def test_rows_view_packs_and_reads_many_headers_like_the_scalar_codec() -> None:
         shim = wire.unpack_shim(memoryview(buf)[i * stride :])
         assert (shim.job_id, shim.chunk_seq, shim.progress) == (7, 10 + i, 2)
         assert shim.importance == [0, 8, 15, 3][i]
-    cols = wire.SHIM.unpack_rows(rows, "importance", "chunk_seq", "version")
-    assert cols["importance"].tolist() == [0, 8, 15, 3] and cols["chunk_seq"].tolist() == [10, 11, 12, 13]
-    assert cols["version"].tolist() == [1] * 4
+    importance, seq, version = wire.SHIM.row_unpacker("importance", "chunk_seq", "version")(wire.SHIM.columns(rows), 4)
+    assert importance.tolist() == [0, 8, 15, 3] and seq.tolist() == [10, 11, 12, 13] and version.tolist() == [1] * 4
     with pytest.raises(ValueError, match="importance_progress"):
         wire.SHIM.pack_rows(rows, importance=1)  # half a slot
     with pytest.raises(KeyError):
-        wire.SHIM.unpack_rows(rows, "nope")
+        wire.SHIM.row_unpacker("nope")
 
 
 def test_generated_row_packer_and_unpacker() -> None:
