@@ -11,8 +11,10 @@ Per trial, in alternating order: iperf3 TCP (the path's limit: one stream with t
 offload), iperf3 UDP ``-u -l 1400 -b 0`` (a datagram per system call, as fast as it goes; what counts is
 what the receiver got), then each congestion controller. The tables give the median of the trials and
 their range; a run holds ``flock /tmp/mlfc-measure.lock`` if it is to be quoted (docs/results.md), and the
-load average is printed before and after. Sender and receiver are separate processes (the mlfc-transport
-CLI, iperf3) run with ``ip netns exec``; namespaces are named mlfc-bench-<pid>-* and always deleted.
+load average is printed before and after. ``--nice -10`` runs every endpoint, mlfc's and iperf3's alike,
+at a higher priority, which isolates the comparison from other work on a shared machine (say so when
+quoting). Sender and receiver are separate processes (the mlfc-transport CLI, iperf3) run with
+``ip netns exec``; namespaces are named mlfc-bench-<pid>-* and always deleted.
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ PORT = 0x4D20
 IPERF_PORT = 5399
 TX_IP, RX_IP = "10.77.9.1", "10.77.9.2"
 GBIT = 1e9
+NICE = 0  # --nice: the scheduling priority of every endpoint (mlfc and iperf3 alike)
+
+
+def run_in(lab: NetnsLab, ns: str) -> list[str]:
+    """The command prefix for an endpoint in namespace ``ns``, at the run's priority."""
+    return [*lab.exec_args(ns), *(["nice", "-n", str(NICE)] if NICE else [])]
 
 
 def mlfc_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int, nbytes: int, tensors: int,
@@ -45,11 +53,11 @@ def mlfc_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int, nbyte
     if not gso:
         recv.append("--no-gro")
         send.append("--no-gso")
-    rx = subprocess.Popen([*lab.exec_args(rx_ns), *CLI, *recv], stdout=subprocess.PIPE, text=True)
+    rx = subprocess.Popen([*run_in(lab, rx_ns), *CLI, *recv], stdout=subprocess.PIPE, text=True)
     try:
         if rx.stdout.readline().strip() != "ready":
             raise RuntimeError("receiver did not start")
-        tx = subprocess.run([*lab.exec_args(tx_ns), *CLI, *send], capture_output=True, text=True, timeout=300)
+        tx = subprocess.run([*run_in(lab, tx_ns), *CLI, *send], capture_output=True, text=True, timeout=300)
         if tx.returncode != 0:
             raise RuntimeError(f"sender failed: {tx.stderr.strip()}")
         out, _ = rx.communicate(timeout=30)
@@ -68,13 +76,13 @@ def mlfc_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int, nbyte
 
 
 def iperf_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, udp: bool, seconds: float) -> dict:
-    server = subprocess.Popen([*lab.exec_args(rx_ns), "iperf3", "-s", "-1", "-p", str(IPERF_PORT), "-B", RX_IP],
+    server = subprocess.Popen([*run_in(lab, rx_ns), "iperf3", "-s", "-1", "-p", str(IPERF_PORT), "-B", RX_IP],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         time.sleep(0.3)
         args = ["iperf3", "-c", RX_IP, "-p", str(IPERF_PORT), "-t", str(seconds), "-J"]
         args += ["-u", "-l", "1400", "-b", "0"] if udp else []
-        res = subprocess.run([*lab.exec_args(tx_ns), *args], capture_output=True, text=True, timeout=seconds + 30)
+        res = subprocess.run([*run_in(lab, tx_ns), *args], capture_output=True, text=True, timeout=seconds + 30)
         if res.returncode != 0:
             raise RuntimeError(f"iperf3 failed: {res.stderr.strip() or res.stdout[-300:]}")
         end = json.loads(res.stdout)["end"]
@@ -170,7 +178,12 @@ def main() -> int:
     ap.add_argument("--no-gso", action="store_true", help="transport without UDP GSO/GRO (one datagram per chunk)")
     ap.add_argument("--jumbo", action="store_true", help="also run with MTU 9000 and 8900 B chunks")
     ap.add_argument("--out", type=Path, help="write transport.md, transport.csv and transport.png here")
+    ap.add_argument("--nice", type=int, default=0,
+                    help="run every endpoint (mlfc and iperf3) at this nice value, e.g. -10 on a machine shared "
+                         "with other work; the tables say so")  # fmt: skip
     args = ap.parse_args()
+    global NICE
+    NICE = args.nice
     if os.geteuid() != 0:
         print("transport_bench: needs root (network namespaces)", file=sys.stderr)
         return 1
@@ -179,8 +192,8 @@ def main() -> int:
         print("iperf3 not found (apt-get install -y iperf3): the iperf3 anchors are skipped")
     print(f"cores: {os.cpu_count()}, load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     gso = "off" if args.no_gso else "on"
-    print(f"mlfc: {args.tensors} tensors x {args.bytes / 1e6:.0f} MB per trial, GSO/GRO {gso}; "
-          f"iperf3: {args.iperf_seconds:g} s per trial; {args.trials} trials")  # fmt: skip
+    print(f"mlfc: {args.tensors} tensors x {args.bytes / 1e6:.0f} MB per trial, GSO/GRO {gso}; iperf3: "
+          f"{args.iperf_seconds:g} s per trial; {args.trials} trials; endpoints at nice {args.nice}")  # fmt: skip
     settings = [(1500, 1400)] + ([(9000, 8900)] if args.jumbo else [])
     rows = [row for mtu, chunk in settings for row in run_setting(args, mtu, chunk, iperf)]
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
