@@ -13,7 +13,7 @@ more) and layer position (later layers, nearer the loss, matter more). For a flo
 
 Buffers that are not float32 gradients (raw bytes) use the layer position alone; the application can
 also pass one class for the whole tensor or a class per chunk. Whatever the source, the transport
-raises the tensor's last chunk to IMPORTANCE_PROTECTED: it carries the end-of-tensor marker.
+applies the protected floor of mlfc.policy.loss (the last chunk is raised to IMPORTANCE_PROTECTED).
 """
 
 from __future__ import annotations
@@ -94,10 +94,6 @@ def expand_importance(importance: int | Sequence[int] | bytes, n_chunks: int) ->
         classes = bytearray(importance)
         if len(classes) != n_chunks:
             raise ValueError(f"{len(classes)} importance classes for {n_chunks} chunks")
-    if any(c >= IMPORTANCE_LEVELS for c in classes):
+    if classes and max(classes) >= IMPORTANCE_LEVELS:  # C-level scan: this runs once per tensor, per chunk
         raise ValueError(f"importance classes must be in 0..{IMPORTANCE_LEVELS - 1}")
     return classes
-
-
-def is_protected(importance: int) -> bool:
-    return importance >= IMPORTANCE_PROTECTED

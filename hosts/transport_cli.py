@@ -46,7 +46,7 @@ def _emit(summary: dict[str, Any], as_json: bool) -> None:
 
 
 def cmd_recv(args: argparse.Namespace) -> int:
-    cfg = ReceiverConfig(deadline=args.deadline, cnp_interval=args.cnp_interval, jobs=_jobs(args.jobs))
+    cfg = ReceiverConfig(deadline=args.deadline, cnp_interval=args.cnp_interval, jobs=_jobs(args.jobs), gro=args.gro)
     cpu0 = time.process_time()
     got = 0
     nbytes = 0
@@ -83,7 +83,9 @@ def cmd_recv(args: argparse.Namespace) -> int:
             "zero_filled_bytes": zero_filled,
             "cpu_seconds": cpu,
             "cpu_s_per_gbit": cpu / (8 * nbytes / 1e9) if nbytes else 0.0,
+            "datagrams": st.datagrams,
             "packets": st.packets,
+            "runs": st.runs,
             "duplicates": st.duplicates,
             "ce_marked": st.ce_marked,
             "acks_sent": st.acks_sent,
@@ -100,9 +102,8 @@ def cmd_recv(args: argparse.Namespace) -> int:
 
 def cmd_send(args: argparse.Namespace) -> int:
     mltcp = MltcpParams(args.slope, args.intercept) if args.mltcp else None
-    cfg = SenderConfig(
-        chunk_size=args.chunk, cc=args.cc, mltcp=mltcp, line_rate=args.line_rate, peer_timeout=args.peer_timeout
-    )
+    cfg = SenderConfig(chunk_size=args.chunk, cc=args.cc, mltcp=mltcp, line_rate=args.line_rate,
+                       peer_timeout=args.peer_timeout, gso=args.gso)  # fmt: skip
     rng = np.random.default_rng(args.seed)
     tensor = rng.standard_normal(max(1, args.bytes // 4)).astype(np.float32).tobytes()[: args.bytes]
     bind = parse_endpoint(args.bind, 0)
@@ -136,6 +137,9 @@ def cmd_send(args: argparse.Namespace) -> int:
             "cpu_seconds": cpu,
             "cpu_s_per_gbit": cpu / (8 * total / 1e9),
             "chunks_sent": st.chunks_sent,
+            "sendmsg_calls": st.send_calls,
+            "gso_sends": st.gso_sends,
+            "gso_refused": st.gso_refused,
             "retransmits": retx,
             "tolerated_chunks": tolerated,
             "loss_events": st.loss_events,
@@ -160,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--deadline", type=float, default=ReceiverConfig.deadline, help="zero-fill deadline (s)")
     r.add_argument("--cnp-interval", type=float, default=ReceiverConfig.cnp_interval, help="s between CNPs per flow")
     r.add_argument("--jobs", help="comma-separated accepted job ids (default: any)")
+    r.add_argument("--no-gro", dest="gro", action="store_false", help="one datagram per read (no UDP GRO)")
     r.add_argument("--ready", action="store_true", help="print 'ready' once bound")
     r.add_argument("--verbose", action="store_true")
     r.add_argument("--json", action="store_true")
@@ -181,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--loss-bound", type=float, default=0.0, help="fraction of a tensor that may be zero-filled")
     s.add_argument("--timeout", type=float, help="per-tensor timeout (s)")
     s.add_argument("--peer-timeout", type=float, default=SenderConfig.peer_timeout)
+    s.add_argument("--no-gso", dest="gso", action="store_false", help="one datagram per send (no UDP GSO)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_send)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlfc.hosts.cc.base import CongestionControl, MltcpTracker
+from mlfc.hosts.cc.base import CongestionControl, Mltcp, RatioSource
 from mlfc.hosts.cc.cubic import Cubic, CubicParams
 from mlfc.hosts.cc.dcqcn import Dcqcn, DcqcnParams
 from mlfc.hosts.cc.reno import Reno, RenoParams
@@ -11,7 +11,7 @@ ALGORITHMS = ("reno", "cubic", "dcqcn")
 
 
 def make_cc(
-    name: str, mss: int, mltcp: MltcpTracker | None = None, *, line_rate: float | None = None, now: float = 0.0
+    name: str, mss: int, mltcp: Mltcp | None = None, *, line_rate: float | None = None, now: float = 0.0
 ) -> CongestionControl:
     """A controller by name with its default parameters (``line_rate`` in bits/s is for DCQCN)."""
     if name == "reno":
@@ -31,7 +31,8 @@ __all__ = [
     "CubicParams",
     "Dcqcn",
     "DcqcnParams",
-    "MltcpTracker",
+    "Mltcp",
+    "RatioSource",
     "Reno",
     "RenoParams",
     "make_cc",

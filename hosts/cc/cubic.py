@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlfc.hosts.cc.base import CongestionControl, MltcpTracker
+from mlfc.hosts.cc.base import CongestionControl, Mltcp
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ def cubic_k(w_max: float, cwnd_epoch: float, c: float = 0.4) -> float:
 class Cubic(CongestionControl):
     name = "cubic"
 
-    def __init__(self, mss: int, mltcp: MltcpTracker | None = None, params: CubicParams | None = None) -> None:
+    def __init__(self, mss: int, mltcp: Mltcp | None = None, params: CubicParams | None = None) -> None:
         super().__init__(mss, mltcp)
         self.params = p = params or CubicParams()
         self.alpha_cubic = 3 * (1 - p.beta) / (1 + p.beta)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlfc.hosts.cc.base import CongestionControl, MltcpTracker
+from mlfc.hosts.cc.base import CongestionControl, Mltcp
 
 PAPER_LINE_RATE = 40e9
 
@@ -81,7 +81,7 @@ class Dcqcn(CongestionControl):
     name = "dcqcn"
 
     def __init__(
-        self, mss: int, mltcp: MltcpTracker | None = None, params: DcqcnParams | None = None, now: float = 0.0
+        self, mss: int, mltcp: Mltcp | None = None, params: DcqcnParams | None = None, now: float = 0.0
     ) -> None:
         super().__init__(mss, mltcp)
         self.params = p = params or DcqcnParams()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlfc.hosts.cc.base import CongestionControl, MltcpTracker
+from mlfc.hosts.cc.base import CongestionControl, Mltcp
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ class RenoParams:
 class Reno(CongestionControl):
     name = "reno"
 
-    def __init__(self, mss: int, mltcp: MltcpTracker | None = None, params: RenoParams | None = None) -> None:
+    def __init__(self, mss: int, mltcp: Mltcp | None = None, params: RenoParams | None = None) -> None:
         super().__init__(mss, mltcp)
         self.params = p = params or RenoParams()
         self._cwnd = float(p.initial_window * mss)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
-from mlfc.hosts.cc import Cubic, MltcpTracker
+from mlfc.hosts.cc import Cubic, Mltcp
 from mlfc.hosts.cc.cubic import cubic_k, w_cubic
 from mlfc.policy.mltcp import MltcpParams, mltcp_factor
 
@@ -59,9 +61,7 @@ def test_window_follows_the_cubic_curve():
 @pytest.mark.parametrize("ratio", [0.0, 1.0])
 def test_mltcp_scales_growth_toward_w_cubic(ratio):
     params = MltcpParams(slope=1.0, intercept=0.5)
-    tracker = MltcpTracker(params, idle_gap=None)
-    tracker.start_iteration(expected_bytes=1000)
-    tracker.on_sent(int(1000 * ratio), 0.0)
+    tracker = Mltcp(params, SimpleNamespace(ratio=ratio))  # any bytes_ratio source (the transport's: progress)
     plain = after_loss(Cubic(MSS), 200)
     ml = after_loss(Cubic(MSS, tracker), 200)
     assert plain.w == ml.w == pytest.approx(140)

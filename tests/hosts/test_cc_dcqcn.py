@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
-from mlfc.hosts.cc import Dcqcn, DcqcnParams, MltcpTracker
+from mlfc.hosts.cc import Dcqcn, DcqcnParams, Mltcp
 from mlfc.policy.mltcp import MltcpParams, mltcp_factor
 
 LINE = 1e9
 T = 55e-6 * 40  # the paper's 55 us at 40 Gb/s, scaled to 1 Gb/s
 
 
-def fresh(mltcp: MltcpTracker | None = None, **kw) -> Dcqcn:
+def fresh(mltcp: Mltcp | None = None, **kw) -> Dcqcn:
     return Dcqcn(1000, mltcp, DcqcnParams(line_rate=LINE, **kw), now=0.0)
 
 
@@ -84,9 +86,7 @@ def test_hyper_increase_when_both_counters_pass_f():
 @pytest.mark.parametrize("ratio", [0.0, 1.0])
 def test_mltcp_scales_additive_and_hyper_increase(ratio):
     params = MltcpParams(slope=1.0, intercept=0.5)
-    tracker = MltcpTracker(params, idle_gap=None)
-    tracker.start_iteration(expected_bytes=1000)
-    tracker.on_sent(int(1000 * ratio), 0.0)
+    tracker = Mltcp(params, SimpleNamespace(ratio=ratio))  # any bytes_ratio source (the transport's: progress)
     f = mltcp_factor(ratio, params)
     cc = fresh(tracker, byte_counter=1000.0, increase_timer=1.0)
     cc.on_cnp(0.0)

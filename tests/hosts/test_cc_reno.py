@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
-from mlfc.hosts.cc import MltcpTracker, Reno
+from mlfc.hosts.cc import Mltcp, Reno
 from mlfc.policy.mltcp import MltcpParams, mltcp_factor
 
 MSS = 1000
 
 
-def tracker_at(ratio: float, params: MltcpParams | None = None) -> MltcpTracker:
-    tr = MltcpTracker(params or MltcpParams(), idle_gap=None)
-    tr.start_iteration(expected_bytes=1_000_000)
-    tr.on_sent(int(ratio * 1_000_000), 0.0)
-    assert tr.ratio == pytest.approx(ratio)
-    return tr
+def tracker_at(ratio: float, params: MltcpParams | None = None) -> Mltcp:
+    return Mltcp(params or MltcpParams(), SimpleNamespace(ratio=ratio))  # any bytes_ratio source
 
 
 def in_ca(cc: Reno, segments: float) -> Reno:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from mlfc.hosts.importance import assign_importance, chunk_magnitudes, expand_importance
-from mlfc.hosts.packet import (
+from mlfc.hosts.transport.packet import (
     DATA_HEADER,
     DataHeader,
     build_ack,

@@ -5,6 +5,7 @@ addresses are 10.77.x.y inside them."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -13,9 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from mlfc.hosts.netns import NetnsLab, in_netns
 from mlfc.hosts.transport import Receiver, Sender, SenderConfig, bind_shim_socket
 from mlfc.policy.mltcp import MltcpParams
+from mlfc.testing.netns import NetnsLab, in_netns
 
 pytestmark = pytest.mark.root
 
@@ -47,6 +48,36 @@ def test_cli_transfer_between_namespaces(lab):
         rx.kill()
     assert sent["bytes"] == got["bytes"] == 3_000_000 and sent["cc"] == "cubic+mltcp"
     assert got["tensors"] == 3 and got["zero_filled_bytes"] == 0 and got["malformed"] == 0
+
+
+@pytest.mark.parametrize("case", ["offload", "no-checksum-offload", "chunk-above-mtu"])
+def test_gso_over_a_veth_pair_and_its_fallbacks(lab, case):
+    lab_, s, r, dev = lab
+    if case == "no-checksum-offload":
+        if not shutil.which("ethtool"):
+            pytest.skip("ethtool not installed (apt-get install ethtool)")
+        lab_.run_in(s, "ethtool", "-K", dev, "tx", "off")  # as the Mininet lab sets its hosts
+    chunk = 2000 if case == "chunk-above-mtu" else 1400  # 2028-byte segments do not fit a 1500 MTU
+    rx = in_netns(r, lambda: Receiver(("10.77.1.2", 0x4D03)))
+    tx = Sender(rx.address, config=SenderConfig(chunk_size=chunk),
+                sock=in_netns(s, lambda: bind_shim_socket("10.77.1.1")))  # fmt: skip
+    try:
+        data = bytes(range(256)) * 20_000
+        for k in range(2):
+            tx.send_tensor(1, 0, k, data, importance=0)
+            assert bytes(rx.recv(timeout=10).data) == data
+        st, rst = tx.stats, rx.stats
+        if case == "offload":  # batched sends cross the veth whole and are read whole (GRO)
+            assert st.gso_sends > 0 and st.gso_refused == 0 and rst.runs > 0 and rst.datagrams < rst.packets
+        elif case == "no-checksum-offload":
+            # Linux >= 6.11 segments in software with software checksums (older kernels refuse: EIO, fallback);
+            # either way the peer device sees one datagram per chunk, as a switch on it must
+            assert (st.gso_sends > 0) != (st.gso_refused == 1) and rst.datagrams == rst.packets
+        else:  # EINVAL: one datagram per chunk, fragmented by IP as without GSO
+            assert st.gso_refused == 1 and st.gso_sends == 0 and rst.datagrams == rst.packets
+    finally:
+        tx.close()
+        rx.close()
 
 
 def share_of_first(lab, mltcp: MltcpParams | None, size: int) -> float:

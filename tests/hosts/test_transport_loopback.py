@@ -1,6 +1,6 @@
 """The transport end to end on 127.0.0.1: delivery, ECN feedback, bounded loss, bad input, vanished peers.
 
-Loss and CE marks are injected on the sender's socket (mlfc.hosts.lossy), so every case is deterministic.
+Loss and CE marks are injected on the sender's socket (mlfc.testing.lossy), so every case is deterministic.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ import time
 import numpy as np
 import pytest
 
-from mlfc.hosts.lossy import LossySocket
-from mlfc.hosts.packet import DATA_HEADER, build_ack
 from mlfc.hosts.transport import (
     PeerTimeout,
     Receiver,
@@ -22,7 +20,9 @@ from mlfc.hosts.transport import (
     TransferRejected,
     bind_shim_socket,
 )
+from mlfc.hosts.transport.packet import HEADER_LEN, DataHeader, build_ack, pack_data_header_into
 from mlfc.policy.mltcp import MltcpParams
+from mlfc.testing.lossy import LossySocket
 from mlfc.wire import IMPORTANCE_PROTECTED, SHIM_PORT_BASE, Flags, MsgType, Shim
 
 HOST = "127.0.0.1"
@@ -205,8 +205,10 @@ def test_bad_input_is_rejected(receiver):
 
 
 def data_packet(job: int, total: int, seq: int = 0, chunk: int = 100, payload: bytes = b"", tensor: int = 0) -> bytes:
-    buf = bytearray(DATA_HEADER.size)
-    DATA_HEADER.pack_into(buf, 0, 0x10, 0, job, 0, tensor, 0, 0, seq, total, chunk, 0, 0)
+    buf = bytearray(HEADER_LEN)
+    pack_data_header_into(
+        buf, DataHeader(job_id=job, tensor_id=tensor, chunk_seq=seq, total_len=total, chunk_size=chunk)
+    )
     return bytes(buf) + payload
 
 
@@ -265,10 +267,10 @@ def test_progress_field_and_mltcp_iterations(receiver):
     second = [h.progress for h in sock.sent if h.tensor_id == 1 and not h.flags & Flags.RETX]
     assert first == sorted(first) and second == sorted(second)
     assert first[0] == 0 and 6 <= first[-1] <= 8 and 7 <= second[0] <= 8 and second[-1] == 15
-    assert tx.tracker.ratio == 1.0 and tx.cc.factor() == MltcpParams().slope + MltcpParams().intercept
+    assert tx.progress.ratio == 1.0 and tx.cc.factor() == MltcpParams().slope + MltcpParams().intercept
     tx.send_tensor(1, 1, 0, grads(10 * CHUNK))  # a new iteration number starts a new iteration
     receiver.recv(timeout=2)
-    assert tx.tracker.iterations_started == 2 and tx.tracker.bytes_per_iteration == 2 * 100 * CHUNK
+    assert tx.progress.iterations_started == 2 and tx.progress.bytes_per_iteration == 2 * 100 * CHUNK
     assert tx.stats.samples and all(len(s) == 6 for s in tx.stats.samples)
 
 

@@ -138,3 +138,87 @@ def test_ack_packets_dissect_their_sack_blocks() -> None:
 )
 def test_progress_bucket(ratio: float, bucket: int) -> None:
     assert wire.progress_bucket(ratio) == bucket
+
+
+def test_codec_is_derived_from_the_field_table() -> None:
+    # the sub-byte pairs (version/msg_type, importance/progress) share a byte, high nibble first
+    assert wire.SHIM.format == "!BBHIHBBI" and wire.SHIM.size == wire.SHIM_LEN
+    assert [name for name, _, _ in wire.SHIM.slots[0][1]] == ["version", "msg_type"]
+    assert wire.ACK_HEAD.size == 4 and wire.SACK_BLOCK.size == 8
+    data = Shim(MsgType.ACK, job_id=0x0102, iteration=3, importance=0xA, progress=0x5, flags=0x08).pack()
+    assert data[0] == 0x11 and data[1] == 0x08 and data[2:4] == b"\x01\x02" and data[10] == 0xA5
+
+
+def test_layout_groups_bit_fields_into_whole_slots() -> None:
+    lay = wire.Layout((("a", 4), ("b", 12), ("c", 8), ("d", 3), ("e", 5), ("f", 64)))
+    assert lay.format == "!HBBQ" and lay.size == 12
+    data = lay.pack(a=0x1, b=0x234, c=0xFF, d=0b101, e=0b10011, f=1 << 63)
+    assert data[:4] == bytes([0x12, 0x34, 0xFF, 0b10110011]) and data[4:] == (1 << 63).to_bytes(8, "big")
+    assert lay.unpack(data) == {"a": 1, "b": 0x234, "c": 0xFF, "d": 5, "e": 0b10011, "f": 1 << 63}
+    buf = bytearray(lay.size + 2)
+    lay.pack_into(buf, 2, 1, 0x234, 0xFF, 5, 0b10011, 1 << 63)
+    assert bytes(buf[2:]) == data and lay.unpack_from(buf, 2) == tuple(lay.unpack(data).values())
+    with pytest.raises(wire.FieldRange, match="b=4096"):
+        lay.pack(b=1 << 12)
+    with pytest.raises(TypeError, match="zz"):
+        lay.pack(zz=1)
+    with pytest.raises(wire.TruncatedShim):
+        lay.unpack(data[:-1])
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        (("a", 4),),  # ends mid-byte
+        (("a", 4), ("b", 64)),  # no 8/16/32/64-bit slot holds them
+        (("a", 8), ("a", 8)),  # duplicate
+        (("offset", 8),),  # clashes with the generated functions' arguments
+        (("a", 0),),
+    ],
+)
+def test_layout_rejects_tables_it_cannot_pack(table) -> None:
+    with pytest.raises(ValueError):
+        wire.Layout(table)
+
+
+@given(st.fixed_dictionaries({n: st.integers(0, (1 << w) - 1) for n, w in wire.SHIM_FIELDS if n != "reserved"}))
+def test_layout_round_trip_matches_scapy(values: dict[str, int]) -> None:
+    data = wire.SHIM.pack(**values)
+    assert wire.SHIM.unpack(data) == {**values, "reserved": 0}
+    assert bytes(MlfcShim(**values)) == data
+
+
+def test_rows_view_packs_and_reads_many_headers_like_the_scalar_codec() -> None:
+    np = pytest.importorskip("numpy")
+    stride = wire.SHIM_LEN + 5  # a header every 21 bytes, payload between
+    buf = bytearray(4 * stride)
+    rows = wire.SHIM.rows(buf, 4, stride)
+    assert rows.dtype.names[0] == "version_msg_type" and rows.dtype.itemsize == wire.SHIM_LEN
+    seqs = np.arange(10, 14, dtype=np.uint32)
+    wire.SHIM.pack_rows(rows, version=1, msg_type=int(MsgType.DATA), job_id=7, chunk_seq=seqs,
+                        importance=np.array([0, 8, 15, 3]), progress=2)  # fmt: skip
+    for i in range(4):
+        shim = wire.unpack_shim(memoryview(buf)[i * stride :])
+        assert (shim.job_id, shim.chunk_seq, shim.progress) == (7, 10 + i, 2)
+        assert shim.importance == [0, 8, 15, 3][i]
+    importance, seq, version = wire.SHIM.row_unpacker("importance", "chunk_seq", "version")(wire.SHIM.columns(rows), 4)
+    assert importance.tolist() == [0, 8, 15, 3] and seq.tolist() == [10, 11, 12, 13] and version.tolist() == [1] * 4
+    with pytest.raises(ValueError, match="importance_progress"):
+        wire.SHIM.pack_rows(rows, importance=1)  # half a slot
+    with pytest.raises(KeyError):
+        wire.SHIM.row_unpacker("nope")
+
+
+def test_generated_row_packer_and_unpacker() -> None:
+    np = pytest.importorskip("numpy")
+    lay = wire.Layout((("a", 4), ("b", 12), ("c", 8), ("d", 4), ("e", 4)))
+    buf = bytearray(3 * lay.size)
+    cols = lay.columns(lay.rows(buf, 3, lay.size))
+    pack = lay.row_packer("a", "b", "d", "e")
+    pack(cols, 2, np.array([1, 15], dtype=np.uint8), np.array([0xFFF, 0x234], dtype=np.uint16), 0xA, 5)
+    assert lay.unpack(buf) == {"a": 1, "b": 0xFFF, "c": 0, "d": 0xA, "e": 5}
+    assert lay.unpack(buf, lay.size)["a"] == 15 and lay.unpack(buf, 2 * lay.size)["a"] == 0  # count = 2
+    a, b, e = lay.row_unpacker("a", "b", "e")(cols, 2)
+    assert a.tolist() == [1, 15] and b.tolist() == [0xFFF, 0x234] and e.tolist() == [5, 5]
+    with pytest.raises(ValueError, match="a_b"):
+        lay.row_packer("a")

@@ -1,57 +1,68 @@
-"""Packet codecs for the transport, on top of mlfc.wire.
+"""The transport's packets, on top of mlfc.wire.
 
-DATA: shim (16 B, mlfc.wire) + a 12-byte tensor descriptor + payload. The descriptor lets a receiver
-place any chunk it gets first, without shared state: total tensor length (u32), chunk payload size
-(u16), the tensor's loss bound in basis points (u16, 0..10000) and the number of protected chunks (u32,
-so the receiver knows when none is missing). The switch parses only the shim.
+DATA: shim (16 B) + a 12-byte tensor descriptor (``DESCRIPTOR_FIELDS``) + payload. The descriptor lets a
+receiver place any chunk it gets first, without shared state: total tensor length, chunk payload size,
+the tensor's loss bound in basis points (mlfc.policy.loss) and the number of protected chunks (so the
+receiver knows when none is missing). The switch parses only the shim.
 
 ACK: shim (chunk_seq = cumulative ack: the next chunk expected; flags ECE, FIN) + ``AckBody`` SACK
 blocks. CNP: a bare shim (chunk_seq = the CE-marked chunk).
 
-The hot path packs shim and descriptor with one struct, laid out as mlfc.wire's shim (a test checks
-it byte for byte against ``Shim.pack``/``unpack_shim``).
+``DATA_HEADER`` is the shim's field table followed by the descriptor's, one mlfc.wire.Layout: the hot
+path packs or reads a DATA packet's headers with one struct call.
 """
 
 from __future__ import annotations
 
-import struct
+from collections import namedtuple
 from dataclasses import dataclass
 
-from mlfc.wire import SHIM_LEN, SHIM_VERSION, AckBody, Flags, MsgType, Shim, unpack_ack_body, unpack_shim
+from mlfc.policy.loss import LOSS_BOUND_SCALE
+from mlfc.wire import (
+    SHIM_FIELDS,
+    SHIM_LEN,
+    SHIM_VERSION,
+    AckBody,
+    Flags,
+    Layout,
+    MsgType,
+    Shim,
+    unpack_ack_body,
+    unpack_shim,
+)
 
-DATA_HEADER = struct.Struct("!BBHIHBBI" + "IHHI")
-DESCRIPTOR_LEN = DATA_HEADER.size - SHIM_LEN
-assert DESCRIPTOR_LEN == 12
-DATA_B0 = (SHIM_VERSION << 4) | int(MsgType.DATA)
-MAX_CHUNK_PAYLOAD = 0xFFFF
-MAX_TENSOR_BYTES = 0xFFFFFFFF
-LOSS_BOUND_SCALE = 10000  # basis points
+DESCRIPTOR_FIELDS: tuple[tuple[str, int], ...] = (
+    ("total_len", 32),  # tensor bytes
+    ("chunk_size", 16),  # payload bytes of every chunk but the last
+    ("loss_bound_bp", 16),  # 0..LOSS_BOUND_SCALE
+    ("n_protected", 32),  # chunks of importance >= IMPORTANCE_PROTECTED
+)
+DATA_HEADER = Layout(SHIM_FIELDS + DESCRIPTOR_FIELDS)
+HEADER_LEN = DATA_HEADER.size
+DESCRIPTOR_LEN = HEADER_LEN - SHIM_LEN
+DATA_B0 = (SHIM_VERSION << 4) | int(MsgType.DATA)  # the first byte of every DATA packet
+MAX_CHUNK_PAYLOAD = (1 << dict(DESCRIPTOR_FIELDS)["chunk_size"]) - 1
+MAX_TENSOR_BYTES = (1 << dict(DESCRIPTOR_FIELDS)["total_len"]) - 1
+assert 1 << dict(DESCRIPTOR_FIELDS)["loss_bound_bp"] > LOSS_BOUND_SCALE
+
+# A DATA packet's headers by name, in DATA_HEADER's field order (fields absent when built default to a
+# version-1 DATA shim with zeros).
+DataHeader = namedtuple(
+    "DataHeader", DATA_HEADER.names, defaults=[SHIM_VERSION, MsgType.DATA] + [0] * (len(DATA_HEADER.names) - 2)
+)
+
+FIELD_INDEX = {name: i for i, name in enumerate(DATA_HEADER.names)}  # position in DATA_HEADER's values
+
+
+_ECE, _FIN = int(Flags.ECE), int(Flags.FIN)  # plain ints: IntFlag operators are slow on the hot path
 
 
 class PacketError(ValueError):
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class DataHeader:
-    job_id: int
-    iteration: int
-    tensor_id: int
-    chunk_seq: int
-    importance: int
-    progress: int
-    flags: int
-    total_len: int
-    chunk_size: int
-    loss_bound_bp: int
-    n_protected: int
-
-
-def pack_data_header_into(buf: bytearray, h: DataHeader) -> None:
-    DATA_HEADER.pack_into(
-        buf, 0, DATA_B0, h.flags, h.job_id, h.iteration, h.tensor_id, (h.importance << 4) | h.progress, 0,
-        h.chunk_seq, h.total_len, h.chunk_size, h.loss_bound_bp, h.n_protected,
-    )  # fmt: skip
+def pack_data_header_into(buf: bytearray | memoryview, h: DataHeader, offset: int = 0) -> None:
+    DATA_HEADER.pack_into(buf, offset, *h)
 
 
 def parse_data(data: bytes | memoryview) -> DataHeader:
@@ -59,13 +70,9 @@ def parse_data(data: bytes | memoryview) -> DataHeader:
     shim = unpack_shim(data)
     if shim.msg_type != MsgType.DATA:
         raise PacketError(f"expected DATA, got {shim.msg_type.name}")
-    if len(data) < DATA_HEADER.size:
-        raise PacketError(f"DATA needs {DATA_HEADER.size} header bytes, got {len(data)}")
-    total, chunk, bound, nprot = struct.unpack_from("!IHHI", data, SHIM_LEN)
-    return DataHeader(
-        shim.job_id, shim.iteration, shim.tensor_id, shim.chunk_seq, shim.importance, shim.progress, shim.flags,
-        total, chunk, bound, nprot,
-    )  # fmt: skip
+    if len(data) < HEADER_LEN:
+        raise PacketError(f"DATA needs {HEADER_LEN} header bytes, got {len(data)}")
+    return DataHeader._make(DATA_HEADER.unpack_from(data))
 
 
 def build_ack(
@@ -93,11 +100,11 @@ class Feedback:
 
     @property
     def ece(self) -> bool:
-        return bool(self.flags & Flags.ECE)
+        return bool(self.flags & _ECE)
 
     @property
     def fin(self) -> bool:
-        return bool(self.flags & Flags.FIN)
+        return bool(self.flags & _FIN)
 
 
 def parse_feedback(data: bytes | memoryview) -> Feedback:

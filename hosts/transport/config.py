@@ -1,0 +1,64 @@
+"""The two ends' settings, checked when built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlfc.hosts.cc import ALGORITHMS
+from mlfc.hosts.transport.packet import MAX_CHUNK_PAYLOAD, MAX_TENSOR_BYTES
+from mlfc.policy.mltcp import EWMA_WEIGHT, MltcpParams
+
+DEFAULT_CHUNK = 1400  # payload bytes; + 28 header + 28 UDP/IP = 1456 < 1500 MTU
+
+
+@dataclass(frozen=True)
+class SenderConfig:
+    chunk_size: int = DEFAULT_CHUNK  # payload bytes per chunk
+    cc: str = "reno"
+    mltcp: MltcpParams | None = None  # None: plain congestion control
+    idle_gap: float | None = 0.1  # s without new data that starts a new iteration (MLTCP)
+    ewma_weight: float = EWMA_WEIGHT  # bytes-per-iteration EWMA
+    line_rate: float = 1e9  # bits/s; DCQCN's line rate and start rate
+    initial_rto: float = 0.2
+    min_rto: float = 0.05  # above scheduling gaps of a Python process (~10 ms seen on 2 cores); RFC 6298: 1 s
+    max_rto: float = 1.0
+    # Restart the window after more than an RTO without sending (RFC 5681 4.1), as Linux does by
+    # default (net.ipv4.tcp_slow_start_after_idle=1). Window-based controllers only.
+    restart_after_idle: bool = True
+    peer_timeout: float = 3.0  # no feedback at all for this long ends the transfer with PeerTimeout
+    reorder_window: int = 3  # RACK: a chunk is lost once one sent this many transmissions later is acked
+    max_tensor_bytes: int = 1 << 30
+    jobs: frozenset[int] | None = None  # jobs this sender may send for (None: any)
+    pacing_burst: float = 0.0005  # s of line rate the pacer may send back to back (min 16 chunks)
+    sample_interval: float = 0.001  # s between timeline samples
+    max_samples: int = 200_000
+    # UDP GSO: many chunks per sendmsg (each its own datagram on the wire); off by itself where the kernel
+    # refuses it (no checksum offload on the egress device, a chunk above the path MTU)
+    gso: bool = True
+    gso_burst: float = 0.001  # s of the flow's rate one GSO send may carry (at most 64 KB; see Sender._autosize)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.chunk_size <= MAX_CHUNK_PAYLOAD:
+            raise ValueError(f"chunk_size={self.chunk_size} must be in 1..{MAX_CHUNK_PAYLOAD}")
+        if self.cc not in ALGORITHMS:
+            raise ValueError(f"cc={self.cc!r}: choose one of {', '.join(ALGORITHMS)}")
+        if not 0 < self.min_rto <= self.initial_rto <= self.max_rto:
+            raise ValueError("need 0 < min_rto <= initial_rto <= max_rto")
+        if not self.peer_timeout > 0:
+            raise ValueError("peer_timeout must be > 0")
+        if not 0 < self.max_tensor_bytes <= MAX_TENSOR_BYTES:
+            raise ValueError(f"max_tensor_bytes must be in 1..{MAX_TENSOR_BYTES}")
+
+
+@dataclass(frozen=True)
+class ReceiverConfig:
+    deadline: float = 0.02  # s after the last chunk first arrives before missing chunks may be zero-filled
+    cnp_interval: float = 50e-6  # DCQCN NP: at most one CNP per flow per interval
+    ack_every: int = 8  # in-order chunks per ACK (an ACK also goes out whenever the socket is drained)
+    jobs: frozenset[int] | None = None  # accepted jobs (None: any)
+    max_tensor_bytes: int = 1 << 30
+    max_pending_bytes: int = 2 << 30  # memory for tensors being received
+    stale_timeout: float = 10.0  # an incomplete tensor with no packet for this long is abandoned
+    completed_memory: int = 4096  # finished tensors remembered to re-send their FIN
+    rcvbuf: int = 8 << 20
+    gro: bool = True  # UDP GRO: take coalesced datagrams of a flow in one read where the kernel offers it

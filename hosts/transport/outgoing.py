@@ -1,0 +1,93 @@
+"""One tensor to send, without sockets: the request checked, its importance classes (with the protected
+floor of mlfc.policy.loss), the DATA header values every chunk shares, and its scoreboard."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from mlfc.hosts.importance import assign_importance, expand_importance, num_chunks
+from mlfc.hosts.transport.config import SenderConfig
+from mlfc.hosts.transport.errors import TransferRejected
+from mlfc.hosts.transport.gso import Chunks
+from mlfc.hosts.transport.packet import DataHeader
+from mlfc.hosts.transport.recovery import Scoreboard
+from mlfc.policy import loss
+from mlfc.policy.priority import PolicyError
+
+
+@dataclass(frozen=True)
+class SendResult:
+    job_id: int
+    iteration: int
+    tensor_id: int
+    nbytes: int
+    chunks: int
+    duration: float
+    retransmits: int
+    tolerated_chunks: int  # lost chunks the sender did not retransmit (the receiver may have zero-filled them)
+    fin: bool  # the receiver ended the transfer (FIN), as opposed to every chunk being acknowledged
+
+    @property
+    def goodput_bps(self) -> float:
+        return 8 * self.nbytes / self.duration if self.duration > 0 else math.inf
+
+
+@dataclass
+class Transfer:
+    """One tensor being sent: its identity, bytes, DATA header values (per-chunk fields filled in at each
+    send), its scoreboard, and (GSO) the batch's view of its bytes."""
+
+    job: int
+    iteration: int
+    tensor_id: int
+    mv: memoryview
+    board: Scoreboard
+    header: DataHeader
+    chunks: Chunks | None = None
+    started: float = 0.0  # set by the sender when it starts sending
+    values: list[int] = field(default_factory=list)  # the header's values; _xmit rewrites per-chunk fields
+    done: bool = False
+    fin: bool = False
+
+    def __post_init__(self) -> None:
+        self.values = list(self.header)
+
+    def result(self, now: float) -> SendResult:
+        b = self.board
+        return SendResult(self.job, self.iteration, self.tensor_id, b.nbytes, b.n, now - self.started,
+                          b.retransmits, b.tolerated, self.fin)  # fmt: skip
+
+
+def prepare(cfg: SenderConfig, job: int, iteration: int, tensor_id: int, buffer, importance, layer_index: int,
+            num_layers: int, loss_bound: float, *, batched: bool) -> Transfer:  # fmt: skip
+    """Check a send request and build its transfer; raises TransferRejected for bad input."""
+    try:
+        mv = memoryview(buffer).cast("B")
+    except (TypeError, ValueError) as exc:
+        raise TransferRejected(f"buffer must be a contiguous bytes-like object: {exc}") from None
+    nbytes = mv.nbytes
+    if nbytes == 0:
+        raise TransferRejected("empty buffer")
+    if nbytes > cfg.max_tensor_bytes:
+        raise TransferRejected(f"buffer of {nbytes} bytes exceeds max_tensor_bytes={cfg.max_tensor_bytes}")
+    if not 0 <= job <= 0xFFFF or (cfg.jobs is not None and job not in cfg.jobs):
+        raise TransferRejected(f"unknown job {job}")
+    if not 0 <= iteration <= 0xFFFFFFFF or not 0 <= tensor_id <= 0xFFFF:
+        raise TransferRejected(f"iteration {iteration} / tensor_id {tensor_id} out of range")
+    try:
+        bound_bp = loss.to_basis_points(loss_bound)
+        if importance is None:
+            classes = bytearray(assign_importance(mv, cfg.chunk_size, layer_index=layer_index,
+                                                  num_layers=num_layers, gradients=nbytes % 4 == 0))  # fmt: skip
+        else:
+            classes = expand_importance(importance, num_chunks(nbytes, cfg.chunk_size))
+    except (PolicyError, ValueError) as exc:
+        raise TransferRejected(str(exc)) from None
+    loss.apply_floor(classes)
+    board = Scoreboard(nbytes, cfg.chunk_size, classes, loss.LossBudget(nbytes, bound_bp))
+    header = DataHeader(job_id=job, iteration=iteration, tensor_id=tensor_id, total_len=nbytes,
+                        chunk_size=cfg.chunk_size, loss_bound_bp=bound_bp,
+                        n_protected=loss.count_protected(classes))  # fmt: skip
+    chunks = Chunks(mv, cfg.chunk_size, classes) if batched and board.n > 1 else None
+    return Transfer(job, iteration, tensor_id, mv, board, header, chunks)

@@ -1,0 +1,336 @@
+"""Loss recovery for one flow, without sockets or clocks (time is passed in): what to send next, what an
+ACK acknowledges, what is lost, when to time out, and what the congestion controller must hear.
+
+* ``Scoreboard``: one tensor's chunks (unsent, in flight, lost, acknowledged, tolerated), updated from
+  cumulative + selective ACKs; RACK-style loss detection (a chunk is lost once one sent
+  ``reorder_window`` transmissions after it is acknowledged; fewer with little in flight, RFC 5827's
+  idea); lost chunks are queued for retransmission unless the tolerated-loss budget of
+  mlfc.policy.loss lets them stay lost (the receiver zero-fills them).
+* ``RttEstimator``: RFC 6298 SRTT/RTTVAR and the RTO with exponential backoff; Karn's rule (no samples
+  from retransmitted chunks) is the scoreboard's.
+* ``RecoveryPoint``: one congestion response per round trip: a loss or an ECN echo is a new congestion
+  event only for data sent after the previous response (RFC 6582's recovery point, RFC 3168).
+* ``FlowRecovery`` ties them together for the sender: ``on_ack`` returns the ``AckEvents`` the sender
+  hands to its congestion controller, ``on_timeout`` handles an RTO.
+
+Transmissions are numbered per flow (``FlowRecovery.next_tx``); RACK orders by that number.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from mlfc.hosts.importance import num_chunks
+from mlfc.policy.loss import LossBudget
+
+# chunk states
+UNSENT, INFLIGHT, LOST, ACKED, TOLERATED = 0, 1, 2, 3, 4
+MAX_BACKOFF = 64
+_INFLIGHT_RUN = bytes([INFLIGHT]) * 128
+
+
+class Scoreboard:
+    """Sender-side state of one tensor of ``nbytes`` in chunks of ``chunk`` bytes with importance ``classes``."""
+
+    def __init__(self, nbytes: int, chunk: int, classes: bytes | bytearray, budget: LossBudget) -> None:
+        self.nbytes = nbytes
+        self.chunk = chunk
+        self.n = num_chunks(nbytes, chunk)
+        if len(classes) != self.n:
+            raise ValueError(f"{len(classes)} importance classes for {self.n} chunks")
+        self.classes = classes
+        self.budget = budget
+        self.state = bytearray(self.n)
+        self.acked = bytearray(self.n)
+        self.retransmitted = bytearray(self.n)
+        self.xmit_tx = [0] * self.n  # transmission number of the latest send of each chunk
+        self.sent_at = [0.0] * self.n
+        # (first tx, first seq, count): runs of chunks sent as consecutive transmissions, in transmission order
+        self.outstanding: deque[tuple[int, int, int]] = deque()
+        self.retx: deque[int] = deque()  # lost chunks to send again, in the order they were found lost
+        self.next_new = 0
+        self.inflight = 0
+        self.acked_count = 0
+        self.cum = 0
+        self.max_acked_tx = 0
+        self.retransmits = 0
+        self.tolerated = 0  # chunks left to the receiver (they may still arrive and be acknowledged)
+
+    def size(self, seq: int) -> int:
+        return self.chunk if seq < self.n - 1 else self.nbytes - self.chunk * (self.n - 1)
+
+    def run_sizes(self, first: int, count: int) -> list[int]:
+        """Payload bytes of chunks ``first .. first + count - 1``."""
+        if count <= 0:
+            return []
+        if first + count < self.n:
+            return [self.chunk] * count
+        return [self.chunk] * (count - 1) + [self.size(self.n - 1)]
+
+    @property
+    def complete(self) -> bool:
+        return self.acked_count == self.n
+
+    @property
+    def needs_probe(self) -> bool:
+        """Nothing in flight or queued and every chunk sent, yet not all acknowledged (the rest tolerated)
+        or the FIN lost: after an RTO, a probe makes the receiver repeat its ACK or FIN."""
+        return self.inflight == 0 and not self.retx and self.next_new >= self.n
+
+    # -- sending -------------------------------------------------------------------------------------
+
+    def next_chunk(self) -> tuple[int, bool] | None:
+        """(seq, is_retransmission) to send next, lost chunks first; None when nothing is left to send.
+        A retransmission is taken off the queue: give it back with ``requeue`` if the send fails."""
+        state = self.state
+        while self.retx:
+            seq = self.retx.popleft()
+            if state[seq] == LOST:
+                return seq, True
+        if self.next_new < self.n:
+            return self.next_new, False
+        return None
+
+    def requeue(self, seq: int) -> None:
+        self.retx.appendleft(seq)
+
+    def take(self, limit: int) -> tuple[list[int], int, int]:
+        """Up to ``limit`` chunks for one batched send: lost ones first (taken off the queue: give them back
+        with ``requeue_all`` if the send fails), then a run of new ones. Returns (retransmissions, first new
+        chunk, new count). A short last chunk ends the batch (segments of one send are equal but the last)."""
+        retx: list[int] = []
+        state = self.state
+        short_last = self.n - 1 if self.nbytes % self.chunk else -1
+        while self.retx and len(retx) < limit:
+            seq = self.retx.popleft()
+            if state[seq] == LOST:
+                retx.append(seq)
+                if seq == short_last:
+                    return retx, self.next_new, 0
+        return retx, self.next_new, min(limit - len(retx), self.n - self.next_new)
+
+    def requeue_all(self, seqs: list[int]) -> None:
+        self.retx.extendleft(reversed(seqs))
+
+    def on_transmit(self, seq: int, tx: int, now: float, retx: bool) -> None:
+        """Chunk ``seq`` left as transmission ``tx``. A probe re-sends an acknowledged chunk: only its
+        timing changes."""
+        if self.state[seq] != ACKED:
+            if self.state[seq] != INFLIGHT:
+                self.inflight += 1
+            self.state[seq] = INFLIGHT
+            self.outstanding.append((tx, seq, 1))
+        self.xmit_tx[seq] = tx
+        self.sent_at[seq] = now
+        if retx:
+            self.retransmitted[seq] = 1
+            self.retransmits += 1
+        else:
+            self.next_new = seq + 1
+
+    def on_transmit_run(self, first: int, count: int, tx: int, now: float) -> None:
+        """New chunks ``first .. first + count - 1`` left as transmissions ``tx .. tx + count - 1``: what
+        ``on_transmit`` chunk by chunk does, in slice operations."""
+        if count <= 0:
+            return
+        end = first + count
+        self.state[first:end] = _INFLIGHT_RUN[:count] if count <= len(_INFLIGHT_RUN) else bytes([INFLIGHT]) * count
+        self.inflight += count
+        self.xmit_tx[first:end] = range(tx, tx + count)
+        self.sent_at[first:end] = [now] * count
+        self.outstanding.append((tx, first, count))
+        self.next_new = end
+
+    # -- feedback ------------------------------------------------------------------------------------
+
+    def on_ack(self, cum_ack: int, blocks: tuple[tuple[int, int], ...]) -> tuple[int, int, int] | None:
+        """Apply a cumulative ack and SACK blocks. Returns (bytes newly acknowledged, the highest
+        transmission number among them (0: none), its chunk (-1: none)), or None for an ACK naming
+        chunks beyond the tensor (the scoreboard is unchanged)."""
+        n = self.n
+        if cum_ack > n or any(e > n for _, e in blocks):
+            return None
+        newly = max_tx = 0
+        rtt_seq = -1
+        ranges = [(self.cum, cum_ack)] if cum_ack > self.cum else []
+        ranges.extend((max(s, cum_ack), e) for s, e in blocks if e > cum_ack)
+        acked, state, xmit_tx = self.acked, self.state, self.xmit_tx
+        for s, e in ranges:
+            if e - s > 1 and state.count(INFLIGHT, s, e) == e - s:
+                # the common case, a run of chunks all in flight: the loop below in slice operations
+                acked[s:e] = b"\x01" * (e - s)
+                state[s:e] = bytes([ACKED]) * (e - s)
+                self.inflight -= e - s
+                self.acked_count += e - s
+                newly += (e - s) * self.chunk if e < n else (e - 1 - s) * self.chunk + self.size(n - 1)
+                txs = xmit_tx[s:e]
+                top = max(txs)
+                if top > max_tx:
+                    max_tx, rtt_seq = top, s + txs.index(top)
+                continue
+            pos = s
+            while True:
+                i = acked.find(0, pos, e)
+                if i < 0:
+                    break
+                acked[i] = 1
+                prev = state[i]
+                if prev == INFLIGHT:
+                    self.inflight -= 1
+                elif prev == TOLERATED:
+                    self.budget.release(self.size(i))
+                state[i] = ACKED
+                newly += self.size(i)
+                self.acked_count += 1
+                if xmit_tx[i] > max_tx:
+                    max_tx, rtt_seq = xmit_tx[i], i
+                pos = i + 1
+        if cum_ack > self.cum:
+            self.cum = cum_ack
+        if max_tx > self.max_acked_tx:
+            self.max_acked_tx = max_tx
+        return newly, max_tx, rtt_seq
+
+    def rtt_sample(self, seq: int, now: float) -> float | None:
+        """The RTT of chunk ``seq`` just acknowledged; None for a retransmitted chunk (Karn) or none."""
+        if seq < 0 or self.retransmitted[seq]:
+            return None
+        return now - self.sent_at[seq]
+
+    def detect_losses(self, reorder_window: int) -> int:
+        """RACK: every chunk still in flight that was sent more than ``reorder_window`` transmissions before
+        the latest acknowledged one is lost. Returns the highest transmission number declared lost (0: none)."""
+        # with few chunks in flight there are not reorder_window later ones to wait for
+        horizon = self.max_acked_tx - max(1, min(reorder_window, self.inflight - 1))
+        outstanding, state, xmit_tx = self.outstanding, self.state, self.xmit_tx
+        lost_tx = 0
+        while outstanding and outstanding[0][0] < horizon:
+            tx0, seq0, count = outstanding[0]
+            below = min(count, horizon - tx0)  # this run's transmissions older than the horizon
+            if state.find(INFLIGHT, seq0, seq0 + below) >= 0:  # else all acknowledged, lost or tolerated already
+                for j in range(below):
+                    if state[seq0 + j] == INFLIGHT and xmit_tx[seq0 + j] == tx0 + j:  # not re-sent since
+                        self.declare_lost(seq0 + j)
+                        lost_tx = tx0 + j
+            if below == count:
+                outstanding.popleft()
+            else:
+                outstanding[0] = (tx0 + below, seq0 + below, count - below)
+        return lost_tx
+
+    def declare_lost(self, seq: int) -> None:
+        """A chunk in flight is lost: tolerate it if the loss policy allows, else queue it for retransmission."""
+        self.inflight -= 1
+        if self.budget.try_tolerate(self.classes[seq], self.size(seq)):
+            self.state[seq] = TOLERATED
+            self.tolerated += 1
+        else:
+            self.state[seq] = LOST
+            self.retx.append(seq)
+
+    def on_rto(self) -> None:
+        """Retransmission timeout: everything in flight is lost (in chunk order)."""
+        for seq in range(self.n):
+            if self.state[seq] == INFLIGHT:
+                self.declare_lost(seq)
+        self.outstanding.clear()
+
+
+class RttEstimator:
+    """RFC 6298: SRTT, RTTVAR and RTO = clamp(SRTT + 4 RTTVAR, min_rto, max_rto), doubled per backoff step."""
+
+    def __init__(self, initial_rto: float, min_rto: float, max_rto: float) -> None:
+        if not 0 < min_rto <= initial_rto <= max_rto:
+            raise ValueError("need 0 < min_rto <= initial_rto <= max_rto")
+        self.min_rto, self.max_rto = min_rto, max_rto
+        self.srtt: float | None = None
+        self.rttvar = 0.0
+        self.base = initial_rto
+        self.backoff = 1
+
+    @property
+    def rto(self) -> float:
+        return min(self.max_rto, self.base * self.backoff)
+
+    def sample(self, r: float) -> None:
+        if self.srtt is None:
+            self.srtt, self.rttvar = r, r / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - r)
+            self.srtt = 0.875 * self.srtt + 0.125 * r
+        self.base = min(self.max_rto, max(self.min_rto, self.srtt + 4 * self.rttvar))
+
+    def back_off(self) -> None:
+        self.backoff = min(self.backoff * 2, MAX_BACKOFF)
+
+    def reset_backoff(self) -> None:
+        self.backoff = 1
+
+
+class RecoveryPoint:
+    """Congestion events are counted once per round trip: only for data sent after the last response."""
+
+    def __init__(self) -> None:
+        self.tx = 0  # the flow's transmission number when the congestion controller last responded
+
+    def is_new(self, tx: int) -> bool:
+        return tx > self.tx
+
+    def respond(self, tx_now: int) -> None:
+        self.tx = tx_now
+
+
+@dataclass(frozen=True, slots=True)
+class AckEvents:
+    """What one ACK means for the congestion controller."""
+
+    newly_acked: int  # bytes
+    rtt: float | None  # an RTT sample, if the ACK gave one
+    loss_event: bool  # chunks found lost, sent after the recovery point: call on_loss
+    ece_event: bool  # ECN echo for data sent after the recovery point: a window reduction
+
+
+class FlowRecovery:
+    """Per-flow loss recovery state, kept across tensors like a TCP connection's."""
+
+    def __init__(self, rtt: RttEstimator, reorder_window: int = 3) -> None:
+        if reorder_window < 1:
+            raise ValueError(f"reorder_window={reorder_window} must be >= 1")
+        self.rtt = rtt
+        self.reorder_window = reorder_window
+        self.point = RecoveryPoint()
+        self.tx = 0  # transmissions so far
+
+    def next_tx(self, count: int = 1) -> int:
+        """Number ``count`` transmissions; returns the first number."""
+        self.tx += count
+        return self.tx - count + 1
+
+    def on_ack(
+        self, board: Scoreboard, cum_ack: int, blocks: tuple[tuple[int, int], ...], ece: bool, now: float
+    ) -> AckEvents | None:
+        """Scoreboard, then RTT, then RACK, then the recovery point; None for an ACK beyond the tensor."""
+        acked = board.on_ack(cum_ack, blocks)
+        if acked is None:
+            return None
+        newly, max_tx, rtt_seq = acked
+        rtt = board.rtt_sample(rtt_seq, now)
+        if rtt is not None:
+            self.rtt.sample(rtt)
+        lost_tx = board.detect_losses(self.reorder_window)
+        loss_event = self.point.is_new(lost_tx)
+        ece_event = ece and self.point.is_new(max_tx)
+        if loss_event or ece_event:
+            self.point.respond(self.tx)
+        return AckEvents(newly, rtt, loss_event, ece_event)
+
+    def on_timeout(self, board: Scoreboard) -> bool:
+        """An RTO: back off; if chunks were in flight they are lost and the controller must collapse its
+        window (True). With nothing in flight (False) the sender may probe (``board.needs_probe``)."""
+        self.rtt.back_off()
+        if board.inflight == 0:
+            return False
+        board.on_rto()
+        self.point.respond(self.tx)
+        return True

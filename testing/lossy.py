@@ -1,0 +1,78 @@
+"""Socket wrappers that inject loss or CE marks on a sender's DATA packets, for tests and experiments.
+
+A ``Sender`` takes any object with the socket methods it uses, so ``Sender(peer, sock=LossySocket(s, drop))``
+drops the DATA chunks ``drop(header, attempt)`` chooses (attempt = 0 for the first transmission of that
+chunk, 1 for the first retransmission, ...). Dropped packets are recorded, as are all sent headers. A GSO
+send (``sendmsg`` with UDP_SEGMENT) is judged segment by segment and what survives is sent on as one GSO
+send again. ``force_tos`` rewrites the IP TOS byte, e.g. 0x03 to mark every packet CE as a congested switch
+would; ``refuse_gso`` makes every GSO send fail with EIO, as a kernel does for a device without checksum
+offload.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections import Counter
+from collections.abc import Callable
+
+from mlfc.hosts.transport.gso import SOL_UDP, UDP_SEGMENT, segment_spans
+from mlfc.hosts.transport.packet import DataHeader, parse_data
+
+
+class LossySocket:
+    def __init__(
+        self,
+        sock: socket.socket,
+        drop: Callable[[DataHeader, int], bool] | None = None,
+        *,
+        force_tos: int | None = None,
+        refuse_gso: bool = False,
+    ) -> None:
+        self._sock = sock
+        self._drop = drop
+        self._force_tos = force_tos
+        self._refuse_gso = refuse_gso
+        self.attempts: Counter[tuple[int, int, int, int]] = Counter()
+        self.sent: list[DataHeader] = []
+        self.dropped: list[DataHeader] = []
+        self.gso_sends = 0  # GSO sends that reached this wrapper (refused ones included)
+
+    def setsockopt(self, level: int, opt: int, value: int) -> None:
+        if self._force_tos is not None and level == socket.IPPROTO_IP and opt == socket.IP_TOS:
+            value = self._force_tos
+        self._sock.setsockopt(level, opt, value)
+
+    def _keep(self, data: bytes | memoryview) -> bool:
+        header = parse_data(data)
+        key = (header.job_id, header.iteration, header.tensor_id, header.chunk_seq)
+        attempt = self.attempts[key]
+        self.attempts[key] += 1
+        self.sent.append(header)
+        if self._drop is not None and self._drop(header, attempt):
+            self.dropped.append(header)
+            return False
+        return True
+
+    def send(self, data: bytes | memoryview) -> int:
+        if self._keep(data):
+            return self._sock.send(data)
+        return len(data)
+
+    def sendmsg(self, buffers, ancdata=(), flags: int = 0, address=None) -> int:
+        data = b"".join(bytes(b) for b in buffers)
+        segment = next((int.from_bytes(d, "little") for lvl, kind, d in ancdata
+                        if lvl == SOL_UDP and kind == UDP_SEGMENT), 0)  # fmt: skip
+        if segment:
+            self.gso_sends += 1
+            if self._refuse_gso:
+                raise OSError(errno.EIO, "GSO refused (test)")
+        kept = [data[o : o + n] for o, n in segment_spans(len(data), segment) if self._keep(data[o : o + n])]
+        if len(kept) == 1:
+            self._sock.send(kept[0])
+        elif kept:  # the survivors are still equal-size segments, a short one only last
+            self._sock.sendmsg([b"".join(kept)], ancdata, flags)
+        return len(data)
+
+    def __getattr__(self, name: str):
+        return getattr(self._sock, name)
