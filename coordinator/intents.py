@@ -47,6 +47,7 @@ class IntentSender:
         self._pending: tuple[int, intent_pb2.Intent] | None = None
         self._stopping = False
         self.applied_seq = 0
+        self.refused_seq = 0  # latest decision the controller refused as invalid (not retried)
         self.generation = 0
         self.last_error = ""
         self.attempts = 0
@@ -93,6 +94,7 @@ class IntentSender:
                     # Re-sending the same intent cannot succeed; wait for the next decision.
                     log.error("controller rejected decision %d: %s", seq, self.last_error)
                     with self._cv:
+                        self.refused_seq = max(self.refused_seq, seq)
                         if self._pending is not None and self._pending[0] == seq:
                             self._pending = None
                     continue

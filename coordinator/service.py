@@ -6,6 +6,8 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+import time
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
 
@@ -110,12 +112,13 @@ class Coordinator:
         allow_remote: bool = False,
         max_workers: int = 8,
         controller_backoff_max_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not token:
             raise ValueError("a token is required")
         self._host, self._want_port = check_listen(listen, allow_remote)
         self.store = Store(db_path, synchronous)
-        self.engine = Engine(self.store, config)
+        self.engine = Engine(self.store, config, clock=clock)
         self.sender: IntentSender | None = None
         if controller:
             self.sender = IntentSender(controller, self.engine.on_applied, backoff_max_s=controller_backoff_max_s)

@@ -228,6 +228,8 @@ def test_restarted_switch_is_restored_in_full(switch_factory, controller_factory
 
     s1.restart()  # SIGKILL + start: comes back with no pipeline and no entries
     started = time.monotonic()
+    # Until the daemon has noticed and reloaded s1: before it notices, its status still says in sync.
+    eventually(lambda: metric(ctl, "mlfc_pipeline_loads_total", switch="s1") == 2, 20, "s1's pipeline reloaded")
     ctl.wait_synced(generation, timeout_s=20)
     restore_s = time.monotonic() - started
     with observer(s1) as conn:

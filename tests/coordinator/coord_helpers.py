@@ -28,7 +28,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until(pred: Callable[[], object], timeout: float = 5.0, step: float = 0.01) -> bool:
+def wait_until(pred: Callable[[], object], timeout: float = 10.0, step: float = 0.01) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if pred():
@@ -79,9 +79,49 @@ class FakeController(intent_pb2_grpc.IntentServiceServicer):
         return {j.job_id: j.priority for j in last.jobs} if last else {}
 
 
+class FakeClock:
+    """A monotonic clock the test moves (thread-safe)."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self._t = start
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._t
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._t += seconds
+
+
 def fast_config(**params: object) -> EngineConfig:
     silence = params.pop("silence_s", 60.0)
     return EngineConfig(params=MaifParams(**params), silence_s=float(silence), tick_s=0.05)  # type: ignore[arg-type]
+
+
+def evaluated(stub: coordinator_pb2_grpc.CoordinatorStub, points: dict[int, int]) -> pb.StatusReply | None:
+    """The coordinator's status once its latest evaluation ranked every active job and fitted each job of
+    ``points`` on exactly that many metric points (i.e. used every report sent so far); None before."""
+    st = stub.Status(pb.StatusRequest(), metadata=MD, timeout=5)
+    jobs = {j.job_id: j for j in st.jobs}
+    if any(j.state == "active" and j.rank == 0 for j in st.jobs):
+        return None  # registered after the latest evaluation
+    if any(j not in jobs or jobs[j].fit.points != n for j, n in points.items()):
+        return None
+    return st
+
+
+def decided(
+    stub: coordinator_pb2_grpc.CoordinatorStub, controller: FakeController, points: dict[int, int]
+) -> pb.StatusReply | None:
+    """``evaluated``, and the controller holds the decision that evaluation implies: the latest decision is
+    acknowledged and the classes the controller last received are the ones the explanations give."""
+    st = evaluated(stub, points)
+    if st is None or st.applied_decision != st.decision:
+        return None
+    want = {j.job_id: j.priority for j in st.jobs if j.state == "active"}
+    return st if controller.classes() == want else None
 
 
 def stub_for(address: str) -> coordinator_pb2_grpc.CoordinatorStub:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
-from coord_helpers import MD, TOKEN, register, report, stub_for, wait_until
+from coord_helpers import MD, TOKEN, decided, register, report, stub_for, wait_until
 
 from mlfc.coordinator import cli
 from mlfc.coordinator.service import check_listen
+from mlfc.policy import maif
 from mlfc.proto import coordinator_pb2 as pb
 
 
-@pytest.fixture
-def populated(make_coordinator, controller, tmp_path):  # type: ignore[no-untyped-def]
+def _populate(make_coordinator, controller, tmp_path):  # type: ignore[no-untyped-def]
     c = make_coordinator(controller=controller.address)
     stub = stub_for(c.address)
     register(stub, 1)
@@ -24,10 +25,18 @@ def populated(make_coordinator, controller, tmp_path):  # type: ignore[no-untype
         pb.ReportBatch(reports=[report(1, i, 0.85 - 0.75 * math.exp(-0.08 * i)) for i in range(200)]), metadata=MD
     )
     stub.Report(pb.ReportBatch(reports=[report(2, i, 0.95 - 0.9 * (i + 1) ** -0.35) for i in range(200)]), metadata=MD)
-    assert wait_until(lambda: controller.classes() == {2: 6, 3: 5, 1: 2})
+    # Wait for the decision that used every report: one taken after job 1's reports and before job 2's were
+    # fitted already gives these classes (job 2 then scores by the exploration prior, like job 3).
+    assert wait_until(lambda: decided(stub, controller, {1: 200, 2: 200, 3: 0}))
+    assert controller.classes() == {2: 6, 3: 5, 1: 2}
     token = tmp_path / "token"
     token.write_text(TOKEN)
     return c, token
+
+
+@pytest.fixture
+def populated(make_coordinator, controller, tmp_path):  # type: ignore[no-untyped-def]
+    return _populate(make_coordinator, controller, tmp_path)
 
 
 def test_explain_offline_from_db(populated, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -49,6 +58,22 @@ def test_explain_live_json_and_status(populated, capsys) -> None:  # type: ignor
     assert cli.main(["status", "--coordinator", c.address, "--token-file", str(token)]) == 0
     out = capsys.readouterr().out
     assert out.count("-> class") == 3
+
+
+def test_live_explanation_is_of_the_decision_that_used_the_reports(
+    make_coordinator, controller, tmp_path, capsys, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A loaded machine, made reproducible: fits of 200 points take 0.3 s, so the decision taken after job 1's
+    reports and before job 2's were fitted stands a while, with the classes the fixture expects."""
+    fit = maif.fit_arrays
+
+    def slow_fit(t, q, min_points):  # type: ignore[no-untyped-def]
+        if len(t) == 200:
+            time.sleep(0.3)
+        return fit(t, q, min_points)
+
+    monkeypatch.setattr(maif, "fit_arrays", slow_fit)
+    test_explain_live_json_and_status(_populate(make_coordinator, controller, tmp_path), capsys)
 
 
 @pytest.mark.parametrize(

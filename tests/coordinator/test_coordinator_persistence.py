@@ -11,7 +11,7 @@ import sys
 import threading
 
 import grpc
-from coord_helpers import MD, TOKEN, register, report, stub_for, wait_until
+from coord_helpers import MD, TOKEN, evaluated, register, report, stub_for, wait_until
 
 from mlfc.proto import coordinator_pb2 as pb
 
@@ -32,8 +32,10 @@ def test_restart_keeps_jobs_reports_and_decision(make_coordinator, controller) -
 
     c2 = make_coordinator(controller=controller.address)
     stub2 = stub_for(c2.address)
-    # The latest decision is re-sent on start (the controller may have missed it) and nothing changed.
+    # The latest decision is re-sent on start (the controller may have missed it) and, once the restarted
+    # coordinator has evaluated the reloaded history, nothing changed.
     assert wait_until(lambda: len(controller.intents) > n_intents)
+    assert wait_until(lambda: evaluated(stub2, {1: 50}))
     assert c2.engine.latest_seq == seq
     status = stub2.Status(pb.StatusRequest(), metadata=MD)
     assert status.reports == 110

@@ -7,7 +7,18 @@ import sqlite3
 
 import grpc
 import pytest
-from coord_helpers import MD, TOKEN_HEADER, fast_config, register, report, spec, stub_for, wait_until
+from coord_helpers import (
+    MD,
+    TOKEN_HEADER,
+    FakeClock,
+    decided,
+    fast_config,
+    register,
+    report,
+    spec,
+    stub_for,
+    wait_until,
+)
 
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import intent_pb2
@@ -196,17 +207,21 @@ def test_finish_retires_and_rejects_further_reports(coord, controller, make_coor
 
 
 def test_final_iteration_and_silence_retire_jobs(make_coordinator, controller) -> None:  # type: ignore[no-untyped-def]
-    c = make_coordinator(controller=controller.address, config=fast_config(silence_s=0.5))
+    # The silence clock is the test's: a loaded machine cannot make a job fall silent before its time.
+    clock = FakeClock()
+    c = make_coordinator(controller=controller.address, config=fast_config(silence_s=60), clock=clock)
     stub = stub_for(c.address)
     register(stub, 1, workers=2, final_iteration=10)
     register(stub, 2)
     stub.Report(pb.ReportBatch(reports=[report(1, 10, 0.5, worker=0), report(2, 1, 0.1)]), metadata=MD)
-    assert wait_until(lambda: controller.classes().keys() == {1, 2})
+    assert wait_until(lambda: decided(stub, controller, {1: 1, 2: 1}))
+    assert controller.classes().keys() == {1, 2}
     stub.Report(pb.ReportBatch(reports=[report(1, 10, 0.5, worker=1)]), metadata=MD)  # last worker done
-    assert wait_until(lambda: controller.classes().keys() == {2})
     assert c.engine.job_state(1) == "finished"
+    assert wait_until(lambda: controller.classes().keys() == {2})
     # Job 2 goes silent, leaves the intent, and comes back with its next report.
-    assert wait_until(lambda: c.engine.job_state(2) == "silent", timeout=3)
+    clock.advance(61)
+    assert wait_until(lambda: c.engine.job_state(2) == "silent")
     assert wait_until(lambda: controller.classes() == {})
     stub.Report(pb.ReportBatch(reports=[report(2, 2, 0.2)]), metadata=MD)
     assert c.engine.job_state(2) == "active"
