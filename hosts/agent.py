@@ -36,13 +36,13 @@ from pathlib import Path
 
 import grpc
 
+from mlfc.coordinator.api import DEFAULT_ADDRESS, MAX_JOB_ID, TOKEN_HEADER, resolve_token
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import coordinator_pb2_grpc, intent_pb2
 
 log = logging.getLogger(__name__)
 
-TOKEN_HEADER = "x-mlfc-token"  # must match mlfc.coordinator.service.TOKEN_HEADER
-DEFAULT_COORDINATOR = "127.0.0.1:50061"
+DEFAULT_COORDINATOR = DEFAULT_ADDRESS
 MAX_ITERATION = (1 << 32) - 1
 _TRANSIENT = {
     grpc.StatusCode.UNAVAILABLE,
@@ -113,16 +113,13 @@ class Agent:
     ) -> None:
         """``register=False`` for per-host agents of a job that another agent registers: they only report.
         ``worker`` is the default worker rank of ``report``."""
-        if not 1 <= job_id <= 65535:
-            raise ValueError(f"job_id={job_id} out of range 1..65535")
+        if not 1 <= job_id <= MAX_JOB_ID:
+            raise ValueError(f"job_id={job_id} out of range 1..{MAX_JOB_ID}")
         if metric not in ("accuracy", "loss"):
             raise ValueError(f"metric={metric!r} must be 'accuracy' or 'loss'")
         if buffer_size < 1 or batch_size < 1:
             raise ValueError("buffer_size and batch_size must be >= 1")
-        if token is None and token_file is not None:
-            token = Path(token_file).read_text().strip()
-        if not token:
-            raise ValueError("a token (or token_file) is required")
+        token = resolve_token(token, token_file)
         self.job_id = job_id
         self.metric = metric
         self.instance = uuid.uuid4().hex

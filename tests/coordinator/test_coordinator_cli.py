@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
 
+import grpc
 import pytest
 from coord_helpers import MD, TOKEN, decided, register, report, stub_for, wait_until
 
 from mlfc.coordinator import cli
+from mlfc.coordinator.client import CoordinatorClient
 from mlfc.coordinator.service import check_listen
 from mlfc.policy import maif
 from mlfc.proto import coordinator_pb2 as pb
@@ -110,3 +113,50 @@ def test_listen_is_loopback_only_by_default() -> None:
     assert check_listen("0.0.0.0:50061", allow_remote=True)[0] == "0.0.0.0"
     with pytest.raises(ValueError, match="HOST:PORT"):
         check_listen("127.0.0.1")
+
+
+def test_client_lists_jobs_workers_and_decisions(populated, controller) -> None:  # type: ignore[no-untyped-def]
+    c, token = populated
+    stub = stub_for(c.address)
+    stub.Report(pb.ReportBatch(reports=[report(3, 0, 0.2)]), metadata=MD)
+    stub.Finish(pb.FinishRequest(job_id=3, reason="pruned"), metadata=MD)
+    with CoordinatorClient(c.address, token_file=token) as client:
+        assert client.wait_ready(5)
+        jobs = {j.job_id: j for j in client.jobs()}
+        assert [(j.state, j.reports, j.metric_points) for j in jobs.values()] == [
+            ("active", 200, 200),
+            ("active", 200, 200),
+            ("finished", 1, 1),
+        ]
+        assert jobs[3].reason == "pruned" and jobs[3].changed_at >= jobs[3].registered_at > 0
+        assert [(w.rank, w.last_iteration, w.reports) for w in jobs[1].workers] == [(0, 199, 200)]
+        assert client.worker_progress() == {1: {0: 199}, 2: {0: 199}, 3: {0: 0}}
+        assert wait_until(lambda: decided(stub, controller, {1: 200, 2: 200}))
+        decisions = client.all_decisions()
+        assert [d.seq for d in decisions] == list(range(1, len(decisions) + 1))
+        assert all(a.created_at <= b.created_at for a, b in itertools.pairwise(decisions))
+        last = decisions[-1]
+        assert last.intent == controller.latest() and last.applied_at >= last.created_at and last.generation > 0
+        assert [(j.job_id, j.rank, j.priority) for j in last.jobs] == [(2, 1, 6), (1, 2, 2)]  # job 3 has finished
+        assert [d.seq for d in client.decisions(after=last.seq - 1)] == [last.seq]
+        with pytest.raises(grpc.RpcError) as e:
+            client.decisions(limit=10_001)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "limit=10001" in e.value.details()
+    with CoordinatorClient(c.address, token="wrong") as bad, pytest.raises(grpc.RpcError) as e:
+        bad.wait_ready(5)
+    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_cli_jobs_and_decisions_live_and_offline(populated, capsys) -> None:  # type: ignore[no-untyped-def]
+    c, token = populated
+    live = ["--coordinator", c.address, "--token-file", str(token)]
+    for source in (live, ["--db", c.store.path]):
+        assert cli.main(["jobs", *source]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[0] == "job 1 'job1': active; w0@199 (200 reports)" and out[2] == "job 3 'job3': active; no reports"
+        assert cli.main(["decisions", *source, "--json"]) == 0
+        assert '"seq": "1"' in capsys.readouterr().out
+        assert cli.main(["decisions", *source, "--after", "1"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines and all(line.startswith("decision ") for line in lines)
+        assert "2->6 3->5 1->2 (plateau); applied as generation" in lines[-1]
