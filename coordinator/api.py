@@ -15,6 +15,12 @@ MAX_WORKERS = 1024
 MAX_FLOWS_PER_WORKER = 64
 MAX_NAME = 256
 MAX_INSTANCE = 128
+# Iterations a report may carry. From 2**31 up a value is almost surely a negative number written as unsigned
+# 32-bit (-1 is 4294967295): refused. A report may lead its worker's latest one by at most MAX_ITERATION_JUMP
+# (e.g. an agent whose buffer dropped the oldest reports during a long outage jumps by what it dropped; a
+# million iterations is days of training): a larger jump is a corrupted counter, refused.
+MAX_REPORT_ITERATION = (1 << 31) - 1
+MAX_ITERATION_JUMP = 1_000_000
 
 
 def read_token(path: str | Path) -> str:

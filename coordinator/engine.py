@@ -80,7 +80,8 @@ class Engine:
                 row.changed_at,
                 now,
             )
-            job.workers = {w.worker: WorkerTally(w.last_iteration, w.reports) for w in self._store.workers(row.job_id)}
+            tallies = self._store.workers(row.job_id)
+            job.workers = {w.worker: WorkerTally(w.last_iteration, w.highest_iteration, w.reports) for w in tallies}
             for it, metric in self._store.metric_history(row.job_id, self.config.history):
                 job.curve.add(it, metric, self.config.history)
             for compute_s, comm_s in self._store.timing_history(row.job_id, 64):
@@ -123,10 +124,12 @@ class Engine:
         with self._lock:
             wall = self._wall()
             plan = self.book.plan_reports(batch.reports, wall, self._store.report)
-            if not plan.rows:
+            accepted = len(plan.accepted)
+            if not accepted:
                 return pb.ReportAck(duplicates=plan.duplicates)
             with self._store.transaction() as db:
                 Store.insert_reports(db, plan.rows)
+                Store.replace_reports(db, plan.replaced)
                 for jid in plan.reactivated:
                     Store.set_state(db, jid, ACTIVE, "", wall)
                 for jid in plan.finished:
@@ -134,7 +137,7 @@ class Engine:
             self.book.apply_reports(plan, wall, self._clock())
             self.reports += len(plan.rows)
         self.on_commit()
-        return pb.ReportAck(accepted=len(plan.rows), duplicates=plan.duplicates)
+        return pb.ReportAck(accepted=accepted, duplicates=plan.duplicates)
 
     def finish(self, req: pb.FinishRequest) -> pb.FinishReply:
         check_job_id(req.job_id)

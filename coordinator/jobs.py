@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import intent_pb2
 
+from .api import MAX_ITERATION_JUMP, MAX_REPORT_ITERATION
 from .errors import AlreadyRegistered, InvalidRequest, JobFinished, UnknownJob
 from .store import JobRow, ReportRow
 from .validate import check_instance, check_report_numbers, check_spec, metric_kind
@@ -87,7 +88,8 @@ class Timing:
 
 @dataclass(slots=True)
 class WorkerTally:
-    last: int  # the worker's latest committed iteration
+    last: int  # iteration of the worker's latest accepted report: its progress
+    highest: int  # highest iteration stored for it
     reports: int = 0  # reports committed for it
 
 
@@ -114,7 +116,7 @@ class JobRecord:
         return frozenset(w.rank for w in self.spec.workers)
 
     def progress(self) -> dict[int, int]:
-        """{worker: latest committed iteration}."""
+        """{worker: iteration of its latest accepted report}."""
         return {w: t.last for w, t in self.workers.items()}
 
     def flows(self) -> tuple[intent_pb2.Flow, ...]:
@@ -141,11 +143,22 @@ class Registration:
 
 @dataclass(slots=True)
 class ReportPlan:
-    rows: list[ReportRow] = field(default_factory=list)
+    accepted: dict[tuple[int, int, int], ReportRow] = field(default_factory=dict)  # in order of arrival
+    replacing: set[tuple[int, int, int]] = field(default_factory=set)  # of stored reports the worker superseded
     duplicates: int = 0  # identical re-sends of committed reports
     touched: set[int] = field(default_factory=set)  # jobs with accepted reports
     reactivated: list[int] = field(default_factory=list)  # silent jobs reporting again: active again
     finished: list[int] = field(default_factory=list)  # jobs whose every worker reached final_iteration
+
+    @property
+    def rows(self) -> list[ReportRow]:
+        """New reports, to insert."""
+        return [r for k, r in self.accepted.items() if k not in self.replacing]
+
+    @property
+    def replaced(self) -> list[ReportRow]:
+        """Reports that replace stored ones."""
+        return [r for k, r in self.accepted.items() if k in self.replacing]
 
 
 class JobBook:
@@ -211,9 +224,16 @@ class JobBook:
         wall: float,
         stored: Callable[[int, int, int], ReportRow | None],
     ) -> ReportPlan:
-        """Check a batch (all or nothing); ``stored(job, worker, iteration)`` looks up a committed report."""
+        """Check a batch (all or nothing); ``stored(job, worker, iteration)`` looks up a committed report.
+
+        Reports of a worker normally come in iteration order, but one below the worker's latest that was not
+        reported before is accepted too (late), and the worker's progress follows the latest accepted report:
+        so one wrong iteration, even inside the bounds, cannot make the coordinator refuse the worker's real
+        reports after it. A report of an iteration above the worker's latest replaces a stored one with other
+        values (a wrong report that the worker's later, lower reports superseded)."""
         plan = ReportPlan()
         latest: dict[tuple[int, int], int] = {}  # (job, worker) -> latest iteration, this batch included
+        highest: dict[tuple[int, int], int] = {}  # (job, worker) -> highest iteration stored, this batch included
         for i, r in enumerate(reports):
             where = f"report {i} (job {r.job_id} worker {r.worker} iteration {r.iteration})"
             job = self.jobs.get(r.job_id)
@@ -227,22 +247,35 @@ class JobBook:
                     f"{where}: worker {r.worker} is not a registered worker of job {r.job_id} (ranks {sorted(ranks)})"
                 )
             metric = check_report_numbers(r, job.kind, where)
-            row = ReportRow(
-                r.job_id, r.worker, r.iteration, metric, r.compute_seconds, r.comm_seconds, r.bytes, r.timestamp, wall
-            )
-            key = (r.job_id, r.worker)
+            key, k3 = (r.job_id, r.worker), (r.job_id, r.worker, r.iteration)
             tally = job.workers.get(r.worker)
-            last = latest.get(key, tally.last if tally else -1)
-            if r.iteration <= last:
-                before = None if key in latest else stored(r.job_id, r.worker, r.iteration)
-                if before is not None and before.same_values(row):
-                    plan.duplicates += 1  # a re-send after a lost acknowledgement
-                    continue
-                if before is not None:
-                    raise InvalidRequest(f"{where}: iteration {r.iteration} was already reported with different values")
-                raise InvalidRequest(f"{where}: iteration goes backwards (worker {r.worker} last reported {last})")
-            latest[key] = r.iteration
-            plan.rows.append(row)
+            last = latest.get(key, tally.last if tally else None)
+            self._check_iteration(job, r, where, last, latest)
+            # recv_time: the rows of a batch 1 us apart, so the store keeps their order (the latest report)
+            received = wall + i * 1e-6
+            row = ReportRow(
+                r.job_id,
+                r.worker,
+                r.iteration,
+                metric,
+                r.compute_seconds,
+                r.comm_seconds,
+                r.bytes,
+                r.timestamp,
+                received,
+            )
+            top = highest.get(key, tally.highest if tally else -1)
+            prior = plan.accepted.get(k3) or (stored(*k3) if r.iteration <= top else None)
+            if prior is not None and prior.same_values(row):
+                plan.duplicates += 1  # a re-send after a lost acknowledgement
+                continue
+            if prior is not None and (last is None or r.iteration <= last):
+                raise InvalidRequest(f"{where}: iteration {r.iteration} was already reported with different values")
+            if prior is not None and k3 not in plan.accepted:
+                plan.replacing.add(k3)
+            plan.accepted.pop(k3, None)  # (one of this batch replaced: the later one counts, in its place)
+            plan.accepted[k3] = row
+            latest[key], highest[key] = r.iteration, max(top, r.iteration)
         plan.touched = {jid for jid, _ in latest}
         plan.reactivated = [jid for jid in sorted(plan.touched) if self.jobs[jid].state == SILENT]
         for jid in sorted(plan.touched):
@@ -256,16 +289,44 @@ class JobBook:
                 plan.finished.append(jid)
         return plan
 
+    @staticmethod
+    def _check_iteration(
+        job: JobRecord, r: pb.IterationReport, where: str, last: int | None, latest: dict[tuple[int, int], int]
+    ) -> None:
+        """The bounds of coordinator/api.py, and final_iteration."""
+        it = r.iteration
+        if it > MAX_REPORT_ITERATION:
+            raise InvalidRequest(
+                f"{where}: iteration {it} is above the maximum {MAX_REPORT_ITERATION} "
+                "(a negative number sent as unsigned?)"
+            )
+        final = job.spec.final_iteration
+        if final and it > final:
+            raise InvalidRequest(f"{where}: iteration {it} is past the job's end: its final_iteration is {final}")
+        if last is not None:
+            ref, whose = last, f"worker {r.worker}'s latest report"
+        else:  # the worker's first report: measured from the job's furthest worker, if any
+            others = [t.last for t in job.workers.values()] + [v for (j, _), v in latest.items() if j == job.job_id]
+            if not others:
+                return  # the job's very first report: a job may start anywhere (e.g. from a checkpoint)
+            ref, whose = max(others), "the job's furthest worker"
+        if it - ref > MAX_ITERATION_JUMP:
+            raise InvalidRequest(
+                f"{where}: iteration {it} jumps {it - ref} iterations ahead of {whose} ({ref}); "
+                f"at most {MAX_ITERATION_JUMP} per report"
+            )
+
     def apply_reports(self, plan: ReportPlan, wall: float, mono: float) -> None:
-        for row in plan.rows:
+        for k3, row in plan.accepted.items():
             job = self.jobs[row.job_id]
-            tally = job.workers.setdefault(row.worker, WorkerTally(row.iteration))
-            tally.last = row.iteration
-            tally.reports += 1
-            if row.metric is not None:
+            tally = job.workers.setdefault(row.worker, WorkerTally(row.iteration, row.iteration))
+            tally.last, tally.highest = row.iteration, max(tally.highest, row.iteration)
+            if row.metric is not None:  # (a replaced report's old point stays in memory until a restart)
                 job.curve.add(row.iteration, row.metric, self.history)
             job.timing.add(row.compute_s, row.comm_s)
             job.timing.add_stamp(row.worker, row.iteration, row.agent_time)
+            if k3 not in plan.replacing:
+                tally.reports += 1
         for jid in plan.touched:
             self.jobs[jid].last_seen = mono
         for jid in plan.reactivated:

@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS reports (
     comm_s REAL NOT NULL,
     bytes INTEGER NOT NULL,
     agent_time REAL NOT NULL,
-    recv_time REAL NOT NULL,
+    recv_time REAL NOT NULL,       -- unix time received; the rows of one batch 1 us apart, in its order
     PRIMARY KEY (job_id, worker, iteration)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS decisions (
@@ -80,10 +80,11 @@ class ReportRow(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class WorkerRow:
-    """What the reports table says of one worker: its latest iteration and how many reports it has."""
+    """What the reports table says of one worker."""
 
     worker: int
-    last_iteration: int
+    last_iteration: int  # of its latest report (received last)
+    highest_iteration: int
     reports: int
 
 
@@ -180,6 +181,10 @@ class Store:
     def insert_reports(db: sqlite3.Connection, rows: Iterable[ReportRow]) -> None:
         db.executemany("INSERT INTO reports VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
+    @staticmethod
+    def replace_reports(db: sqlite3.Connection, rows: Iterable[ReportRow]) -> None:
+        db.executemany("INSERT OR REPLACE INTO reports VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
     def report(self, job_id: int, worker: int, iteration: int) -> ReportRow | None:
         with self._lock:
             row = self._db.execute(
@@ -192,18 +197,20 @@ class Store:
             return int(self._db.execute("SELECT COUNT(*) FROM reports").fetchone()[0])
 
     def workers(self, job_id: int) -> list[WorkerRow]:
-        """Per worker of the job: its highest iteration and its number of reports."""
+        """Per worker of the job: its latest and its highest iteration, and its number of reports."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT worker, MAX(iteration), COUNT(*) FROM reports WHERE job_id=? GROUP BY worker ORDER BY worker",
+                "SELECT r.worker, (SELECT iteration FROM reports WHERE job_id=r.job_id AND worker=r.worker "
+                "ORDER BY recv_time DESC, iteration DESC LIMIT 1), MAX(r.iteration), COUNT(*) "
+                "FROM reports r WHERE r.job_id=? GROUP BY r.worker ORDER BY r.worker",
                 (job_id,),
             ).fetchall()
-        return [WorkerRow(int(w), int(i), int(n)) for w, i, n in rows]
+        return [WorkerRow(int(w), int(last), int(top), int(n)) for w, last, top, n in rows]
 
     def worker_progress(self, job_id: int) -> dict[int, int]:
         """{worker: highest iteration}. Kept for the lab's post-run check; a running coordinator gives the same
         through ``CoordinatorClient.worker_progress()`` (the ListJobs RPC)."""
-        return {w.worker: w.last_iteration for w in self.workers(job_id)}
+        return {w.worker: w.highest_iteration for w in self.workers(job_id)}
 
     def metric_history(self, job_id: int, limit: int) -> list[tuple[int, float]]:
         """The job's last ``limit`` metric points in iteration order, plus its first (the loss reference)."""

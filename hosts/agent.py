@@ -36,14 +36,20 @@ from pathlib import Path
 
 import grpc
 
-from mlfc.coordinator.api import DEFAULT_ADDRESS, MAX_JOB_ID, TOKEN_HEADER, resolve_token
+from mlfc.coordinator.api import (
+    DEFAULT_ADDRESS,
+    MAX_ITERATION_JUMP,
+    MAX_JOB_ID,
+    MAX_REPORT_ITERATION,
+    TOKEN_HEADER,
+    resolve_token,
+)
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import coordinator_pb2_grpc, intent_pb2
 
 log = logging.getLogger(__name__)
 
 DEFAULT_COORDINATOR = DEFAULT_ADDRESS
-MAX_ITERATION = (1 << 32) - 1
 _TRANSIENT = {
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -190,8 +196,11 @@ class Agent:
     ) -> None:
         """Queue one completed iteration of one worker. Never blocks; raises ValueError on bad values."""
         w = self._worker if worker is None else worker
-        if isinstance(iteration, bool) or not isinstance(iteration, int) or not 0 <= iteration <= MAX_ITERATION:
-            raise ValueError(f"iteration={iteration!r} must be an integer in 0..{MAX_ITERATION}")
+        if isinstance(iteration, bool) or not isinstance(iteration, int) or not 0 <= iteration <= MAX_REPORT_ITERATION:
+            raise ValueError(f"iteration={iteration!r} must be an integer in 0..{MAX_REPORT_ITERATION}")
+        final = self._spec.final_iteration
+        if final and iteration > final:
+            raise ValueError(f"iteration={iteration} is past the job's final_iteration {final}")
         if self._ranks and w not in self._ranks:
             raise ValueError(f"worker={w} is not one of the registered workers {sorted(self._ranks)}")
         if metric is not None:
@@ -220,6 +229,11 @@ class Agent:
             last = self._last_iter.get(w, -1)
             if iteration <= last:
                 raise ValueError(f"iteration {iteration} of worker {w} does not increase (last {last})")
+            if last >= 0 and iteration - last > MAX_ITERATION_JUMP:
+                raise ValueError(
+                    f"iteration {iteration} of worker {w} jumps {iteration - last} ahead of its last ({last}); "
+                    f"at most {MAX_ITERATION_JUMP}"
+                )
             self._last_iter[w] = iteration
             if len(self._buf) == self._buf.maxlen:
                 self._dropped += 1

@@ -131,7 +131,12 @@ def test_agent_validates_locally_and_never_raises_from_the_network() -> None:
         with pytest.raises(ValueError, match="compute_s"):
             agent.report(6, 0.6, compute_s=-1)
         agent.report(6, 0.6, worker=1)  # other workers count separately
-        assert agent.stats().buffered == 2
+        with pytest.raises(ValueError, match=r"in 0\.\.2147483647"):
+            agent.report(4294967295, 0.6)  # -1 as unsigned 32-bit: refused before it is queued
+        with pytest.raises(ValueError, match="jumps 1000001 ahead"):
+            agent.report(1_000_006, 0.6)
+        agent.report(7, 0.6)  # the refused values changed nothing
+        assert agent.stats().buffered == 3
     finally:
         agent.close()
     with pytest.raises(ValueError, match="token"):

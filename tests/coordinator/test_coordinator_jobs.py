@@ -131,3 +131,23 @@ def test_timing_prefers_reported_times_then_agent_clocks() -> None:
     assert t.estimate()[0] == pytest.approx(0.5) and math.isnan(t.estimate()[1])
     t.add(0.1, 0.05)
     assert t.estimate() == pytest.approx((0.15, 0.05))
+
+
+def test_a_wrong_iteration_is_superseded_by_the_workers_real_ones() -> None:
+    b = Book()
+    b.register(1)
+    b.report(report(1, 0, 0.1), report(1, 1, 0.2))
+    wrong = 1 + 1_000_000  # inside the bounds
+    plan = b.report(report(1, wrong, 0.9), report(1, 2, 0.3), report(1, 3, 0.4))
+    assert len(plan.rows) == 3 and b.book.jobs[1].progress() == {0: 3}  # progress follows the latest report
+    with pytest.raises(InvalidRequest, match="already reported with different values"):
+        b.report(report(1, 2, 0.35))  # at or below the worker's progress: the usual rule
+    plan = b.report(report(1, wrong, 0.5))  # the worker really got there: replaces the wrong report
+    assert (plan.rows, [r.metric for r in plan.replaced]) == ([], [0.5])
+    b.rows[(1, 0, wrong)] = plan.replaced[0]
+    assert b.book.jobs[1].workers[0].reports == 5 and b.book.jobs[1].progress() == {0: wrong}
+    # The same inside one batch: the later report of the iteration wins.
+    b.register(2)
+    plan = b.report(report(2, 0, 0.1), report(2, 10, 0.9), report(2, 1, 0.2), report(2, 10, 0.3))
+    assert [(r.iteration, r.metric) for r in plan.rows] == [(0, 0.1), (1, 0.2), (10, 0.3)]  # arrival order
+    assert b.book.jobs[2].progress() == {0: 10} and b.book.jobs[2].workers[0].reports == 3
