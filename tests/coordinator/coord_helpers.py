@@ -39,11 +39,14 @@ def wait_until(pred: Callable[[], object], timeout: float = 10.0, step: float = 
 
 @dataclass
 class FakeController(intent_pb2_grpc.IntentServiceServicer):
-    """Records every Apply; ``reject`` makes it answer INVALID_ARGUMENT."""
+    """Records every Apply and holds the latest, as the controller does (Get); ``reject`` makes Apply answer
+    INVALID_ARGUMENT; ``forget()`` is a restart without a state file (generation 0, no jobs)."""
 
     port: int = 0
     intents: list[tuple[float, intent_pb2.Intent]] = field(default_factory=list)
     reject: bool = False
+    generation: int = 0
+    held: intent_pb2.Intent = field(default_factory=intent_pb2.Intent)
     _server: grpc.Server | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -52,7 +55,17 @@ class FakeController(intent_pb2_grpc.IntentServiceServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "jobs[0].priority: rejected by test")
         with self._lock:
             self.intents.append((time.perf_counter(), request))
-            return intent_pb2.ApplyReply(generation=len(self.intents), entries=len(request.jobs))
+            self.generation += 1
+            self.held = request
+            return intent_pb2.ApplyReply(generation=self.generation, entries=len(request.jobs))
+
+    def Get(self, request, context):  # type: ignore[no-untyped-def]
+        with self._lock:
+            return intent_pb2.GetReply(intent=self.held, generation=self.generation)
+
+    def forget(self) -> None:
+        with self._lock:
+            self.generation, self.held = 0, intent_pb2.Intent()
 
     def start(self) -> FakeController:
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=[("grpc.so_reuseport", 0)])

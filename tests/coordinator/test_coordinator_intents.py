@@ -159,3 +159,27 @@ def test_decisions_do_not_churn_on_steady_progress(make_coordinator, controller)
             )
     assert wait_until(lambda: evaluated(stub, {1: 300, 2: 300}))  # every batch was evaluated
     assert c.engine.latest_seq <= 8, f"{c.engine.latest_seq} decisions for 60 report batches"
+
+
+def test_a_controller_that_lost_the_decision_gets_it_again(make_coordinator, controller) -> None:  # type: ignore[no-untyped-def]
+    """Issue 16 item 4: a controller restarted without state_file (generation back to 0, no jobs) used to keep
+    nothing while the running coordinator did not notice."""
+    c = make_coordinator(controller=controller.address)
+    stub = stub_for(c.address)
+    for j in (1, 2):
+        register(stub, j)
+        stub.Report(_curve_reports(j, improving, range(0, 20)), metadata=MD)
+    assert wait_until(lambda: decided(stub, controller, {1: 20, 2: 20}))
+    latest = c.engine.latest_decision()
+    assert latest is not None and controller.held == latest[1]
+    sent = len(controller.intents)
+    controller.forget()
+    assert wait_until(lambda: controller.held == latest[1])  # re-sent, unchanged
+    assert controller.generation == 1 and c.sender.resends == 1
+    assert c.engine.latest_decision() == latest  # a re-send, not a new decision
+    # Once the controller holds it again, nothing more is sent.
+    wait_until(lambda: False, timeout=1.5)
+    assert len(controller.intents) == sent + 1
+    # Another client's intent is replaced by the decision too: the coordinator owns the controller's intent.
+    controller.Apply(intent_pb2.Intent(source="someone else"), None)
+    assert wait_until(lambda: controller.held == latest[1])
