@@ -273,7 +273,7 @@ class JobBook:
                 raise InvalidRequest(f"{where}: iteration {r.iteration} was already reported with different values")
             if prior is not None and k3 not in plan.accepted:
                 plan.replacing.add(k3)
-            plan.accepted.pop(k3, None)  # (one of this batch replaced: the later one counts, in its place)
+            plan.accepted.pop(k3, None)  # replaces one of this batch: the later counts, in arrival order
             plan.accepted[k3] = row
             latest[key], highest[key] = r.iteration, max(top, r.iteration)
         plan.touched = {jid for jid, _ in latest}
