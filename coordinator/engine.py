@@ -129,7 +129,8 @@ class Engine:
                 return pb.ReportAck(duplicates=plan.duplicates)
             with self._store.transaction() as db:
                 Store.insert_reports(db, plan.rows)
-                Store.replace_reports(db, plan.replaced)
+                if plan.replacing:
+                    Store.replace_reports(db, plan.replaced)
                 for jid in plan.reactivated:
                     Store.set_state(db, jid, ACTIVE, "", wall)
                 for jid in plan.finished:

@@ -31,10 +31,6 @@ EWMA = 0.2  # weight of the newest iteration time: reacts within ~5 iterations, 
 REACHED_FINAL = "reached final_iteration"
 
 
-def _ewma(old: float, new: float) -> float:
-    return new if math.isnan(old) else (1 - EWMA) * old + EWMA * new
-
-
 @dataclass(slots=True)
 class Curve:
     """A job's metric history in iteration order of arrival; beyond ``cap`` points the older half is thinned."""
@@ -68,8 +64,11 @@ class Timing:
     def add(self, compute_s: float, comm_s: float) -> None:
         if compute_s <= 0 and comm_s <= 0:
             return
-        self.iter_s = _ewma(self.iter_s, compute_s + comm_s)
-        self.net_s = _ewma(self.net_s, comm_s)
+        if self.iter_s != self.iter_s:  # nan: the first one (inline: this runs for every report)
+            self.iter_s, self.net_s = compute_s + comm_s, comm_s
+        else:
+            self.iter_s = (1 - EWMA) * self.iter_s + EWMA * (compute_s + comm_s)
+            self.net_s = (1 - EWMA) * self.net_s + EWMA * comm_s
 
     def add_stamp(self, worker: int, iteration: int, stamp: float) -> None:
         # Wall-clock iteration time from the agents' timestamps, for jobs that report no timings.
@@ -77,7 +76,9 @@ class Timing:
         self.stamps[worker] = (iteration, stamp)
         if prev is None or stamp <= 0 or prev[1] <= 0 or iteration <= prev[0] or stamp <= prev[1]:
             return
-        self.wall_iter_s = _ewma(self.wall_iter_s, (stamp - prev[1]) / (iteration - prev[0]))
+        dt = (stamp - prev[1]) / (iteration - prev[0])
+        w = self.wall_iter_s
+        self.wall_iter_s = dt if math.isnan(w) else (1 - EWMA) * w + EWMA * dt
 
     def estimate(self) -> tuple[float, float]:
         """(iteration seconds, network seconds per iteration); nan when unknown."""
@@ -106,14 +107,14 @@ class JobRecord:
     workers: dict[int, WorkerTally] = field(default_factory=dict)
     curve: Curve = field(default_factory=Curve)
     timing: Timing = field(default_factory=Timing)
+    ranks: frozenset[int] = field(init=False)  # the registered workers (empty: any)
+
+    def __post_init__(self) -> None:
+        self.ranks = frozenset(w.rank for w in self.spec.workers)
 
     @property
     def job_id(self) -> int:
         return self.spec.job_id
-
-    @property
-    def ranks(self) -> frozenset[int]:
-        return frozenset(w.rank for w in self.spec.workers)
 
     def progress(self) -> dict[int, int]:
         """{worker: iteration of its latest accepted report}."""
@@ -159,6 +160,19 @@ class ReportPlan:
     def replaced(self) -> list[ReportRow]:
         """Reports that replace stored ones."""
         return [r for k, r in self.accepted.items() if k in self.replacing]
+
+
+class _Where:
+    """Names a report in an error message; formatted only when one is raised (this runs for every report)."""
+
+    __slots__ = ("i", "r")
+
+    def __init__(self, i: int, r: pb.IterationReport) -> None:
+        self.i, self.r = i, r
+
+    def __str__(self) -> str:
+        r = self.r
+        return f"report {self.i} (job {r.job_id} worker {r.worker} iteration {r.iteration})"
 
 
 class JobBook:
@@ -232,50 +246,50 @@ class JobBook:
         reports after it. A report of an iteration above the worker's latest replaces a stored one with other
         values (a wrong report that the worker's later, lower reports superseded)."""
         plan = ReportPlan()
+        accepted, jobs = plan.accepted, self.jobs
         latest: dict[tuple[int, int], int] = {}  # (job, worker) -> latest iteration, this batch included
         highest: dict[tuple[int, int], int] = {}  # (job, worker) -> highest iteration stored, this batch included
         for i, r in enumerate(reports):
-            where = f"report {i} (job {r.job_id} worker {r.worker} iteration {r.iteration})"
-            job = self.jobs.get(r.job_id)
+            jid, w, it = r.job_id, r.worker, r.iteration  # (locals: protobuf attributes cost, per report)
+            where = _Where(i, r)
+            job = jobs.get(jid)
             if job is None:
-                raise UnknownJob(f"{where}: unknown job {r.job_id}; register it first")
+                raise UnknownJob(f"{where}: unknown job {jid}; register it first")
             if job.state == FINISHED:
-                raise JobFinished(f"{where}: job {r.job_id} has finished ({job.reason})")
+                raise JobFinished(f"{where}: job {jid} has finished ({job.reason})")
             ranks = job.ranks
-            if ranks and r.worker not in ranks:
+            if ranks and w not in ranks:
                 raise InvalidRequest(
-                    f"{where}: worker {r.worker} is not a registered worker of job {r.job_id} (ranks {sorted(ranks)})"
+                    f"{where}: worker {w} is not a registered worker of job {jid} (ranks {sorted(ranks)})"
                 )
             metric = check_report_numbers(r, job.kind, where)
-            key, k3 = (r.job_id, r.worker), (r.job_id, r.worker, r.iteration)
-            tally = job.workers.get(r.worker)
+            key, k3 = (jid, w), (jid, w, it)
+            tally = job.workers.get(w)
             last = latest.get(key, tally.last if tally else None)
-            self._check_iteration(job, r, where, last, latest)
+            if last is None or it - last > MAX_ITERATION_JUMP or it > MAX_REPORT_ITERATION or job.spec.final_iteration:
+                self._check_iteration(job, r, where, last, latest)
             # recv_time: the rows of a batch 1 us apart, so the store keeps their order (the latest report)
-            received = wall + i * 1e-6
             row = ReportRow(
-                r.job_id,
-                r.worker,
-                r.iteration,
-                metric,
-                r.compute_seconds,
-                r.comm_seconds,
-                r.bytes,
-                r.timestamp,
-                received,
+                jid, w, it, metric, r.compute_seconds, r.comm_seconds, r.bytes, r.timestamp, wall + i * 1e-6
             )
             top = highest.get(key, tally.highest if tally else -1)
-            prior = plan.accepted.get(k3) or (stored(*k3) if r.iteration <= top else None)
-            if prior is not None and prior.same_values(row):
-                plan.duplicates += 1  # a re-send after a lost acknowledgement
-                continue
-            if prior is not None and (last is None or r.iteration <= last):
-                raise InvalidRequest(f"{where}: iteration {r.iteration} was already reported with different values")
-            if prior is not None and k3 not in plan.accepted:
-                plan.replacing.add(k3)
-            plan.accepted.pop(k3, None)  # replaces one of this batch: the later counts, in arrival order
-            plan.accepted[k3] = row
-            latest[key], highest[key] = r.iteration, max(top, r.iteration)
+            prior = accepted.get(k3)
+            if prior is None and it <= top:
+                prior = stored(jid, w, it)
+            if prior is not None:
+                if prior.same_values(row):
+                    plan.duplicates += 1  # a re-send after a lost acknowledgement
+                    continue
+                if last is None or it <= last:
+                    raise InvalidRequest(f"{where}: iteration {it} was already reported with different values")
+                if k3 in accepted:
+                    del accepted[k3]  # replaces one of this batch: the later counts, in arrival order
+                else:
+                    plan.replacing.add(k3)
+            accepted[k3] = row
+            latest[key] = it
+            if it > top:
+                highest[key] = it
         plan.touched = {jid for jid, _ in latest}
         plan.reactivated = [jid for jid in sorted(plan.touched) if self.jobs[jid].state == SILENT]
         for jid in sorted(plan.touched):
@@ -291,7 +305,7 @@ class JobBook:
 
     @staticmethod
     def _check_iteration(
-        job: JobRecord, r: pb.IterationReport, where: str, last: int | None, latest: dict[tuple[int, int], int]
+        job: JobRecord, r: pb.IterationReport, where: _Where, last: int | None, latest: dict[tuple[int, int], int]
     ) -> None:
         """The bounds of coordinator/api.py, and final_iteration."""
         it = r.iteration
@@ -317,16 +331,22 @@ class JobBook:
             )
 
     def apply_reports(self, plan: ReportPlan, wall: float, mono: float) -> None:
+        jobs, history, replacing = self.jobs, self.history, plan.replacing
         for k3, row in plan.accepted.items():
-            job = self.jobs[row.job_id]
-            tally = job.workers.setdefault(row.worker, WorkerTally(row.iteration, row.iteration))
-            tally.last, tally.highest = row.iteration, max(tally.highest, row.iteration)
-            if row.metric is not None:  # (a replaced report's old point stays in memory until a restart)
-                job.curve.add(row.iteration, row.metric, self.history)
-            job.timing.add(row.compute_s, row.comm_s)
-            job.timing.add_stamp(row.worker, row.iteration, row.agent_time)
-            if k3 not in plan.replacing:
+            job = jobs[row.job_id]
+            it = row.iteration
+            tally = job.workers.get(row.worker)
+            if tally is None:
+                tally = job.workers[row.worker] = WorkerTally(it, it)
+            tally.last = it
+            if it > tally.highest:
+                tally.highest = it
+            if k3 not in replacing:
                 tally.reports += 1
+            if row.metric is not None:  # (a replaced report's old point stays in memory until a restart)
+                job.curve.add(it, row.metric, history)
+            job.timing.add(row.compute_s, row.comm_s)
+            job.timing.add_stamp(row.worker, it, row.agent_time)
         for jid in plan.touched:
             self.jobs[jid].last_seen = mono
         for jid in plan.reactivated:

@@ -77,7 +77,7 @@ def check_instance(instance: str) -> None:
         raise InvalidRequest(f"instance must be 1..{MAX_INSTANCE} characters, got {len(instance)}")
 
 
-def check_report_numbers(r: pb.IterationReport, kind: str, where: str) -> float | None:
+def check_report_numbers(r: pb.IterationReport, kind: str, where: object) -> float | None:
     """Checks the numeric fields of one report; returns its metric (None if absent)."""
     metric: float | None = None
     if r.HasField("metric"):
