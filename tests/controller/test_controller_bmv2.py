@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 import pytest
 import yaml
-from controller_helpers import BMV2_JSON, P4INFO, config_doc, needs_artifacts, target_doc
+from controller_helpers import BMV2_JSON, P4INFO, config_doc, needs_artifacts, target_doc, wait_restored
 from switch_targets import Bmv2Switch, RefSwitchProcess
 
 from mlfc.controller import compile as comp
@@ -163,7 +163,7 @@ def test_switch_connection_round_trip(switch_factory) -> None:
 def test_daemon_installs_modifies_and_deletes_on_two_switches(switch_factory, controller_factory) -> None:
     s1, s2 = switch_factory(device_id=1), switch_factory(device_id=2)
     ctl = controller_factory([s1, s2])
-    ctl.wait_synced(0)
+    wait_restored(ctl)
     assert read_back(s1) == expected(ctl, pb.Intent(), "s1")  # routes + default policies
 
     reply = ctl.apply(INTENT_A)
@@ -222,7 +222,7 @@ def test_daemon_installs_modifies_and_deletes_on_two_switches(switch_factory, co
 def test_restarted_switch_is_restored_in_full(switch_factory, controller_factory) -> None:
     s1, s2 = switch_factory(device_id=1), switch_factory(device_id=2)
     ctl = controller_factory([s1, s2])
-    ctl.wait_synced(0)
+    wait_restored(ctl)
     generation = ctl.apply(INTENT_A).generation
     assert metric(ctl, "mlfc_pipeline_loads_total", switch="s1") == 1
 
@@ -280,7 +280,7 @@ def test_start_up_reconciles_what_the_switch_already_holds(switch_factory, contr
         conn.write_entries([e for e in defaults if e is not route] + [wrong_route, stray])
 
     ctl = controller_factory([s1])
-    ctl.wait_synced(0)
+    wait_restored(ctl)
     assert read_back(s1) == set(defaults)
     assert metric(ctl, "mlfc_pipeline_loads_total", switch="s1") == 0  # same cookie: kept, not reloaded
     assert metric(ctl, "mlfc_entry_writes_total", switch="s1", op="delete") == 1

@@ -16,7 +16,7 @@ from coord_helpers import MD, evaluated, register, report, stub_for, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))  # controller_helpers, switch_targets
 
-from controller_helpers import BMV2_JSON, P4INFO, config_doc, needs_artifacts, target_doc
+from controller_helpers import BMV2_JSON, P4INFO, config_doc, needs_artifacts, target_doc, wait_restored
 from switch_targets import RefSwitchProcess
 
 from mlfc.controller import pipeline as names
@@ -49,7 +49,7 @@ def test_controller_restarted_without_state_gets_the_decision_back(tmp_path, mak
     ctl = ControllerProcess(config, tmp_path / "controller.log")
     try:
         ctl.start()
-        ctl.wait_synced(0)
+        wait_restored(ctl)
         defaults = _job_entries(sw, pipeline)
         c = make_coordinator(controller=ctl.intent_addr)
         stub = stub_for(c.address)
