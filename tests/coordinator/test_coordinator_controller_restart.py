@@ -48,7 +48,7 @@ def test_controller_restarted_without_state_gets_the_decision_back(tmp_path, mak
     config.write_text(yaml.safe_dump(doc))
     ctl = ControllerProcess(config, tmp_path / "controller.log")
     try:
-        ctl.start()
+        ctl.start(timeout_s=60)
         wait_restored(ctl)
         defaults = _job_entries(sw, pipeline)
         c = make_coordinator(controller=ctl.intent_addr)
@@ -75,7 +75,7 @@ def test_controller_restarted_without_state_gets_the_decision_back(tmp_path, mak
             return _job_entries(sw, pipeline) == held
 
         ctl.stop()
-        ctl.start()  # returns once the controller answers: it is listening
+        ctl.start(timeout_s=60)  # returns once the controller answers: it is listening
         listening = time.monotonic()
         assert wait_until(restored, timeout=20, step=0.05)
         back_s = time.monotonic() - listening
