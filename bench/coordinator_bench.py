@@ -1,11 +1,13 @@
-"""Coordinator benchmark: sustained reports per second, and decision latency from a report that changes
-the intent to the intent reaching the controller. Prints figures; asserts nothing.
+"""Coordinator benchmark: sustained reports per second, decision latency from a report that changes
+the intent to the intent reaching the controller, and the time a controller restarted without its state
+file takes to get the coordinator's decision back onto a switch. Prints figures; asserts nothing.
 
 The coordinator runs as a separate process (``python -m mlfc.coordinator.cli run``, SQLite on a temporary
 file, synchronous=FULL unless --sync normal); the clients and a fake IntentService (the controller side,
-timestamps taken in this process) run here.
+timestamps taken in this process) run here. The restart part runs a real ``mlfc-controller`` driving an
+``mlfc-refswitch`` (it needs the committed p4src/build outputs).
 
-    python bench/coordinator_bench.py [--duration 3] [--sync full|normal]
+    python bench/coordinator_bench.py [--duration 3] [--sync full|normal] [--restarts 10]
 """
 
 from __future__ import annotations
@@ -210,6 +212,79 @@ def background_load(address: str, first_job: int, rate: float, stop: threading.E
         time.sleep(max(0.0, nxt - time.perf_counter()))
 
 
+def restored(ctl, intent: intent_pb2.Intent) -> bool:  # type: ignore[no-untyped-def]
+    """The restarted controller (generations from 0 again) holds ``intent`` and every switch applied it."""
+    got = ctl.get()
+    if got.generation < 1 or got.intent != intent:
+        return False
+    return all(s.applied_generation >= got.generation for s in ctl.status().switches)
+
+
+def controller_restarts(tmp: Path, sync: str, restarts: int) -> list[float]:
+    """Seconds from a restarted controller (no state file) answering to the switch holding the coordinator's
+    decision again: a backup P4Runtime client reads the switch's job entries back."""
+    import yaml
+
+    from mlfc.controller import pipeline as names
+    from mlfc.controller.bmv2 import free_port
+    from mlfc.controller.pipeline import Pipeline
+    from mlfc.controller.process import ControllerProcess
+    from mlfc.controller.sync import SwitchConnection
+    from mlfc.refswitch.switch import RefSwitch
+
+    build = Path(__file__).resolve().parents[1] / "p4src/build"
+    p4info, device = build / "mlfc.p4info.txtpb", build / "mlfc.json"
+    pipeline = Pipeline.load(p4info, device)
+    with RefSwitch(name="bench-s1", grpc_port=free_port(), admin_port=free_port()) as sw:
+        doc = {
+            "switches": [
+                {"name": "s1", "grpc_addr": sw.grpc_addr, "device_id": 1, "target": "refswitch", "ports": [1, 2]}
+            ],
+            "pipeline": {"p4info": str(p4info), "device_config": str(device)},
+            "listen": {"intent": f"127.0.0.1:{free_port()}", "metrics": f"127.0.0.1:{free_port()}"},
+            "controller": {"reconnect_min_s": 0.05, "reconnect_max_s": 0.5},
+        }
+        (tmp / "deployment.yaml").write_text(yaml.safe_dump(doc))
+        ctl = ControllerProcess(tmp / "deployment.yaml", tmp / "controller.log").start()
+        coord = None
+        try:
+            ctl.wait_synced(0)
+            coord, address = start_coordinator(tmp, ctl.intent_addr, sync)
+            stub = coordinator_pb2_grpc.CoordinatorStub(grpc.insecure_channel(address))
+            for j in (1, 2, 3):
+                register(stub, j, workers=1)
+                curve = [rep(j, 0, i, 0.9 - 0.8 * (i + 1) ** (-0.2 * j)) for i in range(30)]
+                stub.Report(pb.ReportBatch(reports=curve), metadata=MD, timeout=10)
+
+            def job_entries() -> set:
+                with SwitchConnection(sw.grpc_addr, 1, pipeline=pipeline, election_id=1).connect() as conn:
+                    return set(conn.read_entries([names.JOB_PRIORITY]))
+
+            deadline = time.monotonic() + 30
+            while len(ctl.get().intent.jobs) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(1.0)  # let the decisions settle
+            held_intent = ctl.get().intent
+            ctl.wait_synced(ctl.get().generation)
+            held = job_entries()
+            out = []
+            for _ in range(restarts):
+                ctl.stop()
+                ctl.start()
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < 30:
+                    if restored(ctl, held_intent) and job_entries() == held:
+                        out.append(time.monotonic() - t0)
+                        break
+                    time.sleep(0.02)
+            return out
+        finally:
+            if coord is not None:
+                coord.terminate()
+                coord.wait(timeout=10)
+            ctl.stop()
+
+
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
@@ -220,6 +295,7 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=3.0, help="seconds per throughput run")
     ap.add_argument("--rounds", type=int, default=50, help="latency rounds (2 intent changes each)")
     ap.add_argument("--sync", choices=("full", "normal"), default="full")
+    ap.add_argument("--restarts", type=int, default=10, help="controller restarts without state (0: skip)")
     args = ap.parse_args()
 
     fake = FakeController()
@@ -270,6 +346,17 @@ def main() -> None:
             proc.terminate()
             proc.wait(timeout=10)
             server.stop(0)
+    if args.restarts:
+        with tempfile.TemporaryDirectory() as tmp:
+            back = controller_restarts(Path(tmp), args.sync, args.restarts)
+        print(f"\ncontroller restarted without state_file, {args.restarts} times (mlfc-controller + mlfc-refswitch):")
+        if back:
+            print(
+                f"  decision back on the switch after the controller listens: median {statistics.median(back):.2f} s, "
+                f"max {max(back):.2f} s ({len(back)} of {args.restarts} restarts recovered within 30 s)"
+            )
+        else:
+            print("  not recovered within 30 s in any restart")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@
     mlfc-coordinator explain 7 --db coord.sqlite            # offline, from the database
     mlfc-coordinator explain 7 --coordinator 127.0.0.1:50061 --token-file token   # live
     mlfc-coordinator status --db coord.sqlite
+    mlfc-coordinator jobs --coordinator 127.0.0.1:50061 --token-file token    # states, workers' iterations
+    mlfc-coordinator decisions --db coord.sqlite [--after SEQ]               # when, ranks, acknowledged
 """
 
 from __future__ import annotations
@@ -14,20 +16,23 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from mlfc.policy.maif import MaifParams
 from mlfc.policy.priority import PolicyError
 from mlfc.proto import coordinator_pb2 as pb
-from mlfc.proto import coordinator_pb2_grpc
 
+from .api import read_token
+from .client import CoordinatorClient
 from .engine import Engine, EngineConfig
-from .service import DEFAULT_LISTEN, TOKEN_HEADER, Coordinator, read_token
+from .errors import RequestError
+from .service import DEFAULT_LISTEN, Coordinator
 from .store import Store, StoreError
-from .validate import RequestError
 
 
 def _add_policy(p: argparse.ArgumentParser) -> None:
@@ -87,12 +92,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--interleaving", action="store_true", help="set Intent.interleaving")
     r.add_argument("-v", "--verbose", action="store_true")
     _add_policy(r)
-    for name, help_ in (("explain", "why a job got its class"), ("status", "all jobs and the latest decision")):
+    for name, help_ in (
+        ("explain", "why a job got its class"),
+        ("status", "all jobs and the latest decision"),
+        ("jobs", "every job: state, workers' latest iterations and report counts"),
+        ("decisions", "the decisions: when, classes and ranks, acknowledged by the controller or not"),
+    ):
         e = sub.add_parser(name, help=help_)
         if name == "explain":
             e.add_argument("job", type=int)
+        if name == "decisions":
+            e.add_argument("--after", type=int, default=0, help="only decisions after this sequence number")
+            e.add_argument("--limit", type=int, default=1000, help="at most this many, oldest first (%(default)s)")
         _add_source(e)
-        _add_policy(e)
+        if name in ("explain", "status"):
+            _add_policy(e)
     return p
 
 
@@ -119,27 +133,48 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fetch(args: argparse.Namespace) -> list[pb.JobExplanation]:
+def _query(args: argparse.Namespace, source: Engine | CoordinatorClient) -> list[Message]:
+    if args.cmd == "explain":
+        return [source.explain(args.job)]
+    if args.cmd == "status":
+        return list(source.status().jobs)
+    if args.cmd == "jobs":
+        return list(source.jobs())
+    return list(source.decisions(args.after, args.limit))
+
+
+def _fetch(args: argparse.Namespace) -> list[Message]:
     if args.db and args.coordinator:
         raise ValueError("give --db or --coordinator, not both")
     if args.coordinator:
         if not args.token_file:
             raise ValueError("--coordinator needs --token-file")
-        md = ((TOKEN_HEADER, read_token(args.token_file)),)
-        with grpc.insecure_channel(args.coordinator) as ch:
-            stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-            if args.cmd == "explain":
-                return [stub.Explain(pb.ExplainRequest(job_id=args.job), metadata=md, timeout=5)]
-            return list(stub.Status(pb.StatusRequest(), metadata=md, timeout=5).jobs)
+        with CoordinatorClient(args.coordinator, token=read_token(args.token_file)) as client:
+            return _query(args, client)
     if not args.db:
         raise ValueError("give --db PATH or --coordinator ADDR")
     store = Store(args.db, readonly=True)
     try:
-        engine = Engine(store, _config(args))
-        engine.decide(persist=False)  # re-derive fits and ranks from the stored history and ranker memory
-        return [engine.explain(args.job)] if args.cmd == "explain" else list(engine.status().jobs)
+        engine = Engine(store, _config(args) if hasattr(args, "horizon") else None)
+        if args.cmd in ("explain", "status"):
+            engine.decide(persist=False)  # re-derive fits and ranks from the stored history and ranker memory
+        return _query(args, engine)
     finally:
         store.close()
+
+
+def _text(m: Message) -> str:
+    if isinstance(m, pb.JobExplanation):
+        return m.text
+    if isinstance(m, pb.JobInfo):
+        workers = ", ".join(f"w{w.rank}@{w.last_iteration} ({w.reports} reports)" for w in m.workers) or "no reports"
+        reason = f" ({m.reason})" if m.reason else ""
+        return f"job {m.job_id} {m.name!r}: {m.state}{reason}; {workers}"
+    assert isinstance(m, pb.DecisionRecord)
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(m.created_at)) + f".{int(m.created_at % 1 * 1000):03d}"
+    acked = f"applied as generation {m.generation}" if m.applied_at else "not acknowledged"
+    ranks = " ".join(f"{j.job_id}->{j.priority}" + (" (plateau)" if j.plateau else "") for j in m.jobs) or "no jobs"
+    return f"decision {m.seq} at {when}: {ranks}; {acked}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -158,10 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mlfc-coordinator: {e}", file=sys.stderr)
         return 1
     for j in jobs:
-        if args.json:
-            print(json_format.MessageToJson(j, preserving_proto_field_name=True))
-        else:
-            print(j.text)
+        print(json_format.MessageToJson(j, preserving_proto_field_name=True) if args.json else _text(j))
     return 0
 
 

@@ -1,34 +1,42 @@
-"""The coordinator's gRPC server: token check, request handlers, and the process wiring
-(SQLite store -> engine -> intent sender)."""
+"""The coordinator's gRPC server: token check, request handlers, the mapping of domain errors to gRPC
+statuses (the only place that knows both), and the process wiring: SQLite store -> engine <- decision loop,
+engine -> intent sender -> controller."""
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
 import logging
+import time
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
 
 import grpc
 
+from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import coordinator_pb2_grpc
 
+from .api import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES, TOKEN_HEADER
 from .engine import Engine, EngineConfig
+from .errors import AlreadyRegistered, InvalidRequest, JobFinished, RequestError, UnknownJob
 from .intents import IntentSender
+from .loop import DecisionLoop
 from .store import Store
-from .validate import MAX_MESSAGE_BYTES, RequestError
 
 log = logging.getLogger(__name__)
 
-TOKEN_HEADER = "x-mlfc-token"
-DEFAULT_LISTEN = "127.0.0.1:50061"
+DEFAULT_LISTEN = DEFAULT_ADDRESS
+_STATUS = {
+    InvalidRequest: grpc.StatusCode.INVALID_ARGUMENT,
+    UnknownJob: grpc.StatusCode.NOT_FOUND,
+    AlreadyRegistered: grpc.StatusCode.ALREADY_EXISTS,
+    JobFinished: grpc.StatusCode.FAILED_PRECONDITION,
+}
 
 
-def read_token(path: str | Path) -> str:
-    token = Path(path).read_text().strip()
-    if not token:
-        raise ValueError(f"token file {path} is empty")
-    return token
+def status_of(error: RequestError) -> grpc.StatusCode:
+    return next((code for kind, code in _STATUS.items() if isinstance(error, kind)), grpc.StatusCode.INVALID_ARGUMENT)
 
 
 class _TokenAuth(grpc.ServerInterceptor):
@@ -64,7 +72,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
         try:
             return fn(request)
         except RequestError as e:
-            context.abort(e.code, e.message)
+            context.abort(status_of(e), e.message)
 
     def Register(self, request, context):  # type: ignore[no-untyped-def]
         return self._call(self._engine.register, request, context)
@@ -80,6 +88,17 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
 
     def Status(self, request, context):  # type: ignore[no-untyped-def]
         return self._call(lambda r: self._engine.status(), request, context)
+
+    def ListJobs(self, request, context):  # type: ignore[no-untyped-def]
+        return self._call(lambda r: pb.ListJobsReply(jobs=self._engine.jobs()), request, context)
+
+    def ListDecisions(self, request, context):  # type: ignore[no-untyped-def]
+        return self._call(self._list_decisions, request, context)
+
+    def _list_decisions(self, r: pb.ListDecisionsRequest) -> pb.ListDecisionsReply:
+        e = self._engine
+        found = e.decisions(r.after, r.limit or 1000)
+        return pb.ListDecisionsReply(decisions=found, latest=e.latest_seq, applied=e.applied_seq)
 
 
 def check_listen(listen: str, allow_remote: bool = False) -> tuple[str, int]:
@@ -109,13 +128,16 @@ class Coordinator:
         synchronous: str = "FULL",
         allow_remote: bool = False,
         max_workers: int = 8,
-        controller_backoff_max_s: float = 5.0,
+        controller_backoff_max_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not token:
             raise ValueError("a token is required")
         self._host, self._want_port = check_listen(listen, allow_remote)
         self.store = Store(db_path, synchronous)
-        self.engine = Engine(self.store, config)
+        self.engine = Engine(self.store, config, clock=clock)
+        self.loop = DecisionLoop(self.engine.decide, self.engine.config.tick_s, self.engine.config.min_gap_s)
+        self.engine.on_commit = self.loop.poke
         self.sender: IntentSender | None = None
         if controller:
             self.sender = IntentSender(controller, self.engine.on_applied, backoff_max_s=controller_backoff_max_s)
@@ -144,7 +166,7 @@ class Coordinator:
             if latest is not None:
                 # The controller may have lost or missed it while we were down; Apply is idempotent.
                 self.sender.submit(*latest)
-        self.engine.start()
+        self.loop.start()
         self._server.start()
         log.info("coordinator listening on %s (db %s)", self.address, self.store.path)
         return self
@@ -154,7 +176,7 @@ class Coordinator:
 
     def stop(self, grace: float = 1.0) -> None:
         self._server.stop(grace).wait()
-        self.engine.stop()
+        self.loop.stop()
         if self.sender is not None:
             self.sender.stop()
         self.store.close()

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 SCHEMA_VERSION = 1
 DECISIONS_KEPT = 10_000
@@ -40,7 +41,7 @@ CREATE TABLE IF NOT EXISTS reports (
     comm_s REAL NOT NULL,
     bytes INTEGER NOT NULL,
     agent_time REAL NOT NULL,
-    recv_time REAL NOT NULL,
+    recv_time REAL NOT NULL,       -- unix time received; the rows of one batch 1 us apart, in its order
     PRIMARY KEY (job_id, worker, iteration)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS decisions (
@@ -53,7 +54,38 @@ CREATE TABLE IF NOT EXISTS decisions (
 );
 """
 
-Report = tuple[int, int, int, float | None, float, float, int, float, float]
+
+class ReportRow(NamedTuple):
+    """One committed report, a row of ``reports``."""
+
+    job_id: int
+    worker: int
+    iteration: int
+    metric: float | None  # None: timing-only report
+    compute_s: float
+    comm_s: float
+    bytes: int
+    agent_time: float
+    recv_time: float
+
+    def same_values(self, other: ReportRow) -> bool:
+        """An identical re-send (after a lost acknowledgement): the same metric, times and bytes."""
+        return (self.metric, self.compute_s, self.comm_s, self.bytes) == (
+            other.metric,
+            other.compute_s,
+            other.comm_s,
+            other.bytes,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    """What the reports table says of one worker."""
+
+    worker: int
+    last_iteration: int  # of its latest report (received last)
+    highest_iteration: int
+    reports: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,26 +178,39 @@ class Store:
 
     # -- reports ------------------------------------------------------------------------------
     @staticmethod
-    def insert_reports(db: sqlite3.Connection, rows: Iterable[Report]) -> None:
+    def insert_reports(db: sqlite3.Connection, rows: Iterable[ReportRow]) -> None:
         db.executemany("INSERT INTO reports VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
-    def report(self, job_id: int, worker: int, iteration: int) -> Report | None:
+    @staticmethod
+    def replace_reports(db: sqlite3.Connection, rows: Iterable[ReportRow]) -> None:
+        db.executemany("INSERT OR REPLACE INTO reports VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def report(self, job_id: int, worker: int, iteration: int) -> ReportRow | None:
         with self._lock:
             row = self._db.execute(
                 "SELECT * FROM reports WHERE job_id=? AND worker=? AND iteration=?", (job_id, worker, iteration)
             ).fetchone()
-        return tuple(row) if row else None  # type: ignore[return-value]
+        return ReportRow(*row) if row else None
 
     def report_count(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM reports").fetchone()[0])
 
-    def worker_progress(self, job_id: int) -> dict[int, int]:
+    def workers(self, job_id: int) -> list[WorkerRow]:
+        """Per worker of the job: its latest and its highest iteration, and its number of reports."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT worker, MAX(iteration) FROM reports WHERE job_id=? GROUP BY worker", (job_id,)
+                "SELECT r.worker, (SELECT iteration FROM reports WHERE job_id=r.job_id AND worker=r.worker "
+                "ORDER BY recv_time DESC, iteration DESC LIMIT 1), MAX(r.iteration), COUNT(*) "
+                "FROM reports r WHERE r.job_id=? GROUP BY r.worker ORDER BY r.worker",
+                (job_id,),
             ).fetchall()
-        return {int(w): int(i) for w, i in rows}
+        return [WorkerRow(int(w), int(last), int(top), int(n)) for w, last, top, n in rows]
+
+    def worker_progress(self, job_id: int) -> dict[int, int]:
+        """{worker: highest iteration}. Kept for the lab's post-run check; a running coordinator gives the same
+        through ``CoordinatorClient.worker_progress()`` (the ListJobs RPC)."""
+        return {w.worker: w.highest_iteration for w in self.workers(job_id)}
 
     def metric_history(self, job_id: int, limit: int) -> list[tuple[int, float]]:
         """The job's last ``limit`` metric points in iteration order, plus its first (the loss reference)."""
@@ -213,6 +258,14 @@ class Store:
         with self._lock:
             row = self._db.execute("SELECT * FROM decisions ORDER BY seq DESC LIMIT 1").fetchone()
         return DecisionRow(*row) if row else None
+
+    def decisions(self, after: int = 0, limit: int = 1000) -> list[DecisionRow]:
+        """Decisions with ``seq > after``, oldest first, at most ``limit``."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM decisions WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
+            ).fetchall()
+        return [DecisionRow(*r) for r in rows]
 
     def latest_applied(self) -> DecisionRow | None:
         with self._lock:

@@ -5,31 +5,11 @@ from __future__ import annotations
 import ipaddress
 import math
 
-import grpc
-
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import intent_pb2
 
-MAX_BATCH = 4096  # reports per Report call
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # gRPC receive limit: larger payloads get RESOURCE_EXHAUSTED
-MAX_WORKERS = 1024
-MAX_FLOWS_PER_WORKER = 64
-MAX_NAME = 256
-MAX_INSTANCE = 128
-MAX_JOB_ID = 65535
-
-
-class RequestError(Exception):
-    """A request the coordinator refuses; carries the gRPC status code. State is left unchanged."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def invalid(message: str) -> RequestError:
-    return RequestError(grpc.StatusCode.INVALID_ARGUMENT, message)
+from .api import MAX_FLOWS_PER_WORKER, MAX_INSTANCE, MAX_JOB_ID, MAX_NAME, MAX_WORKERS
+from .errors import InvalidRequest
 
 
 def metric_kind(kind: int) -> str:
@@ -37,12 +17,12 @@ def metric_kind(kind: int) -> str:
         return "accuracy"
     if kind == pb.LOSS:
         return "loss"
-    raise invalid(f"job.metric={kind} is not a MetricKind (ACCURACY=1, LOSS=2)")
+    raise InvalidRequest(f"job.metric={kind} is not a MetricKind (ACCURACY=1, LOSS=2)")
 
 
 def check_job_id(job_id: int, what: str = "job_id") -> None:
     if not 1 <= job_id <= MAX_JOB_ID:
-        raise invalid(f"{what}={job_id} out of range 1..{MAX_JOB_ID} (0 means 'no job' on the switch)")
+        raise InvalidRequest(f"{what}={job_id} out of range 1..{MAX_JOB_ID} (0 means 'no job' on the switch)")
 
 
 def _check_prefix(value: str, what: str) -> None:
@@ -51,63 +31,63 @@ def _check_prefix(value: str, what: str) -> None:
     try:
         ipaddress.IPv4Network(value, strict=True)
     except ValueError as e:
-        raise invalid(f"{what}={value!r} is not an IPv4 address or prefix: {e}") from None
+        raise InvalidRequest(f"{what}={value!r} is not an IPv4 address or prefix: {e}") from None
 
 
 def check_flow(flow: intent_pb2.Flow, what: str) -> None:
     _check_prefix(flow.src, f"{what}.src")
     _check_prefix(flow.dst, f"{what}.dst")
     if flow.protocol > 255:
-        raise invalid(f"{what}.protocol={flow.protocol} out of range 0..255")
+        raise InvalidRequest(f"{what}.protocol={flow.protocol} out of range 0..255")
     for name in ("src_port", "dst_port"):
         if getattr(flow, name) > 65535:
-            raise invalid(f"{what}.{name}={getattr(flow, name)} out of range 0..65535")
+            raise InvalidRequest(f"{what}.{name}={getattr(flow, name)} out of range 0..65535")
 
 
 def check_spec(spec: pb.JobSpec) -> None:
     check_job_id(spec.job_id, "job.job_id")
     if len(spec.name) > MAX_NAME:
-        raise invalid(f"job.name is {len(spec.name)} characters; at most {MAX_NAME}")
+        raise InvalidRequest(f"job.name is {len(spec.name)} characters; at most {MAX_NAME}")
     metric_kind(spec.metric)
     if len(spec.workers) > MAX_WORKERS:
-        raise invalid(f"job.workers has {len(spec.workers)} entries; at most {MAX_WORKERS}")
+        raise InvalidRequest(f"job.workers has {len(spec.workers)} entries; at most {MAX_WORKERS}")
     seen: set[int] = set()
     for i, w in enumerate(spec.workers):
         what = f"job.workers[{i}]"
         if w.rank > 65535:
-            raise invalid(f"{what}.rank={w.rank} out of range 0..65535")
+            raise InvalidRequest(f"{what}.rank={w.rank} out of range 0..65535")
         if w.rank in seen:
-            raise invalid(f"{what}.rank={w.rank} is duplicated")
+            raise InvalidRequest(f"{what}.rank={w.rank} is duplicated")
         seen.add(w.rank)
         if w.address:
             try:
                 ipaddress.IPv4Address(w.address)
             except ValueError:
-                raise invalid(f"{what}.address={w.address!r} is not an IPv4 address") from None
+                raise InvalidRequest(f"{what}.address={w.address!r} is not an IPv4 address") from None
         if len(w.host) > MAX_NAME:
-            raise invalid(f"{what}.host is {len(w.host)} characters; at most {MAX_NAME}")
+            raise InvalidRequest(f"{what}.host is {len(w.host)} characters; at most {MAX_NAME}")
         if len(w.flows) > MAX_FLOWS_PER_WORKER:
-            raise invalid(f"{what}.flows has {len(w.flows)} entries; at most {MAX_FLOWS_PER_WORKER}")
+            raise InvalidRequest(f"{what}.flows has {len(w.flows)} entries; at most {MAX_FLOWS_PER_WORKER}")
         for k, f in enumerate(w.flows):
             check_flow(f, f"{what}.flows[{k}]")
 
 
 def check_instance(instance: str) -> None:
     if not 1 <= len(instance) <= MAX_INSTANCE:
-        raise invalid(f"instance must be 1..{MAX_INSTANCE} characters, got {len(instance)}")
+        raise InvalidRequest(f"instance must be 1..{MAX_INSTANCE} characters, got {len(instance)}")
 
 
-def check_report_numbers(r: pb.IterationReport, kind: str, where: str) -> float | None:
+def check_report_numbers(r: pb.IterationReport, kind: str, where: object) -> float | None:
     """Checks the numeric fields of one report; returns its metric (None if absent)."""
     metric: float | None = None
     if r.HasField("metric"):
         metric = r.metric
         if not math.isfinite(metric):
-            raise invalid(f"{where}: metric is {metric}; must be a finite number")
+            raise InvalidRequest(f"{where}: metric is {metric}; must be a finite number")
         if kind == "accuracy" and not 0.0 <= metric <= 1.0:
-            raise invalid(f"{where}: accuracy {metric} outside [0, 1] (report a fraction, not a percentage)")
+            raise InvalidRequest(f"{where}: accuracy {metric} outside [0, 1] (report a fraction, not a percentage)")
     for name in ("compute_seconds", "comm_seconds", "timestamp"):
         v = getattr(r, name)
         if not (math.isfinite(v) and v >= 0.0):
-            raise invalid(f"{where}: {name}={v}; must be a finite number >= 0")
+            raise InvalidRequest(f"{where}: {name}={v}; must be a finite number >= 0")
     return metric

@@ -36,14 +36,20 @@ from pathlib import Path
 
 import grpc
 
+from mlfc.coordinator.api import (
+    DEFAULT_ADDRESS,
+    MAX_ITERATION_JUMP,
+    MAX_JOB_ID,
+    MAX_REPORT_ITERATION,
+    TOKEN_HEADER,
+    resolve_token,
+)
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import coordinator_pb2_grpc, intent_pb2
 
 log = logging.getLogger(__name__)
 
-TOKEN_HEADER = "x-mlfc-token"  # must match mlfc.coordinator.service.TOKEN_HEADER
-DEFAULT_COORDINATOR = "127.0.0.1:50061"
-MAX_ITERATION = (1 << 32) - 1
+DEFAULT_COORDINATOR = DEFAULT_ADDRESS
 _TRANSIENT = {
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -113,16 +119,13 @@ class Agent:
     ) -> None:
         """``register=False`` for per-host agents of a job that another agent registers: they only report.
         ``worker`` is the default worker rank of ``report``."""
-        if not 1 <= job_id <= 65535:
-            raise ValueError(f"job_id={job_id} out of range 1..65535")
+        if not 1 <= job_id <= MAX_JOB_ID:
+            raise ValueError(f"job_id={job_id} out of range 1..{MAX_JOB_ID}")
         if metric not in ("accuracy", "loss"):
             raise ValueError(f"metric={metric!r} must be 'accuracy' or 'loss'")
         if buffer_size < 1 or batch_size < 1:
             raise ValueError("buffer_size and batch_size must be >= 1")
-        if token is None and token_file is not None:
-            token = Path(token_file).read_text().strip()
-        if not token:
-            raise ValueError("a token (or token_file) is required")
+        token = resolve_token(token, token_file)
         self.job_id = job_id
         self.metric = metric
         self.instance = uuid.uuid4().hex
@@ -193,8 +196,11 @@ class Agent:
     ) -> None:
         """Queue one completed iteration of one worker. Never blocks; raises ValueError on bad values."""
         w = self._worker if worker is None else worker
-        if isinstance(iteration, bool) or not isinstance(iteration, int) or not 0 <= iteration <= MAX_ITERATION:
-            raise ValueError(f"iteration={iteration!r} must be an integer in 0..{MAX_ITERATION}")
+        if isinstance(iteration, bool) or not isinstance(iteration, int) or not 0 <= iteration <= MAX_REPORT_ITERATION:
+            raise ValueError(f"iteration={iteration!r} must be an integer in 0..{MAX_REPORT_ITERATION}")
+        final = self._spec.final_iteration
+        if final and iteration > final:
+            raise ValueError(f"iteration={iteration} is past the job's final_iteration {final}")
         if self._ranks and w not in self._ranks:
             raise ValueError(f"worker={w} is not one of the registered workers {sorted(self._ranks)}")
         if metric is not None:
@@ -223,6 +229,11 @@ class Agent:
             last = self._last_iter.get(w, -1)
             if iteration <= last:
                 raise ValueError(f"iteration {iteration} of worker {w} does not increase (last {last})")
+            if last >= 0 and iteration - last > MAX_ITERATION_JUMP:
+                raise ValueError(
+                    f"iteration {iteration} of worker {w} jumps {iteration - last} ahead of its last ({last}); "
+                    f"at most {MAX_ITERATION_JUMP}"
+                )
             self._last_iter[w] = iteration
             if len(self._buf) == self._buf.maxlen:
                 self._dropped += 1

@@ -1,6 +1,7 @@
 """Maximum-Accuracy-Improvement-First (MAIF): serve first the job that will gain the most accuracy next.
 
-Plain functions, the single source of truth for the coordinator and the simulator:
+Plain functions with no I/O, the single source of truth for the policy (the coordinator calls them from
+coordinator/decision.py):
 
 1. ``fit_curve(points)`` fits a job's learning curve. Quality ``q`` is "higher is better": accuracy as
    reported, loss turned into the fraction of the first loss removed (``to_quality``). Two saturating

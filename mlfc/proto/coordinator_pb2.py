@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from mlfc.proto import intent_pb2 as mlfc_dot_proto_dot_intent__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cmlfc/proto/coordinator.proto\x12\x13mlfc.coordinator.v1\x1a\x17mlfc/proto/intent.proto\"Z\n\x06Worker\x12\x0c\n\x04rank\x18\x01 \x01(\r\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12#\n\x05\x66lows\x18\x04 \x03(\x0b\x32\x14.mlfc.intent.v1.Flow\"\xbc\x01\n\x07JobSpec\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x0c\n\x04name\x18\x02 \x01(\t\x12/\n\x06metric\x18\x03 \x01(\x0e\x32\x1f.mlfc.coordinator.v1.MetricKind\x12,\n\x07workers\x18\x04 \x03(\x0b\x32\x1b.mlfc.coordinator.v1.Worker\x12\x1b\n\x13\x62ytes_per_iteration\x18\x05 \x01(\x04\x12\x17\n\x0f\x66inal_iteration\x18\x06 \x01(\r\"_\n\x0fRegisterRequest\x12)\n\x03job\x18\x01 \x01(\x0b\x32\x1c.mlfc.coordinator.v1.JobSpec\x12\x10\n\x08instance\x18\x02 \x01(\t\x12\x0f\n\x07replace\x18\x03 \x01(\x08\"K\n\x0eWorkerProgress\x12\x0c\n\x04rank\x18\x01 \x01(\r\x12\x13\n\x0bhas_reports\x18\x02 \x01(\x08\x12\x16\n\x0elast_iteration\x18\x03 \x01(\r\"V\n\rRegisterReply\x12\x0f\n\x07resumed\x18\x01 \x01(\x08\x12\x34\n\x07workers\x18\x02 \x03(\x0b\x32#.mlfc.coordinator.v1.WorkerProgress\"\xb5\x01\n\x0fIterationReport\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x0e\n\x06worker\x18\x02 \x01(\r\x12\x11\n\titeration\x18\x03 \x01(\r\x12\x13\n\x06metric\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\x0f\x63ompute_seconds\x18\x05 \x01(\x01\x12\x14\n\x0c\x63omm_seconds\x18\x06 \x01(\x01\x12\r\n\x05\x62ytes\x18\x07 \x01(\x04\x12\x11\n\ttimestamp\x18\x08 \x01(\x01\x42\t\n\x07_metric\"D\n\x0bReportBatch\x12\x35\n\x07reports\x18\x01 \x03(\x0b\x32$.mlfc.coordinator.v1.IterationReport\"1\n\tReportAck\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\x12\x12\n\nduplicates\x18\x02 \x01(\r\"/\n\rFinishRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\r\n\x0b\x46inishReply\" \n\x0e\x45xplainRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\r\"\x90\x01\n\x08\x43urveFit\x12\r\n\x05model\x18\x01 \x01(\t\x12\t\n\x01\x61\x18\x02 \x01(\x01\x12\t\n\x01\x62\x18\x03 \x01(\x01\x12\t\n\x01\x63\x18\x04 \x01(\x01\x12\n\n\x02r2\x18\x05 \x01(\x01\x12\x0e\n\x06points\x18\x06 \x01(\r\x12\x16\n\x0elast_iteration\x18\x07 \x01(\r\x12\x14\n\x0clast_quality\x18\x08 \x01(\x01\x12\n\n\x02t0\x18\t \x01(\x01\"\xc5\x02\n\x0eJobExplanation\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12*\n\x03\x66it\x18\x04 \x01(\x0b\x32\x1d.mlfc.coordinator.v1.CurveFit\x12\x16\n\x0epredicted_gain\x18\x05 \x01(\x01\x12\x17\n\x0fnext_iterations\x18\x06 \x01(\x01\x12\x17\n\x0fnetwork_seconds\x18\x07 \x01(\x01\x12\r\n\x05score\x18\x08 \x01(\x01\x12\x0c\n\x04rank\x18\t \x01(\r\x12\x10\n\x08priority\x18\n \x01(\r\x12\x30\n\x07windows\x18\x0b \x03(\x0b\x32\x1f.mlfc.intent.v1.IterationWindow\x12\x0f\n\x07reasons\x18\x0c \x03(\t\x12\x10\n\x08\x64\x65\x63ision\x18\r \x01(\x04\x12\x0c\n\x04text\x18\x0e \x01(\t\"\x0f\n\rStatusRequest\"\x97\x01\n\x0bStatusReply\x12\x31\n\x04jobs\x18\x01 \x03(\x0b\x32#.mlfc.coordinator.v1.JobExplanation\x12\x10\n\x08\x64\x65\x63ision\x18\x02 \x01(\x04\x12\x18\n\x10\x61pplied_decision\x18\x03 \x01(\x04\x12\x18\n\x10\x63ontroller_error\x18\x04 \x01(\t\x12\x0f\n\x07reports\x18\x05 \x01(\x04*A\n\nMetricKind\x12\x1b\n\x17METRIC_KIND_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x41\x43\x43URACY\x10\x01\x12\x08\n\x04LOSS\x10\x02\x32\xa4\x03\n\x0b\x43oordinator\x12T\n\x08Register\x12$.mlfc.coordinator.v1.RegisterRequest\x1a\".mlfc.coordinator.v1.RegisterReply\x12J\n\x06Report\x12 .mlfc.coordinator.v1.ReportBatch\x1a\x1e.mlfc.coordinator.v1.ReportAck\x12N\n\x06\x46inish\x12\".mlfc.coordinator.v1.FinishRequest\x1a .mlfc.coordinator.v1.FinishReply\x12S\n\x07\x45xplain\x12#.mlfc.coordinator.v1.ExplainRequest\x1a#.mlfc.coordinator.v1.JobExplanation\x12N\n\x06Status\x12\".mlfc.coordinator.v1.StatusRequest\x1a .mlfc.coordinator.v1.StatusReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cmlfc/proto/coordinator.proto\x12\x13mlfc.coordinator.v1\x1a\x17mlfc/proto/intent.proto\"Z\n\x06Worker\x12\x0c\n\x04rank\x18\x01 \x01(\r\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12#\n\x05\x66lows\x18\x04 \x03(\x0b\x32\x14.mlfc.intent.v1.Flow\"\xbc\x01\n\x07JobSpec\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x0c\n\x04name\x18\x02 \x01(\t\x12/\n\x06metric\x18\x03 \x01(\x0e\x32\x1f.mlfc.coordinator.v1.MetricKind\x12,\n\x07workers\x18\x04 \x03(\x0b\x32\x1b.mlfc.coordinator.v1.Worker\x12\x1b\n\x13\x62ytes_per_iteration\x18\x05 \x01(\x04\x12\x17\n\x0f\x66inal_iteration\x18\x06 \x01(\r\"_\n\x0fRegisterRequest\x12)\n\x03job\x18\x01 \x01(\x0b\x32\x1c.mlfc.coordinator.v1.JobSpec\x12\x10\n\x08instance\x18\x02 \x01(\t\x12\x0f\n\x07replace\x18\x03 \x01(\x08\"\\\n\x0eWorkerProgress\x12\x0c\n\x04rank\x18\x01 \x01(\r\x12\x13\n\x0bhas_reports\x18\x02 \x01(\x08\x12\x16\n\x0elast_iteration\x18\x03 \x01(\r\x12\x0f\n\x07reports\x18\x04 \x01(\x04\"V\n\rRegisterReply\x12\x0f\n\x07resumed\x18\x01 \x01(\x08\x12\x34\n\x07workers\x18\x02 \x03(\x0b\x32#.mlfc.coordinator.v1.WorkerProgress\"\xb5\x01\n\x0fIterationReport\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x0e\n\x06worker\x18\x02 \x01(\r\x12\x11\n\titeration\x18\x03 \x01(\r\x12\x13\n\x06metric\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x17\n\x0f\x63ompute_seconds\x18\x05 \x01(\x01\x12\x14\n\x0c\x63omm_seconds\x18\x06 \x01(\x01\x12\r\n\x05\x62ytes\x18\x07 \x01(\x04\x12\x11\n\ttimestamp\x18\x08 \x01(\x01\x42\t\n\x07_metric\"D\n\x0bReportBatch\x12\x35\n\x07reports\x18\x01 \x03(\x0b\x32$.mlfc.coordinator.v1.IterationReport\"1\n\tReportAck\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\x12\x12\n\nduplicates\x18\x02 \x01(\r\"/\n\rFinishRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\r\n\x0b\x46inishReply\" \n\x0e\x45xplainRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\r\"\x90\x01\n\x08\x43urveFit\x12\r\n\x05model\x18\x01 \x01(\t\x12\t\n\x01\x61\x18\x02 \x01(\x01\x12\t\n\x01\x62\x18\x03 \x01(\x01\x12\t\n\x01\x63\x18\x04 \x01(\x01\x12\n\n\x02r2\x18\x05 \x01(\x01\x12\x0e\n\x06points\x18\x06 \x01(\r\x12\x16\n\x0elast_iteration\x18\x07 \x01(\r\x12\x14\n\x0clast_quality\x18\x08 \x01(\x01\x12\n\n\x02t0\x18\t \x01(\x01\"\xc5\x02\n\x0eJobExplanation\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12*\n\x03\x66it\x18\x04 \x01(\x0b\x32\x1d.mlfc.coordinator.v1.CurveFit\x12\x16\n\x0epredicted_gain\x18\x05 \x01(\x01\x12\x17\n\x0fnext_iterations\x18\x06 \x01(\x01\x12\x17\n\x0fnetwork_seconds\x18\x07 \x01(\x01\x12\r\n\x05score\x18\x08 \x01(\x01\x12\x0c\n\x04rank\x18\t \x01(\r\x12\x10\n\x08priority\x18\n \x01(\r\x12\x30\n\x07windows\x18\x0b \x03(\x0b\x32\x1f.mlfc.intent.v1.IterationWindow\x12\x0f\n\x07reasons\x18\x0c \x03(\t\x12\x10\n\x08\x64\x65\x63ision\x18\r \x01(\x04\x12\x0c\n\x04text\x18\x0e \x01(\t\"\x0f\n\rStatusRequest\"\x97\x01\n\x0bStatusReply\x12\x31\n\x04jobs\x18\x01 \x03(\x0b\x32#.mlfc.coordinator.v1.JobExplanation\x12\x10\n\x08\x64\x65\x63ision\x18\x02 \x01(\x04\x12\x18\n\x10\x61pplied_decision\x18\x03 \x01(\x04\x12\x18\n\x10\x63ontroller_error\x18\x04 \x01(\t\x12\x0f\n\x07reports\x18\x05 \x01(\x04\"\xab\x02\n\x07JobInfo\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x0c\n\x04name\x18\x02 \x01(\t\x12/\n\x06metric\x18\x03 \x01(\x0e\x32\x1f.mlfc.coordinator.v1.MetricKind\x12\r\n\x05state\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x10\n\x08instance\x18\x06 \x01(\t\x12\x15\n\rregistered_at\x18\x07 \x01(\x01\x12\x12\n\nchanged_at\x18\x08 \x01(\x01\x12\x34\n\x07workers\x18\t \x03(\x0b\x32#.mlfc.coordinator.v1.WorkerProgress\x12\x0f\n\x07reports\x18\n \x01(\x04\x12\x15\n\rmetric_points\x18\x0b \x01(\r\x12\x17\n\x0f\x66inal_iteration\x18\x0c \x01(\r\"\x11\n\x0fListJobsRequest\";\n\rListJobsReply\x12*\n\x04jobs\x18\x01 \x03(\x0b\x32\x1c.mlfc.coordinator.v1.JobInfo\"~\n\tRankedJob\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x0c\n\x04rank\x18\x02 \x01(\r\x12\x10\n\x08priority\x18\x03 \x01(\r\x12\x0f\n\x07plateau\x18\x04 \x01(\x08\x12\x30\n\x07windows\x18\x05 \x03(\x0b\x32\x1f.mlfc.intent.v1.IterationWindow\"\xaf\x01\n\x0e\x44\x65\x63isionRecord\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x12\n\ncreated_at\x18\x02 \x01(\x01\x12\x12\n\napplied_at\x18\x03 \x01(\x01\x12\x12\n\ngeneration\x18\x04 \x01(\x04\x12&\n\x06intent\x18\x05 \x01(\x0b\x32\x16.mlfc.intent.v1.Intent\x12,\n\x04jobs\x18\x06 \x03(\x0b\x32\x1e.mlfc.coordinator.v1.RankedJob\"4\n\x14ListDecisionsRequest\x12\r\n\x05\x61\x66ter\x18\x01 \x01(\x04\x12\r\n\x05limit\x18\x02 \x01(\r\"m\n\x12ListDecisionsReply\x12\x36\n\tdecisions\x18\x01 \x03(\x0b\x32#.mlfc.coordinator.v1.DecisionRecord\x12\x0e\n\x06latest\x18\x02 \x01(\x04\x12\x0f\n\x07\x61pplied\x18\x03 \x01(\x04*A\n\nMetricKind\x12\x1b\n\x17METRIC_KIND_UNSPECIFIED\x10\x00\x12\x0c\n\x08\x41\x43\x43URACY\x10\x01\x12\x08\n\x04LOSS\x10\x02\x32\xdf\x04\n\x0b\x43oordinator\x12T\n\x08Register\x12$.mlfc.coordinator.v1.RegisterRequest\x1a\".mlfc.coordinator.v1.RegisterReply\x12J\n\x06Report\x12 .mlfc.coordinator.v1.ReportBatch\x1a\x1e.mlfc.coordinator.v1.ReportAck\x12N\n\x06\x46inish\x12\".mlfc.coordinator.v1.FinishRequest\x1a .mlfc.coordinator.v1.FinishReply\x12S\n\x07\x45xplain\x12#.mlfc.coordinator.v1.ExplainRequest\x1a#.mlfc.coordinator.v1.JobExplanation\x12N\n\x06Status\x12\".mlfc.coordinator.v1.StatusRequest\x1a .mlfc.coordinator.v1.StatusReply\x12T\n\x08ListJobs\x12$.mlfc.coordinator.v1.ListJobsRequest\x1a\".mlfc.coordinator.v1.ListJobsReply\x12\x63\n\rListDecisions\x12).mlfc.coordinator.v1.ListDecisionsRequest\x1a\'.mlfc.coordinator.v1.ListDecisionsReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mlfc.proto.coordinator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_METRICKIND']._serialized_start=1672
-  _globals['_METRICKIND']._serialized_end=1737
+  _globals['_METRICKIND']._serialized_start=2542
+  _globals['_METRICKIND']._serialized_end=2607
   _globals['_WORKER']._serialized_start=78
   _globals['_WORKER']._serialized_end=168
   _globals['_JOBSPEC']._serialized_start=171
@@ -41,29 +41,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REGISTERREQUEST']._serialized_start=361
   _globals['_REGISTERREQUEST']._serialized_end=456
   _globals['_WORKERPROGRESS']._serialized_start=458
-  _globals['_WORKERPROGRESS']._serialized_end=533
-  _globals['_REGISTERREPLY']._serialized_start=535
-  _globals['_REGISTERREPLY']._serialized_end=621
-  _globals['_ITERATIONREPORT']._serialized_start=624
-  _globals['_ITERATIONREPORT']._serialized_end=805
-  _globals['_REPORTBATCH']._serialized_start=807
-  _globals['_REPORTBATCH']._serialized_end=875
-  _globals['_REPORTACK']._serialized_start=877
-  _globals['_REPORTACK']._serialized_end=926
-  _globals['_FINISHREQUEST']._serialized_start=928
-  _globals['_FINISHREQUEST']._serialized_end=975
-  _globals['_FINISHREPLY']._serialized_start=977
-  _globals['_FINISHREPLY']._serialized_end=990
-  _globals['_EXPLAINREQUEST']._serialized_start=992
-  _globals['_EXPLAINREQUEST']._serialized_end=1024
-  _globals['_CURVEFIT']._serialized_start=1027
-  _globals['_CURVEFIT']._serialized_end=1171
-  _globals['_JOBEXPLANATION']._serialized_start=1174
-  _globals['_JOBEXPLANATION']._serialized_end=1499
-  _globals['_STATUSREQUEST']._serialized_start=1501
-  _globals['_STATUSREQUEST']._serialized_end=1516
-  _globals['_STATUSREPLY']._serialized_start=1519
-  _globals['_STATUSREPLY']._serialized_end=1670
-  _globals['_COORDINATOR']._serialized_start=1740
-  _globals['_COORDINATOR']._serialized_end=2160
+  _globals['_WORKERPROGRESS']._serialized_end=550
+  _globals['_REGISTERREPLY']._serialized_start=552
+  _globals['_REGISTERREPLY']._serialized_end=638
+  _globals['_ITERATIONREPORT']._serialized_start=641
+  _globals['_ITERATIONREPORT']._serialized_end=822
+  _globals['_REPORTBATCH']._serialized_start=824
+  _globals['_REPORTBATCH']._serialized_end=892
+  _globals['_REPORTACK']._serialized_start=894
+  _globals['_REPORTACK']._serialized_end=943
+  _globals['_FINISHREQUEST']._serialized_start=945
+  _globals['_FINISHREQUEST']._serialized_end=992
+  _globals['_FINISHREPLY']._serialized_start=994
+  _globals['_FINISHREPLY']._serialized_end=1007
+  _globals['_EXPLAINREQUEST']._serialized_start=1009
+  _globals['_EXPLAINREQUEST']._serialized_end=1041
+  _globals['_CURVEFIT']._serialized_start=1044
+  _globals['_CURVEFIT']._serialized_end=1188
+  _globals['_JOBEXPLANATION']._serialized_start=1191
+  _globals['_JOBEXPLANATION']._serialized_end=1516
+  _globals['_STATUSREQUEST']._serialized_start=1518
+  _globals['_STATUSREQUEST']._serialized_end=1533
+  _globals['_STATUSREPLY']._serialized_start=1536
+  _globals['_STATUSREPLY']._serialized_end=1687
+  _globals['_JOBINFO']._serialized_start=1690
+  _globals['_JOBINFO']._serialized_end=1989
+  _globals['_LISTJOBSREQUEST']._serialized_start=1991
+  _globals['_LISTJOBSREQUEST']._serialized_end=2008
+  _globals['_LISTJOBSREPLY']._serialized_start=2010
+  _globals['_LISTJOBSREPLY']._serialized_end=2069
+  _globals['_RANKEDJOB']._serialized_start=2071
+  _globals['_RANKEDJOB']._serialized_end=2197
+  _globals['_DECISIONRECORD']._serialized_start=2200
+  _globals['_DECISIONRECORD']._serialized_end=2375
+  _globals['_LISTDECISIONSREQUEST']._serialized_start=2377
+  _globals['_LISTDECISIONSREQUEST']._serialized_end=2429
+  _globals['_LISTDECISIONSREPLY']._serialized_start=2431
+  _globals['_LISTDECISIONSREPLY']._serialized_end=2540
+  _globals['_COORDINATOR']._serialized_start=2610
+  _globals['_COORDINATOR']._serialized_end=3217
 # @@protoc_insertion_point(module_scope)

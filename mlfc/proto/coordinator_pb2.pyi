@@ -56,14 +56,16 @@ class RegisterRequest(_message.Message):
     def __init__(self, job: _Optional[_Union[JobSpec, _Mapping]] = ..., instance: _Optional[str] = ..., replace: _Optional[bool] = ...) -> None: ...
 
 class WorkerProgress(_message.Message):
-    __slots__ = ("rank", "has_reports", "last_iteration")
+    __slots__ = ("rank", "has_reports", "last_iteration", "reports")
     RANK_FIELD_NUMBER: _ClassVar[int]
     HAS_REPORTS_FIELD_NUMBER: _ClassVar[int]
     LAST_ITERATION_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
     rank: int
     has_reports: bool
     last_iteration: int
-    def __init__(self, rank: _Optional[int] = ..., has_reports: _Optional[bool] = ..., last_iteration: _Optional[int] = ...) -> None: ...
+    reports: int
+    def __init__(self, rank: _Optional[int] = ..., has_reports: _Optional[bool] = ..., last_iteration: _Optional[int] = ..., reports: _Optional[int] = ...) -> None: ...
 
 class RegisterReply(_message.Message):
     __slots__ = ("resumed", "workers")
@@ -196,3 +198,89 @@ class StatusReply(_message.Message):
     controller_error: str
     reports: int
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobExplanation, _Mapping]]] = ..., decision: _Optional[int] = ..., applied_decision: _Optional[int] = ..., controller_error: _Optional[str] = ..., reports: _Optional[int] = ...) -> None: ...
+
+class JobInfo(_message.Message):
+    __slots__ = ("job_id", "name", "metric", "state", "reason", "instance", "registered_at", "changed_at", "workers", "reports", "metric_points", "final_iteration")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    METRIC_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_AT_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_AT_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    METRIC_POINTS_FIELD_NUMBER: _ClassVar[int]
+    FINAL_ITERATION_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    name: str
+    metric: MetricKind
+    state: str
+    reason: str
+    instance: str
+    registered_at: float
+    changed_at: float
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerProgress]
+    reports: int
+    metric_points: int
+    final_iteration: int
+    def __init__(self, job_id: _Optional[int] = ..., name: _Optional[str] = ..., metric: _Optional[_Union[MetricKind, str]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., instance: _Optional[str] = ..., registered_at: _Optional[float] = ..., changed_at: _Optional[float] = ..., workers: _Optional[_Iterable[_Union[WorkerProgress, _Mapping]]] = ..., reports: _Optional[int] = ..., metric_points: _Optional[int] = ..., final_iteration: _Optional[int] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListJobsReply(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[JobInfo]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobInfo, _Mapping]]] = ...) -> None: ...
+
+class RankedJob(_message.Message):
+    __slots__ = ("job_id", "rank", "priority", "plateau", "windows")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    PLATEAU_FIELD_NUMBER: _ClassVar[int]
+    WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    rank: int
+    priority: int
+    plateau: bool
+    windows: _containers.RepeatedCompositeFieldContainer[_intent_pb2.IterationWindow]
+    def __init__(self, job_id: _Optional[int] = ..., rank: _Optional[int] = ..., priority: _Optional[int] = ..., plateau: _Optional[bool] = ..., windows: _Optional[_Iterable[_Union[_intent_pb2.IterationWindow, _Mapping]]] = ...) -> None: ...
+
+class DecisionRecord(_message.Message):
+    __slots__ = ("seq", "created_at", "applied_at", "generation", "intent", "jobs")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_AT_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    INTENT_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    created_at: float
+    applied_at: float
+    generation: int
+    intent: _intent_pb2.Intent
+    jobs: _containers.RepeatedCompositeFieldContainer[RankedJob]
+    def __init__(self, seq: _Optional[int] = ..., created_at: _Optional[float] = ..., applied_at: _Optional[float] = ..., generation: _Optional[int] = ..., intent: _Optional[_Union[_intent_pb2.Intent, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[RankedJob, _Mapping]]] = ...) -> None: ...
+
+class ListDecisionsRequest(_message.Message):
+    __slots__ = ("after", "limit")
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    after: int
+    limit: int
+    def __init__(self, after: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListDecisionsReply(_message.Message):
+    __slots__ = ("decisions", "latest", "applied")
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    LATEST_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    decisions: _containers.RepeatedCompositeFieldContainer[DecisionRecord]
+    latest: int
+    applied: int
+    def __init__(self, decisions: _Optional[_Iterable[_Union[DecisionRecord, _Mapping]]] = ..., latest: _Optional[int] = ..., applied: _Optional[int] = ...) -> None: ...

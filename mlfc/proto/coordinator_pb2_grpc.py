@@ -59,6 +59,16 @@ class CoordinatorStub:
                 request_serializer=mlfc_dot_proto_dot_coordinator__pb2.StatusRequest.SerializeToString,
                 response_deserializer=mlfc_dot_proto_dot_coordinator__pb2.StatusReply.FromString,
                 _registered_method=True)
+        self.ListJobs = channel.unary_unary(
+                '/mlfc.coordinator.v1.Coordinator/ListJobs',
+                request_serializer=mlfc_dot_proto_dot_coordinator__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=mlfc_dot_proto_dot_coordinator__pb2.ListJobsReply.FromString,
+                _registered_method=True)
+        self.ListDecisions = channel.unary_unary(
+                '/mlfc.coordinator.v1.Coordinator/ListDecisions',
+                request_serializer=mlfc_dot_proto_dot_coordinator__pb2.ListDecisionsRequest.SerializeToString,
+                response_deserializer=mlfc_dot_proto_dot_coordinator__pb2.ListDecisionsReply.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServicer:
@@ -94,6 +104,18 @@ class CoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListJobs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDecisions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -121,6 +143,16 @@ def add_CoordinatorServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=mlfc_dot_proto_dot_coordinator__pb2.StatusRequest.FromString,
                     response_serializer=mlfc_dot_proto_dot_coordinator__pb2.StatusReply.SerializeToString,
+            ),
+            'ListJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobs,
+                    request_deserializer=mlfc_dot_proto_dot_coordinator__pb2.ListJobsRequest.FromString,
+                    response_serializer=mlfc_dot_proto_dot_coordinator__pb2.ListJobsReply.SerializeToString,
+            ),
+            'ListDecisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDecisions,
+                    request_deserializer=mlfc_dot_proto_dot_coordinator__pb2.ListDecisionsRequest.FromString,
+                    response_serializer=mlfc_dot_proto_dot_coordinator__pb2.ListDecisionsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -258,6 +290,60 @@ class Coordinator:
             '/mlfc.coordinator.v1.Coordinator/Status',
             mlfc_dot_proto_dot_coordinator__pb2.StatusRequest.SerializeToString,
             mlfc_dot_proto_dot_coordinator__pb2.StatusReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlfc.coordinator.v1.Coordinator/ListJobs',
+            mlfc_dot_proto_dot_coordinator__pb2.ListJobsRequest.SerializeToString,
+            mlfc_dot_proto_dot_coordinator__pb2.ListJobsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDecisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlfc.coordinator.v1.Coordinator/ListDecisions',
+            mlfc_dot_proto_dot_coordinator__pb2.ListDecisionsRequest.SerializeToString,
+            mlfc_dot_proto_dot_coordinator__pb2.ListDecisionsReply.FromString,
             options,
             channel_credentials,
             insecure,

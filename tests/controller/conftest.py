@@ -64,7 +64,7 @@ def controller_factory(tmp_path: Path) -> Iterator[Callable[..., ControllerProce
     def start(switches: list[SwitchProcess], **controller: Any) -> ControllerProcess:
         ctl = ControllerProcess(daemon_config(tmp_path, switches, **controller), tmp_path / "controller.log")
         started.append(ctl)
-        return ctl.start()
+        return ctl.start(timeout=60)  # a liveness bound: start-up takes seconds on a loaded machine
 
     yield start
     for ctl in started:

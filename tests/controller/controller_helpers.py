@@ -142,3 +142,21 @@ def eventually(check: Callable[[], bool], timeout_s: float = 15.0, what: str = "
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or check}")
         time.sleep(0.05)
+
+
+def wait_restored(ctl: Any, timeout_s: float = 20.0) -> Any:
+    """A started controller has written its first state to every switch (the defaults, generation 0).
+
+    ``ctl.client.wait_synced(0)`` alone can pass before that: Status reports a switch's
+    applied_generation as 0 while nothing is applied yet (the agent's -1, clamped for the uint64 field),
+    and the pipeline name is set before the entries are written. A switch's entry counts are set by the
+    same reconcile that applies a generation, so non-empty counts mean it finished (defaults always
+    include entries)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        st = ctl.client.wait_synced(0, timeout_s=max(0.1, deadline - time.monotonic()))
+        if all(s.entries for s in st.switches):
+            return st
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"controller wrote no entries within {timeout_s} s: {st}")
+        time.sleep(0.05)

@@ -27,6 +27,7 @@ from controller_helpers import (
     observer,
     read_back,
     target_doc,
+    wait_restored,
 )
 
 from mlfc import contract as names
@@ -79,7 +80,7 @@ def test_switch_connection_round_trip(switch_factory) -> None:
 def test_daemon_installs_modifies_and_deletes_on_two_switches(switch_factory, controller_factory) -> None:
     s1, s2 = switch_factory(device_id=1), switch_factory(device_id=2)
     ctl = controller_factory([s1, s2])
-    ctl.client.wait_synced(0)
+    wait_restored(ctl)
     assert read_back(s1) == expected(ctl, pb.Intent(), "s1")  # routes + default policies
 
     reply = ctl.client.apply(INTENT_A)
@@ -138,12 +139,14 @@ def test_daemon_installs_modifies_and_deletes_on_two_switches(switch_factory, co
 def test_restarted_switch_is_restored_in_full(switch_factory, controller_factory) -> None:
     s1, s2 = switch_factory(device_id=1), switch_factory(device_id=2)
     ctl = controller_factory([s1, s2])
-    ctl.client.wait_synced(0)
+    wait_restored(ctl)
     generation = ctl.client.apply(INTENT_A).generation
     assert metric(ctl, "mlfc_pipeline_loads_total", switch="s1") == 1
 
     s1.restart()  # SIGKILL + start: comes back with no pipeline and no entries
     started = time.monotonic()
+    # Until the daemon has noticed and reloaded s1: before it notices, its status still says in sync.
+    eventually(lambda: metric(ctl, "mlfc_pipeline_loads_total", switch="s1") == 2, 20, "s1's pipeline reloaded")
     ctl.client.wait_synced(generation, timeout_s=20)
     restore_s = time.monotonic() - started
     with observer(s1) as conn:
@@ -196,7 +199,7 @@ def test_start_up_reconciles_what_the_switch_already_holds(switch_factory, contr
         conn.write_entries([e for e in defaults if e is not route] + [wrong_route, stray])
 
     ctl = controller_factory([s1])
-    ctl.client.wait_synced(0)
+    wait_restored(ctl)
     assert read_back(s1) == set(defaults)
     assert metric(ctl, "mlfc_pipeline_loads_total", switch="s1") == 0  # same cookie: kept, not reloaded
     assert metric(ctl, "mlfc_entry_writes_total", switch="s1", op="delete") == 1

@@ -68,8 +68,11 @@ def test_status_and_metrics_without_switches() -> None:
 
 
 async def _status_and_metrics_without_switches(daemon: Daemon, stub: pb_grpc.IntentServiceStub) -> None:
-    await asyncio.sleep(0.3)  # a few failed connection attempts
-    status = await stub.Status(pb.StatusRequest(), timeout=5)
+    # Wait for a failed connection attempt (a fixed sleep may end before the first one on a loaded machine).
+    deadline = asyncio.get_running_loop().time() + 15
+    while not (status := await stub.Status(pb.StatusRequest(), timeout=5)).switches[0].last_error:
+        assert asyncio.get_running_loop().time() < deadline, "no connection attempt failed within 15 s"
+        await asyncio.sleep(0.05)
     (s1,) = status.switches
     assert (s1.name, s1.connected, s1.primary, s1.pipeline) == ("s1", False, False, "")
     assert "UNAVAILABLE" in s1.last_error or "no P4Runtime answer" in s1.last_error

@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from controller_helpers import INTENT_A, PIPELINE, eventually, expected, needs_artifacts, read_back
+from controller_helpers import INTENT_A, PIPELINE, eventually, expected, needs_artifacts, read_back, wait_restored
 
 from mlfc.controller.sync import SwitchConnection
 from mlfc.proto import intent_pb2 as pb
@@ -71,7 +71,7 @@ def test_pipeline_probe_tells_a_managed_switch(switch_factory, controller_factor
     empty = subprocess.run(probe, capture_output=True, text=True, timeout=30)
     assert empty.returncode == 1 and "no pipeline" in empty.stdout, empty.stdout + empty.stderr
     ctl = controller_factory([s1])
-    ctl.client.wait_synced(0)
+    wait_restored(ctl)
     loaded = subprocess.run(probe, capture_output=True, text=True, timeout=30)
     assert loaded.returncode == 0, loaded.stdout + loaded.stderr
     assert f"{PIPELINE.cookie:#x}" in loaded.stdout and "primary" in loaded.stdout

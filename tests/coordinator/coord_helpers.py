@@ -28,7 +28,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until(pred: Callable[[], object], timeout: float = 5.0, step: float = 0.01) -> bool:
+def wait_until(pred: Callable[[], object], timeout: float = 10.0, step: float = 0.01) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if pred():
@@ -39,11 +39,14 @@ def wait_until(pred: Callable[[], object], timeout: float = 5.0, step: float = 0
 
 @dataclass
 class FakeController(intent_pb2_grpc.IntentServiceServicer):
-    """Records every Apply; ``reject`` makes it answer INVALID_ARGUMENT."""
+    """Records every Apply and holds the latest, as the controller does (Get); ``reject`` makes Apply answer
+    INVALID_ARGUMENT; ``forget()`` is a restart without a state file (generation 0, no jobs)."""
 
     port: int = 0
     intents: list[tuple[float, intent_pb2.Intent]] = field(default_factory=list)
     reject: bool = False
+    generation: int = 0
+    held: intent_pb2.Intent = field(default_factory=intent_pb2.Intent)
     _server: grpc.Server | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -52,7 +55,17 @@ class FakeController(intent_pb2_grpc.IntentServiceServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "jobs[0].priority: rejected by test")
         with self._lock:
             self.intents.append((time.perf_counter(), request))
-            return intent_pb2.ApplyReply(generation=len(self.intents), entries=len(request.jobs))
+            self.generation += 1
+            self.held = request
+            return intent_pb2.ApplyReply(generation=self.generation, entries=len(request.jobs))
+
+    def Get(self, request, context):  # type: ignore[no-untyped-def]
+        with self._lock:
+            return intent_pb2.GetReply(intent=self.held, generation=self.generation)
+
+    def forget(self) -> None:
+        with self._lock:
+            self.generation, self.held = 0, intent_pb2.Intent()
 
     def start(self) -> FakeController:
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=[("grpc.so_reuseport", 0)])
@@ -79,9 +92,49 @@ class FakeController(intent_pb2_grpc.IntentServiceServicer):
         return {j.job_id: j.priority for j in last.jobs} if last else {}
 
 
+class FakeClock:
+    """A monotonic clock the test moves (thread-safe)."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self._t = start
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._t
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._t += seconds
+
+
 def fast_config(**params: object) -> EngineConfig:
     silence = params.pop("silence_s", 60.0)
     return EngineConfig(params=MaifParams(**params), silence_s=float(silence), tick_s=0.05)  # type: ignore[arg-type]
+
+
+def evaluated(stub: coordinator_pb2_grpc.CoordinatorStub, points: dict[int, int]) -> pb.StatusReply | None:
+    """The coordinator's status once its latest evaluation ranked every active job and fitted each job of
+    ``points`` on exactly that many metric points (i.e. used every report sent so far); None before."""
+    st = stub.Status(pb.StatusRequest(), metadata=MD, timeout=5)
+    jobs = {j.job_id: j for j in st.jobs}
+    if any(j.state == "active" and j.rank == 0 for j in st.jobs):
+        return None  # registered after the latest evaluation
+    if any(j not in jobs or jobs[j].fit.points != n for j, n in points.items()):
+        return None
+    return st
+
+
+def decided(
+    stub: coordinator_pb2_grpc.CoordinatorStub, controller: FakeController, points: dict[int, int]
+) -> pb.StatusReply | None:
+    """``evaluated``, and the controller holds the decision that evaluation implies: the latest decision is
+    acknowledged and the classes the controller last received are the ones the explanations give."""
+    st = evaluated(stub, points)
+    if st is None or st.applied_decision != st.decision:
+        return None
+    want = {j.job_id: j.priority for j in st.jobs if j.state == "active"}
+    return st if controller.classes() == want else None
 
 
 def stub_for(address: str) -> coordinator_pb2_grpc.CoordinatorStub:

@@ -11,7 +11,7 @@ import sys
 import threading
 
 import grpc
-from coord_helpers import MD, TOKEN, register, report, stub_for, wait_until
+from coord_helpers import MD, TOKEN, evaluated, register, report, stub_for, wait_until
 
 from mlfc.proto import coordinator_pb2 as pb
 
@@ -32,8 +32,10 @@ def test_restart_keeps_jobs_reports_and_decision(make_coordinator, controller) -
 
     c2 = make_coordinator(controller=controller.address)
     stub2 = stub_for(c2.address)
-    # The latest decision is re-sent on start (the controller may have missed it) and nothing changed.
+    # The latest decision is re-sent on start (the controller may have missed it) and, once the restarted
+    # coordinator has evaluated the reloaded history, nothing changed.
     assert wait_until(lambda: len(controller.intents) > n_intents)
+    assert wait_until(lambda: evaluated(stub2, {1: 50}))
     assert c2.engine.latest_seq == seq
     status = stub2.Status(pb.StatusRequest(), metadata=MD)
     assert status.reports == 110
@@ -41,10 +43,25 @@ def test_restart_keeps_jobs_reports_and_decision(make_coordinator, controller) -
     after = stub2.Explain(pb.ExplainRequest(job_id=1), metadata=MD)
     assert (after.priority, after.fit.model, after.fit.points) == (before.priority, before.fit.model, 50)
     assert after.fit.a == before.fit.a
-    # Per-worker progress survived: a re-sent old report is a duplicate, a backwards one an error.
+    # Per-worker progress survived: a re-sent old report is a duplicate.
     assert stub2.Report(pb.ReportBatch(reports=[report(1, 49, 0.9 - 0.8 * 50**-0.4)]), metadata=MD).duplicates == 1
     reply = register(stub2, 1, workers=2)
     assert reply.resumed and [(w.rank, w.last_iteration) for w in reply.workers] == [(0, 49)]
+
+
+def test_restart_restores_each_workers_latest_report(make_coordinator) -> None:  # type: ignore[no-untyped-def]
+    c = make_coordinator()
+    stub = stub_for(c.address)
+    register(stub, 1, workers=2)
+    # Worker 0's wrong iteration 10 is superseded by its later report of iteration 1, in the same batch.
+    batch = [report(1, 0, 0.1), report(1, 10, 0.9), report(1, 1, 0.2), report(1, 5, 0.5, worker=1)]
+    assert stub.Report(pb.ReportBatch(reports=batch), metadata=MD).accepted == 4
+    before = [(w.rank, w.last_iteration, w.reports) for w in c.engine.jobs()[0].workers]
+    assert before == [(0, 1, 3), (1, 5, 1)]
+    c.stop(0)
+    c2 = make_coordinator()
+    assert [(w.rank, w.last_iteration, w.reports) for w in c2.engine.jobs()[0].workers] == before
+    assert c2.store.worker_progress(1) == {0: 10, 1: 5}  # the highest stored, as the lab reads it
 
 
 def _spawn(db, token_file):  # type: ignore[no-untyped-def]

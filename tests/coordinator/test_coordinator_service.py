@@ -7,7 +7,18 @@ import sqlite3
 
 import grpc
 import pytest
-from coord_helpers import MD, TOKEN_HEADER, fast_config, register, report, spec, stub_for, wait_until
+from coord_helpers import (
+    MD,
+    TOKEN_HEADER,
+    FakeClock,
+    decided,
+    fast_config,
+    register,
+    report,
+    spec,
+    stub_for,
+    wait_until,
+)
 
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import intent_pb2
@@ -62,7 +73,11 @@ BAD_REPORTS = [
     ([report(1, 10, 0.5, compute=-1)], grpc.StatusCode.INVALID_ARGUMENT, "compute_seconds=-1.0"),
     ([report(1, 10, 0.5, comm=float("nan"))], grpc.StatusCode.INVALID_ARGUMENT, "comm_seconds=nan"),
     ([report(1, 3, 0.9)], grpc.StatusCode.INVALID_ARGUMENT, "already reported with different values"),
-    ([report(1, 7, 0.5), report(1, 6, 0.5)], grpc.StatusCode.INVALID_ARGUMENT, "iteration goes backwards"),
+    ([report(1, 7, 0.5), report(1, 7, 0.6)], grpc.StatusCode.INVALID_ARGUMENT, "already reported with different"),
+    ([report(1, 4294967295, 0.5)], grpc.StatusCode.INVALID_ARGUMENT, "above the maximum 2147483647"),
+    ([report(1, 1_000_005, 0.5)], grpc.StatusCode.INVALID_ARGUMENT, "jumps 1000001 iterations ahead"),
+    # A worker's first report is measured from the job's furthest worker (worker 0 is at 4).
+    ([report(1, 1_000_005, 0.5, worker=1)], grpc.StatusCode.INVALID_ARGUMENT, "ahead of the job's furthest worker"),
     ([report(1, 10, 0.5, worker=5)], grpc.StatusCode.INVALID_ARGUMENT, "worker 5 is not a registered worker"),
     ([report(99, 1, 0.5)], grpc.StatusCode.NOT_FOUND, "unknown job 99"),
     # One bad report spoils the whole batch: nothing of it is stored.
@@ -196,18 +211,60 @@ def test_finish_retires_and_rejects_further_reports(coord, controller, make_coor
 
 
 def test_final_iteration_and_silence_retire_jobs(make_coordinator, controller) -> None:  # type: ignore[no-untyped-def]
-    c = make_coordinator(controller=controller.address, config=fast_config(silence_s=0.5))
+    # The silence clock is the test's: a loaded machine cannot make a job fall silent before its time.
+    clock = FakeClock()
+    c = make_coordinator(controller=controller.address, config=fast_config(silence_s=60), clock=clock)
     stub = stub_for(c.address)
     register(stub, 1, workers=2, final_iteration=10)
     register(stub, 2)
     stub.Report(pb.ReportBatch(reports=[report(1, 10, 0.5, worker=0), report(2, 1, 0.1)]), metadata=MD)
-    assert wait_until(lambda: controller.classes().keys() == {1, 2})
+    assert wait_until(lambda: decided(stub, controller, {1: 1, 2: 1}))
+    assert controller.classes().keys() == {1, 2}
     stub.Report(pb.ReportBatch(reports=[report(1, 10, 0.5, worker=1)]), metadata=MD)  # last worker done
-    assert wait_until(lambda: controller.classes().keys() == {2})
     assert c.engine.job_state(1) == "finished"
+    assert wait_until(lambda: controller.classes().keys() == {2})
     # Job 2 goes silent, leaves the intent, and comes back with its next report.
-    assert wait_until(lambda: c.engine.job_state(2) == "silent", timeout=3)
+    clock.advance(61)
+    assert wait_until(lambda: c.engine.job_state(2) == "silent")
     assert wait_until(lambda: controller.classes() == {})
     stub.Report(pb.ReportBatch(reports=[report(2, 2, 0.2)]), metadata=MD)
     assert c.engine.job_state(2) == "active"
     assert wait_until(lambda: controller.classes().keys() == {2})
+
+
+def test_one_bad_iteration_cannot_wedge_a_worker(coord) -> None:  # type: ignore[no-untyped-def]
+    """Issue 16 item 1: -1 written as an unsigned 32-bit value (4294967295) used to be accepted, after which
+    every real report of the worker was refused as going backwards."""
+    c, stub = coord  # job 1: worker 0 reported iterations 0..4
+    for bad, needle in (
+        (4294967295, "iteration 4294967295 is above the maximum 2147483647"),
+        (4 + 1_000_001, "jumps 1000001 iterations ahead of worker 0's latest report (4)"),
+    ):
+        with pytest.raises(grpc.RpcError) as e:
+            stub.Report(pb.ReportBatch(reports=[report(1, bad, 0.5)]), metadata=MD, timeout=5)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and needle in e.value.details()
+    # A wrong iteration inside the bounds is accepted, and still cannot block the worker's real reports:
+    # they are accepted (late, below the wrong one) and the worker's progress follows them.
+    wrong = 4 + 1_000_000
+    assert stub.Report(pb.ReportBatch(reports=[report(1, wrong, 0.5)]), metadata=MD).accepted == 1
+    ack = stub.Report(pb.ReportBatch(reports=[report(1, i, 0.1 + 0.01 * i) for i in range(5, 10)]), metadata=MD)
+    assert (ack.accepted, ack.duplicates) == (5, 0)
+    (job1,) = [j for j in c.engine.jobs() if j.job_id == 1]
+    assert [(w.rank, w.last_iteration, w.reports) for w in job1.workers] == [(0, 9, 11)]
+    assert stub.Report(pb.ReportBatch(reports=[report(1, 7, 0.1 + 0.07)]), metadata=MD).duplicates == 1
+    # When the worker really gets to that iteration, its report replaces the wrong one.
+    ack = stub.Report(
+        pb.ReportBatch(reports=[report(1, i, 0.5) for i in range(10, 12)] + [report(1, wrong, 0.6)]), metadata=MD
+    )
+    assert ack.accepted == 3
+    assert [r[3] for r in _rows(c) if r[:3] == (1, 0, wrong)] == [0.6]
+
+
+def test_reports_beyond_final_iteration_are_refused(make_coordinator) -> None:  # type: ignore[no-untyped-def]
+    c = make_coordinator()
+    stub = stub_for(c.address)
+    register(stub, 1, final_iteration=100)
+    with pytest.raises(grpc.RpcError) as e:
+        stub.Report(pb.ReportBatch(reports=[report(1, 101, 0.5)]), metadata=MD, timeout=5)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "final_iteration is 100" in e.value.details()
+    assert c.engine.job_state(1) == "active"

@@ -1,4 +1,4 @@
-"""MAIF as plain functions: curve fitting, gain prediction, ranking with hysteresis, stragglers."""
+"""MAIF (mlfc/policy/maif.py) as plain functions: curve fits, gain prediction, ranking with hysteresis, stragglers."""
 
 from __future__ import annotations
 

@@ -1,0 +1,115 @@
+"""The MAIF decision as a pure function: a snapshot of the active jobs and the previous decision's memory
+in, the ranking (class, straggler window and reasons per job) out. No threads, SQLite or gRPC: the engine
+builds the snapshot under its lock and persists and sends what comes out (convert.intent_of makes the
+intent). The policy itself (fits, scores, ranking, straggler windows) is mlfc/policy/maif.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlfc.policy import maif
+from mlfc.proto import intent_pb2
+
+
+def fit_job(kind: str, t: Sequence[float], m: Sequence[float], ref: float | None, min_points: int) -> maif.Fit:
+    """A job's learning-curve fit: metrics turned into quality (higher is better), then fitted."""
+    ta, ma = np.asarray(t, dtype=float), np.asarray(m, dtype=float)
+    q = maif.to_quality(kind, ma, ref) if len(ma) else ma
+    return maif.fit_arrays(ta, q, min_points)
+
+
+class FitCache:
+    """Fits per job, redone only when the job's curve changed (its version)."""
+
+    def __init__(self) -> None:
+        self._fits: dict[int, tuple[int, maif.Fit]] = {}
+
+    def get(self, job_id: int, version: int) -> maif.Fit | None:
+        cached = self._fits.get(job_id)
+        return cached[1] if cached is not None and cached[0] == version else None
+
+    def put(self, job_id: int, version: int, fit: maif.Fit) -> None:
+        self._fits[job_id] = (version, fit)
+
+    def drop(self, job_id: int) -> None:
+        self._fits.pop(job_id, None)
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """What a decision needs of one active job."""
+
+    job_id: int
+    name: str
+    fit: maif.Fit
+    iter_s: float  # iteration time, nan if unknown
+    net_s: float  # network time per iteration, nan if unknown
+    workers: Mapping[int, int]  # rank -> latest iteration
+    flows: tuple[intent_pb2.Flow, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """What a decision remembers of a job for the next one: hysteresis and the sticky straggler window."""
+
+    previous: maif.Previous
+    window: maif.Window | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobDecision:
+    view: JobView
+    score: maif.Score
+    assignment: maif.Assignment
+    window: maif.Window | None  # boosted iterations of a straggler
+    reasons: tuple[str, ...]
+
+    @property
+    def priority(self) -> int:
+        return self.assignment.priority
+
+    @property
+    def memory(self) -> Memory:
+        a = self.assignment
+        return Memory(maif.Previous(a.rank, a.priority, a.plateau), self.window)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    jobs: Mapping[int, JobDecision]  # by job id, ascending
+    interleaving: bool = False  # Intent.interleaving, for traffic of jobs without their own class
+
+    def memory(self) -> dict[int, Memory]:
+        return {j: d.memory for j, d in self.jobs.items()}
+
+
+def decide(
+    views: Sequence[JobView],
+    memory: Mapping[int, Memory],
+    params: maif.MaifParams | None = None,
+    interleaving: bool = False,
+) -> Decision:
+    """Rank the jobs by MAIF (with the previous order as hysteresis) and give stragglers their window."""
+    params = params or maif.MaifParams()
+    scores = {v.job_id: maif.score_job(v.fit, v.iter_s, v.net_s, params) for v in views}
+    previous = {j: m.previous for j, m in memory.items() if j in scores}
+    ranks = maif.rank_jobs(scores, previous, params)
+    out: dict[int, JobDecision] = {}
+    for v in sorted(views, key=lambda v: v.job_id):
+        a = ranks[v.job_id]
+        prev = memory.get(v.job_id)
+        window = maif.straggler_window(v.workers, a.priority, prev.window if prev else None, params)
+        reasons = list(a.reasons)
+        if window is not None:
+            slow = min(v.workers, key=lambda w: v.workers[w])
+            lag = max(v.workers.values()) - v.workers[slow]
+            reasons.append(
+                f"straggler: worker {slow} lags {lag} iteration(s); iterations "
+                f"{window.first}..{window.last} boosted to class {window.priority}"
+            )
+        out[v.job_id] = JobDecision(v, scores[v.job_id], a, window, tuple(reasons))
+    return Decision(out, interleaving)

@@ -1,0 +1,66 @@
+"""Explanations: why a job has its class, as the API's JobExplanation (structured fields and a text)."""
+
+from __future__ import annotations
+
+import math
+
+from mlfc.policy import maif
+from mlfc.proto import coordinator_pb2 as pb
+
+from .convert import fit_pb, window_pb
+from .decision import JobDecision
+from .jobs import ACTIVE, JobRecord
+
+
+def ranked(d: JobDecision, ranked_jobs: int, params: maif.MaifParams, decision: int) -> pb.JobExplanation:
+    """An active job as the latest evaluation ranked it (``decision``: the latest decision's number)."""
+    v, s, a, fit = d.view, d.score, d.assignment, d.view.fit
+    e = pb.JobExplanation(
+        job_id=v.job_id,
+        name=v.name,
+        state=ACTIVE,
+        fit=fit_pb(fit),
+        predicted_gain=s.gain,
+        next_iterations=s.next_iters,
+        network_seconds=s.network_s,
+        score=a.score,
+        rank=a.rank,
+        priority=a.priority,
+        reasons=d.reasons,
+        decision=decision,
+    )
+    if d.window is not None:
+        e.windows.append(window_pb(d.window))
+    timing = "unknown iteration time" if math.isnan(v.iter_s) else f"{v.iter_s:.3g}s/iteration"
+    net = "network time unknown (whole iteration counted)" if math.isnan(v.net_s) else f"{v.net_s:.3g}s on the network"
+    lines = [
+        f"job {v.job_id} {v.name!r}: active, rank {a.rank} of {ranked_jobs} -> class {a.priority}",
+        f"  fit: {fit.describe()}; last iteration {fit.last_iteration}, quality {fit.last_quality:.4g}",
+        f"  predicted gain: {s.gain:+.4g} over the next {s.next_iters:.3g} iterations "
+        f"({params.horizon_s:g}s horizon, {timing}, {net})",
+        f"  score: {a.score:.4g} quality per network second (network {s.network_s:.3g}s per horizon)",
+    ]
+    lines += [f"  - {r}" for r in d.reasons]
+    e.text = "\n".join(lines)
+    return e
+
+
+def unranked(job: JobRecord, decision: int) -> pb.JobExplanation:
+    """A job the latest evaluation did not rank: retired (finished, silent), or registered since."""
+    text = f"job {job.job_id} {job.spec.name!r} ({job.kind}): {job.state}"
+    if job.state != ACTIVE:
+        return pb.JobExplanation(
+            job_id=job.job_id,
+            name=job.spec.name,
+            state=job.state,
+            reasons=[f"retired: {job.reason}"],
+            decision=decision,
+            text=text + f" ({job.reason}); not in the intent, its traffic falls back to the default class",
+        )
+    return pb.JobExplanation(
+        job_id=job.job_id,
+        name=job.spec.name,
+        state=job.state,
+        reasons=["not evaluated yet"],
+        text=text + "; not evaluated yet",
+    )
