@@ -23,14 +23,14 @@ from scapy.layers.inet import IP
 from scapy.layers.l2 import ARP, Ether
 
 from mlfc import contract as P
+from mlfc.controller.sync import SwitchConnection
 from mlfc.launch.switches import RefSwitch
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
 from mlfc.refswitch import pipeline as pl
-from mlfc.refswitch.client import P4RuntimeClient
-from mlfc.refswitch.p4info import committed_device_config, default_p4info
 from mlfc.refswitch.state import SwitchState
 from mlfc.refswitch.tables import Tables
+from mlfc.testing.refswitch import counter_cells, counter_snapshot, install, pipeline
 from mlfc.wire import MlfcShim, MsgType
 
 pytestmark = pytest.mark.root
@@ -38,30 +38,28 @@ pytestmark = pytest.mark.root
 
 @pytest.fixture(scope="module")
 def rig():
-    with wired(3, "rsd") as (ports, wire), RefSwitch(name="rsd", ports=ports, seed=7) as sw:
-        client = P4RuntimeClient(sw.grpc_addr, election_id=1)
-        client.arbitrate()
-        yield sw, client, wire
-        client.close()
+    with (
+        wired(3, "rsd") as (ports, wire),
+        RefSwitch(name="rsd", ports=ports, seed=7) as sw,
+        SwitchConnection(sw.grpc_addr, pipeline=pipeline(), election_id=1) as conn,
+    ):
+        yield sw, conn, wire
 
 
 @pytest.fixture
 def fresh(rig):
     """A freshly committed pipeline with host routes, queues back to defaults."""
-    sw, client, wire = rig
-    client.set_pipeline(default_p4info(), committed_device_config() or b"")
+    sw, conn, wire = rig
+    conn.load_pipeline(force=True)
     sw.cli("set_queue_rate 0", "set_queue_depth 64")
     wire.flush()
-    client.insert(P.ROUTES_V4, host_routes())
-    return sw, client, wire
+    conn.write_entries(host_routes())
+    return sw, conn, wire
 
 
 def _model(entries) -> tuple[Tables, SwitchState]:
     tables, state = Tables(), SwitchState()
-    for e in host_routes():
-        tables[P.ROUTES_V4].insert(e)
-    for table, e in entries:
-        tables[table].insert(e)
+    install(tables, host_routes() + entries)
     return tables, state
 
 
@@ -70,19 +68,17 @@ def test_nothing_is_forwarded_until_a_pipeline_is_pushed():
         pkt = bytes(shim_packet(0, 1, job=1))
         wire.send(0, pkt)
         assert wire.collect(quiet=0.3) == [], "like simple_switch_grpc --no-p4: drop until configured"
-        with P4RuntimeClient(sw.grpc_addr) as client:
-            client.arbitrate(5)
-            client.set_pipeline(default_p4info(), committed_device_config() or b"")
-            client.insert(P.ROUTES_V4, host_routes()[:2])
+        with SwitchConnection(sw.grpc_addr, pipeline=pipeline(), election_id=5) as conn:
+            conn.load_pipeline(force=True)
+            conn.write_entries(host_routes()[:2])
             wire.send(0, pkt)
             assert wire.collect(quiet=0.3) == [(1, forwarded(shim_packet(0, 1, job=1), 1))]
 
 
 def test_forwarded_bytes_match_the_pipeline_model(fresh):
-    _sw, client, wire = fresh
-    entries = [(P.FLOWS, flow(42, dst=HOST_IP[2], protocol=6)), (P.JOB_PRIORITY, job_priority(3, 5))]
-    for table, e in entries:
-        client.insert(table, [e])
+    _sw, conn, wire = fresh
+    entries = [flow(42, dst=HOST_IP[2], protocol=6), job_priority(3, 5)]
+    conn.write_entries(entries)
     tables, state = _model(entries)
     sends = [
         (0, shim_packet(0, 1, job=3, seq=1)),
@@ -103,12 +99,12 @@ def test_forwarded_bytes_match_the_pipeline_model(fresh):
             assert got == [], f"{pkt.summary()} should be dropped ({expected.drop_reason})"
         else:
             assert got == [(expected.egress_port, expected.out)], pkt.summary()
-    assert client.read_counters() == state.snapshot()
+    assert counter_snapshot(conn) == state.snapshot()
 
 
 def test_strict_priority_behind_one_port_rate(fresh):
-    sw, client, wire = fresh
-    client.insert(P.JOB_PRIORITY, [job_priority(1, 1), job_priority(2, 5)])
+    sw, conn, wire = fresh
+    conn.write_entries([job_priority(1, 1), job_priority(2, 5)])
     sw.cli("set_queue_rate 25 1")  # port 1 sends 25 packets/s, whatever the class
     lows = [shim_packet(0, 1, job=1, seq=i) for i in range(12)]
     highs = [shim_packet(0, 1, job=2, seq=100 + i) for i in range(5)]
@@ -126,9 +122,9 @@ def test_strict_priority_behind_one_port_rate(fresh):
 
 
 def test_ecn_marks_from_real_queue_depths(fresh):
-    sw, client, wire = fresh
+    sw, conn, wire = fresh
     profile = EcnProfile(kmin=2, kmax=5, pmax=0.5)
-    client.insert(P.ECN_PROFILE, ecn_entries(profile, port=1))
+    conn.write_entries(ecn_entries(profile, port=1))
     sw.cli("set_queue_rate 100 1")
     pkts = [shim_packet(0, 1, job=1, seq=i, ecn=2 if i % 2 == 0 else 0) for i in range(30)]
     for p in pkts:
@@ -145,14 +141,13 @@ def test_ecn_marks_from_real_queue_depths(fresh):
         elif i <= profile.kmin:
             assert not ce
     marks = sum(p[IP].tos & 3 == 3 for p in got)
-    assert client.read_counter(P.JOB_ECN_MARKS) == {1: (marks, 0)}
+    assert counter_cells(conn, P.JOB_ECN_MARKS) == {1: (marks, 0)}
 
 
 def test_selective_drop_under_real_congestion(fresh):
-    sw, client, wire = fresh
+    sw, conn, wire = fresh
     policy = DropPolicy(level_depths=(4, 8, 12), min_importance=(0, 2, 4, 8))
-    for table, e in drop_entries(policy):
-        client.insert(table, [e])
+    conn.write_entries(drop_entries(policy))
     sw.cli("set_queue_depth 4096 1 1", "set_queue_rate 20 1")
     for i in range(20):
         wire.send(0, bytes(shim_packet(0, 1, job=1, importance=15, seq=10_000 + i)))
@@ -162,4 +157,4 @@ def test_selective_drop_under_real_congestion(fresh):
     sw.cli("set_queue_rate 0 1")  # shared mode: a rate change applies to queued packets at once
     seqs = {Ether(f)[MlfcShim].chunk_seq for _, f in wire.collect(quiet=0.5)}
     assert {imp for imp in range(16) if imp not in seqs} == set(range(8)), sorted(seqs)
-    assert client.read_counter(P.JOB_DROPS)[1][0] == 8
+    assert conn.read_counter(P.JOB_DROPS, 1)[0] == 8
