@@ -60,6 +60,14 @@ class Wire:
                         got.append((fd_port[fd], frame))
         return got
 
+    def expect(self, count: int, quiet: float = 0.15, within: float = 10.0) -> list[tuple[int, bytes]]:
+        """What comes out when ``count`` frames are due: waits up to ``within`` s for them, then briefly for
+        any extra one. With ``count`` 0 (a drop) the only wait is ``quiet`` s of nothing arriving."""
+        if not count:
+            return self.collect(quiet=quiet)
+        got = self.collect(quiet=within, limit=within, expect=count)
+        return got + self.collect(quiet=0.02)
+
     def close(self) -> None:
         for s in self.socks.values():
             s.close()
