@@ -139,7 +139,8 @@ def format_status(reply: pb.StatusReply) -> str:
         state = "connected" if sw.connected else "DISCONNECTED"
         role = "primary" if sw.primary else ("backup" if sw.connected else "-")
         lines.append(
-            f"switch {sw.name}: {state}, {role}, pipeline {sw.pipeline or '-'}, generation {sw.applied_generation}"
+            f"switch {sw.name}: {state}, {role}, pipeline {sw.pipeline or '-'}, "
+            f"generation {sw.applied_generation if sw.applied else '-'}"
         )
         if sw.entries:
             short = sorted((t.rsplit(".", 1)[-1], n) for t, n in sw.entries.items())
