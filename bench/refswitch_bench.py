@@ -24,7 +24,7 @@ from mlfc.refswitch import pipeline as pl
 from mlfc.refswitch.state import SwitchState
 from mlfc.refswitch.tables import Tables
 from mlfc.testing.refswitch import install, pipeline
-from mlfc.testing.veth import veth_pairs
+from mlfc.testing.veth import unique_prefix, veth_pairs
 from mlfc.wire import SHIM_PORT_BASE, MlfcShim
 
 ETH_P_ALL = 0x0003
@@ -80,7 +80,7 @@ def _blast(iface: str, data: bytes, seconds: float, sent: mp.Value) -> None:
 
 def bench_veth(seconds: float, size: int, queue_mode: str) -> tuple[float, float]:
     """(offered packets/s, forwarded packets/s) through an mlfc-refswitch process on veths."""
-    with veth_pairs(2, prefix=f"rsb{os.getpid() % 10000}") as pairs:
+    with veth_pairs(2, prefix=unique_prefix("rsb")) as pairs:
         ports = {0: pairs[0].switch_side, 1: pairs[1].switch_side}
         with RefSwitch(name="bench", ports=ports, queue_mode=queue_mode, queue_depth=4096, log_level="warning") as sw:
             with SwitchConnection(sw.grpc_addr, pipeline=pipeline(), election_id=1) as conn:

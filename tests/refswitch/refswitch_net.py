@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import select
 import socket
 import time
 from collections.abc import Iterator
 
-from mlfc.testing.veth import VethPair, veth_pairs
+from mlfc.testing.veth import VethPair, unique_prefix, veth_pairs
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
-
-
-def unique_prefix(tag: str) -> str:
-    """Interface-name prefix unique to this test process (other suites may use veths at the same time)."""
-    return f"{tag}{os.getpid() % 10000}"
 
 
 class Wire:
