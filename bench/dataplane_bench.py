@@ -39,7 +39,7 @@ from mlfc.controller.sync import SwitchConnection
 from mlfc.launch.switches import Bmv2Switch, bmv2_binary, bmv2_missing
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
-from mlfc.testing.veth import veth_pairs
+from mlfc.testing.veth import unique_prefix, veth_pairs
 from mlfc.wire import SHIM_PORT_BASE, MlfcShim, MsgType
 
 DST_IP = "10.0.1.2"
@@ -124,7 +124,7 @@ def bench_build(binary: str, args: argparse.Namespace) -> tuple[float, float]:
     """Median packet rates (mlfc, l3fwd) of one simple_switch_grpc build."""
     rates: dict[str, list[float]] = {"mlfc": [], "l3fwd": []}
     with (
-        veth_pairs(2, prefix="mlfcb") as pairs,
+        veth_pairs(2, prefix=unique_prefix("mlfcb")) as pairs,
         Bmv2Switch(name="bench", ports={0: pairs[0].switch_side, 1: pairs[1].switch_side}, binary=binary) as sw,
     ):
         for trial in range(args.trials):

@@ -7,6 +7,7 @@ mlfc-refswitch process on a veth pair (needs root). Prints figures; asserts noth
 from __future__ import annotations
 
 import argparse
+import logging
 import multiprocessing as mp
 import os
 import socket
@@ -16,33 +17,28 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from mlfc import contract as P
+from mlfc.controller.entries import Lpm, TableEntry, Ternary, entry
+from mlfc.controller.sync import SwitchConnection
 from mlfc.launch.switches import RefSwitch
 from mlfc.refswitch import pipeline as pl
-from mlfc.refswitch.client import P4RuntimeClient
-from mlfc.refswitch.p4info import committed_device_config, default_p4info
 from mlfc.refswitch.state import SwitchState
-from mlfc.refswitch.tables import Lpm, Tables, Ternary, make_entry
-from mlfc.testing.veth import veth_pairs
+from mlfc.refswitch.tables import Tables
+from mlfc.testing.refswitch import install, pipeline
+from mlfc.testing.veth import unique_prefix, veth_pairs
 from mlfc.wire import SHIM_PORT_BASE, MlfcShim
 
 ETH_P_ALL = 0x0003
 
 
-def entries() -> list[tuple[str, object]]:
+def entries() -> list[TableEntry]:
     return [
-        (
+        entry(
             P.ROUTES_V4,
-            make_entry(
-                P.ROUTES_V4,
-                {"hdr.ipv4.dst_addr": Lpm(0x0A00000B, 32)},
-                P.SET_NEXT_HOP,
-                {"port": 1, "src_mac": 0xAABB00000001, "dst_mac": 0x11},
-            ),
+            {P.IPV4_DST: Lpm(0x0A00000B, 32)},
+            P.SET_NEXT_HOP,
+            {"port": 1, "src_mac": 0xAABB00000001, "dst_mac": 0x11},
         ),
-        (
-            P.JOB_PRIORITY,
-            make_entry(P.JOB_PRIORITY, {"meta.job_id": Ternary(3, 0xFFFF)}, P.SET_PRIORITY, {"priority": 5}, 1),
-        ),
+        entry(P.JOB_PRIORITY, {P.JOB_ID: Ternary(3, P.MAX_JOB_ID)}, P.SET_PRIORITY, {"priority": 5}, 1),
     ]
 
 
@@ -58,8 +54,7 @@ def frame(size: int) -> bytes:
 
 def bench_pipeline(seconds: float, size: int) -> float:
     tables, state = Tables(), SwitchState()
-    for table, e in entries():
-        tables[table].insert(e)
+    install(tables, entries())
     data, rng, n = frame(size), pl.default_rng(1), 0
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
@@ -85,14 +80,12 @@ def _blast(iface: str, data: bytes, seconds: float, sent: mp.Value) -> None:
 
 def bench_veth(seconds: float, size: int, queue_mode: str) -> tuple[float, float]:
     """(offered packets/s, forwarded packets/s) through an mlfc-refswitch process on veths."""
-    with veth_pairs(2, prefix=f"rsb{os.getpid() % 10000}") as pairs:
+    with veth_pairs(2, prefix=unique_prefix("rsb")) as pairs:
         ports = {0: pairs[0].switch_side, 1: pairs[1].switch_side}
         with RefSwitch(name="bench", ports=ports, queue_mode=queue_mode, queue_depth=4096, log_level="warning") as sw:
-            with P4RuntimeClient(sw.grpc_addr) as client:
-                client.arbitrate(1)
-                client.set_pipeline(default_p4info(), committed_device_config() or b"")
-                for table, e in entries():
-                    client.insert(table, [e])
+            with SwitchConnection(sw.grpc_addr, pipeline=pipeline(), election_id=1) as conn:
+                conn.load_pipeline(force=True)
+                conn.write_entries(entries())
             rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
             rx.bind((pairs[1].test_side, 0))
             rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
@@ -119,6 +112,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--size", type=int, default=200, help="frame size in bytes")
     args = ap.parse_args()
+    logging.getLogger("finsy").setLevel(logging.ERROR)  # "gNMI is not implemented" on every connection
     print(
         f"refswitch pipeline (in process, ingress+egress, {args.size} B): "
         f"{bench_pipeline(args.seconds, args.size):,.0f} packets/s"

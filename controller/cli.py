@@ -169,7 +169,8 @@ def format_status(reply: pb.StatusReply) -> str:
         else:
             link = ("connected, primary" if sw.primary else "connected, backup") if sw.connected else "DISCONNECTED"
         lines.append(
-            f"switch {sw.name}: {sync}, {link}, pipeline {sw.pipeline or '-'}, generation {sw.applied_generation}"
+            f"switch {sw.name}: {sync}, {link}, pipeline {sw.pipeline or '-'}, "
+            f"generation {sw.applied_generation if sw.applied else '-'}"
         )
         if sw.entries:
             short = sorted((t.rsplit(".", 1)[-1], n) for t, n in sw.entries.items())

@@ -83,11 +83,12 @@ class IntentClient:
                 want = st.generation if generation is None else generation
                 shown = [s for s in st.switches if switches is None or s.name in switches]
                 late = [s for s in shown if not (s.connected and s.primary and s.pipeline)]
-                late += [s for s in shown if s.applied_generation < want and s not in late]
+                late += [s for s in shown if (not s.applied or s.applied_generation < want) and s not in late]
                 if not late and (switches is None or switches <= {s.name for s in shown}):
                     return st
                 last = "; ".join(
-                    f"{s.name}: connected={s.connected} primary={s.primary} generation={s.applied_generation}/{want}"
+                    f"{s.name}: connected={s.connected} primary={s.primary} "
+                    f"generation={s.applied_generation if s.applied else '-'}/{want}"
                     + (f" ({s.last_error})" if s.last_error else "")
                     for s in late
                 )

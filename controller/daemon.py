@@ -147,6 +147,7 @@ class Daemon:
                     primary=st.primary,
                     pipeline=st.pipeline if st.connected else "",
                     applied_generation=max(0, st.applied_generation),
+                    applied=st.applied_generation >= 0,
                     entries=st.entries,
                     last_error=st.last_error,
                     state=state,

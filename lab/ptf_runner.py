@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mlfc.contract import REPO_ROOT as REPO
 from mlfc.launch.switches import Bmv2Switch, RefSwitch, bmv2_missing
-from mlfc.testing.veth import veth_pairs
+from mlfc.testing.veth import unique_prefix, veth_pairs
 
 PTF_DIR = REPO / "ptf-tests"
 NUM_PORTS = 3
@@ -73,7 +73,7 @@ def run_ptf(
     ptf_bin = _ptf_bin()
     if ptf_bin is None:
         raise FileNotFoundError("ptf")
-    with veth_pairs(NUM_PORTS, prefix="mlfcp") as pairs:
+    with veth_pairs(NUM_PORTS, prefix=unique_prefix("mlfcp")) as pairs:
         switch = _switch(dataplane, {i: p.switch_side for i, p in enumerate(pairs)}, log_dir, queue_mode)
         with switch:
             # queue_port: where queue commands go (Thrift, or the refswitch's admin port); target tells

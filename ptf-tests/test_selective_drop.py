@@ -18,15 +18,24 @@ class _Congested(MlfcTest):
     rate_pps = 10
 
     def congest(self, backlog: int) -> None:
-        """Queue ``backlog`` protected packets and wait until about three have left, so the recorded
-        level is that of a queue about ``backlog - 3`` deep."""
+        """Queue ``backlog`` protected packets and wait until three have left, so the recorded level is
+        that of the queue behind the third (``backlog - 3`` deep). Waiting for the packets, not for a
+        time: on a loaded machine the burst and the switch both run late."""
         self.sw.cli("set_queue_depth 4096 1 1", f"set_queue_rate {self.rate_pps} 1 1")
-        for i in range(backlog):
-            self.send(0, shim_packet(0, 1, job=1, importance=15, seq=10_000 + i))
-        time.sleep(2.5 / self.rate_pps)
+        self.burst([bytes(shim_packet(0, 1, job=1, importance=15, seq=10_000 + i)) for i in range(backlog)])
+        self.left = self.shims_received(1, 3, timeout=3 / self.rate_pps + 5)
+        self.assertEqual(len(self.left), 3, "three backlog packets leave port 1")
+
+    def burst(self, frames: list[bytes]) -> None:
+        """Send frames back to back. Callers serialise them beforehand: scapy is slow on a loaded
+        machine, and the congested window is short."""
+        for frame in frames:
+            self.send(0, frame)
 
     def collect(self, expect: int) -> list:
-        return self.shims_received(1, expect, timeout=expect / self.rate_pps + 5)
+        """Everything port 1 sent, those that left during ``congest`` included."""
+        rest = expect - len(self.left)
+        return self.left + self.shims_received(1, rest, timeout=rest / self.rate_pps + 5)
 
 
 class LowImportanceDroppedUnderCongestion(_Congested):
@@ -34,13 +43,13 @@ class LowImportanceDroppedUnderCongestion(_Congested):
         self.sw.set_drop_policy(POLICY)
         self.sw.add_flow(1, src=HOST_IP[0], dst=HOST_IP[1], protocol=6)
         backlog = 24
-        self.congest(backlog)
         probes = [shim_packet(0, 1, job=1, importance=imp, seq=imp) for imp in range(IMPORTANCE_LEVELS)]
         ack = shim_packet(0, 1, job=1, importance=0, msg_type=MsgType.ACK, seq=900, payload=b"\x00" * 4)
         cnp = shim_packet(0, 1, job=1, importance=0, msg_type=MsgType.CNP, seq=901)
         untagged = tcp_packet(0, 1, 5555, 6666)
-        for p in [*probes, ack, cnp, untagged]:
-            self.send(0, p)
+        frames = [bytes(p) for p in [*probes, ack, cnp, untagged]]
+        self.congest(backlog)
+        self.burst(frames)
         got = self.collect(backlog + len(probes) + 2)
         got_seqs = {p[MlfcShim].chunk_seq for p in got}
         level = congestion_level(POLICY, backlog - 4)
@@ -62,10 +71,9 @@ class IntermediateLevelDropsOnlyTheLeastImportant(_Congested):
     def runTest(self) -> None:
         self.sw.set_drop_policy(POLICY)
         backlog = 9  # about 6 deep once three have left: level 1 (4..7), minimum importance 2
+        probes = [bytes(shim_packet(0, 1, job=1, importance=imp, seq=imp)) for imp in range(4)]
         self.congest(backlog)
-        probes = [shim_packet(0, 1, job=1, importance=imp, seq=imp) for imp in range(4)]
-        for p in probes:
-            self.send(0, p)
+        self.burst(probes)
         got = {p[MlfcShim].chunk_seq for p in self.collect(backlog + 2)}
         level = congestion_level(POLICY, 6)
         self.assertEqual(level, 1)

@@ -2,7 +2,10 @@
 
 * ``pipeline.process(frame, port, tables, state)`` -> ``Decision``: the pure model (tests, oracle).
 * ``server.RefSwitchServer``: the switch in-process (dataplane + P4Runtime + admin endpoint).
-* ``switch.RefSwitch``: an ``mlfc-refswitch`` process, with the API of ``topologies.bmv2.Bmv2Switch``.
+* ``mlfc.launch.switches.RefSwitch``: an ``mlfc-refswitch`` process, with the API of ``Bmv2Switch``.
+
+It implements the dataplane contract (mlfc/contract.py); clients talk to it with the controller's
+``mlfc.controller.sync.SwitchConnection``, as to BMv2.
 
 See docs/refswitch.md.
 """

@@ -169,23 +169,6 @@ def compile_entry(spec: TableSpec, entry: Entry) -> Entry:
     )
 
 
-def make_entry(
-    table: str,
-    match: Mapping[str, Match],
-    action: str,
-    params: Mapping[str, int] | None = None,
-    priority: int = 0,
-    controller_metadata: int = 0,
-    metadata: bytes = b"",
-) -> Entry:
-    """A validated, compiled entry from names (tests and the P4Runtime codec both come here)."""
-    spec = TABLES[table]
-    key = make_match(spec, match)
-    check_priority(spec, priority)
-    values = make_params(spec, action, params or {})
-    return compile_entry(spec, Entry(key, priority, action, values, controller_metadata, metadata))
-
-
 class Table:
     """One table's entries and default action."""
 
@@ -306,18 +289,6 @@ class Tables:
 
     def __getitem__(self, name: str) -> Table:
         return self.by_name[name]
-
-    def insert(
-        self,
-        table: str,
-        match: Mapping[str, Match],
-        action: str,
-        params: Mapping[str, int] | None = None,
-        priority: int = 0,
-    ) -> Entry:
-        entry = make_entry(table, match, action, params, priority)
-        self.by_name[table].insert(entry)
-        return entry
 
     def clear(self) -> None:
         for t in self.by_name.values():

@@ -7,6 +7,7 @@ offloads are off (veth TX checksum offload leaves checksums unfilled in what the
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -38,6 +39,12 @@ def quiet_interface(iface: str, netns: str | None = None) -> None:
 class VethPair:
     switch_side: str
     test_side: str
+
+
+def unique_prefix(tag: str) -> str:
+    """Interface-name prefix unique to this process: suites on one machine (another checkout's tests,
+    a benchmark) create veths at the same time, and creating a pair first deletes any of that name."""
+    return f"{tag}{os.getpid() % 10000}"
 
 
 def create_pairs(count: int, prefix: str = "mlfc") -> list[VethPair]:

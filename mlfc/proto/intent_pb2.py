@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17mlfc/proto/intent.proto\x12\x0emlfc.intent.v1\"@\n\x0fIterationWindow\x12\r\n\x05\x66irst\x18\x01 \x01(\r\x12\x0c\n\x04last\x18\x02 \x01(\r\x12\x10\n\x08priority\x18\x03 \x01(\r\"V\n\x04\x46low\x12\x0b\n\x03src\x18\x01 \x01(\t\x12\x0b\n\x03\x64st\x18\x02 \x01(\t\x12\x10\n\x08protocol\x18\x03 \x01(\r\x12\x10\n\x08src_port\x18\x04 \x01(\r\x12\x10\n\x08\x64st_port\x18\x05 \x01(\r\"\x84\x01\n\tJobIntent\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x10\n\x08priority\x18\x02 \x01(\r\x12\x30\n\x07windows\x18\x03 \x03(\x0b\x32\x1f.mlfc.intent.v1.IterationWindow\x12#\n\x05\x66lows\x18\x04 \x03(\x0b\x32\x14.mlfc.intent.v1.Flow\"6\n\nEcnProfile\x12\x0c\n\x04kmin\x18\x01 \x01(\r\x12\x0c\n\x04kmax\x18\x02 \x01(\r\x12\x0c\n\x04pmax\x18\x03 \x01(\x01\"T\n\x07PortEcn\x12\x0e\n\x06switch\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\x12+\n\x07profile\x18\x03 \x01(\x0b\x32\x1a.mlfc.intent.v1.EcnProfile\":\n\nDropPolicy\x12\x14\n\x0clevel_depths\x18\x01 \x03(\r\x12\x16\n\x0emin_importance\x18\x02 \x03(\r\"\xae\x01\n\x06Intent\x12\'\n\x04jobs\x18\x01 \x03(\x0b\x32\x19.mlfc.intent.v1.JobIntent\x12/\n\x0b\x64rop_policy\x18\x02 \x01(\x0b\x32\x1a.mlfc.intent.v1.DropPolicy\x12$\n\x03\x65\x63n\x18\x03 \x03(\x0b\x32\x17.mlfc.intent.v1.PortEcn\x12\x14\n\x0cinterleaving\x18\x04 \x01(\x08\x12\x0e\n\x06source\x18\x05 \x01(\t\"W\n\x0bUnconverged\x12\x0e\n\x06switch\x18\x01 \x01(\t\x12(\n\x05state\x18\x02 \x01(\x0e\x32\x19.mlfc.intent.v1.SyncState\x12\x0e\n\x06reason\x18\x03 \x01(\t\"c\n\nApplyReply\x12\x12\n\ngeneration\x18\x01 \x01(\x04\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\r\x12\x30\n\x0bunconverged\x18\x03 \x03(\x0b\x32\x1b.mlfc.intent.v1.Unconverged\"\x0c\n\nGetRequest\"F\n\x08GetReply\x12&\n\x06intent\x18\x01 \x01(\x0b\x32\x16.mlfc.intent.v1.Intent\x12\x12\n\ngeneration\x18\x02 \x01(\x04\"\xad\x02\n\x0cSwitchStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tconnected\x18\x02 \x01(\x08\x12\x0f\n\x07primary\x18\x03 \x01(\x08\x12\x10\n\x08pipeline\x18\x04 \x01(\t\x12\x1a\n\x12\x61pplied_generation\x18\x05 \x01(\x04\x12:\n\x07\x65ntries\x18\x06 \x03(\x0b\x32).mlfc.intent.v1.SwitchStatus.EntriesEntry\x12\x12\n\nlast_error\x18\x07 \x01(\t\x12(\n\x05state\x18\x08 \x01(\x0e\x32\x19.mlfc.intent.v1.SyncState\x12\x13\n\x0bqueue_error\x18\t \x01(\t\x1a.\n\x0c\x45ntriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01\"_\n\x0bJobCounters\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x0f\n\x07packets\x18\x02 \x01(\x04\x12\r\n\x05\x62ytes\x18\x03 \x01(\x04\x12\x11\n\tecn_marks\x18\x04 \x01(\x04\x12\r\n\x05\x64rops\x18\x05 \x01(\x04\"\x0f\n\rStatusRequest\"|\n\x0bStatusReply\x12.\n\x08switches\x18\x01 \x03(\x0b\x32\x1c.mlfc.intent.v1.SwitchStatus\x12)\n\x04jobs\x18\x02 \x03(\x0b\x32\x1b.mlfc.intent.v1.JobCounters\x12\x12\n\ngeneration\x18\x03 \x01(\x04*k\n\tSyncState\x12\x10\n\x0cSYNC_UNKNOWN\x10\x00\x12\x0b\n\x07IN_SYNC\x10\x01\x12\x0b\n\x07PENDING\x10\x02\x12\x0f\n\x0bNOT_PRIMARY\x10\x03\x12\x10\n\x0c\x44ISCONNECTED\x10\x04\x12\x0f\n\x0bWRITE_ERROR\x10\x05\x32\xcf\x01\n\rIntentService\x12;\n\x05\x41pply\x12\x16.mlfc.intent.v1.Intent\x1a\x1a.mlfc.intent.v1.ApplyReply\x12;\n\x03Get\x12\x1a.mlfc.intent.v1.GetRequest\x1a\x18.mlfc.intent.v1.GetReply\x12\x44\n\x06Status\x12\x1d.mlfc.intent.v1.StatusRequest\x1a\x1b.mlfc.intent.v1.StatusReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17mlfc/proto/intent.proto\x12\x0emlfc.intent.v1\"@\n\x0fIterationWindow\x12\r\n\x05\x66irst\x18\x01 \x01(\r\x12\x0c\n\x04last\x18\x02 \x01(\r\x12\x10\n\x08priority\x18\x03 \x01(\r\"V\n\x04\x46low\x12\x0b\n\x03src\x18\x01 \x01(\t\x12\x0b\n\x03\x64st\x18\x02 \x01(\t\x12\x10\n\x08protocol\x18\x03 \x01(\r\x12\x10\n\x08src_port\x18\x04 \x01(\r\x12\x10\n\x08\x64st_port\x18\x05 \x01(\r\"\x84\x01\n\tJobIntent\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x10\n\x08priority\x18\x02 \x01(\r\x12\x30\n\x07windows\x18\x03 \x03(\x0b\x32\x1f.mlfc.intent.v1.IterationWindow\x12#\n\x05\x66lows\x18\x04 \x03(\x0b\x32\x14.mlfc.intent.v1.Flow\"6\n\nEcnProfile\x12\x0c\n\x04kmin\x18\x01 \x01(\r\x12\x0c\n\x04kmax\x18\x02 \x01(\r\x12\x0c\n\x04pmax\x18\x03 \x01(\x01\"T\n\x07PortEcn\x12\x0e\n\x06switch\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\x12+\n\x07profile\x18\x03 \x01(\x0b\x32\x1a.mlfc.intent.v1.EcnProfile\":\n\nDropPolicy\x12\x14\n\x0clevel_depths\x18\x01 \x03(\r\x12\x16\n\x0emin_importance\x18\x02 \x03(\r\"\xae\x01\n\x06Intent\x12\'\n\x04jobs\x18\x01 \x03(\x0b\x32\x19.mlfc.intent.v1.JobIntent\x12/\n\x0b\x64rop_policy\x18\x02 \x01(\x0b\x32\x1a.mlfc.intent.v1.DropPolicy\x12$\n\x03\x65\x63n\x18\x03 \x03(\x0b\x32\x17.mlfc.intent.v1.PortEcn\x12\x14\n\x0cinterleaving\x18\x04 \x01(\x08\x12\x0e\n\x06source\x18\x05 \x01(\t\"W\n\x0bUnconverged\x12\x0e\n\x06switch\x18\x01 \x01(\t\x12(\n\x05state\x18\x02 \x01(\x0e\x32\x19.mlfc.intent.v1.SyncState\x12\x0e\n\x06reason\x18\x03 \x01(\t\"c\n\nApplyReply\x12\x12\n\ngeneration\x18\x01 \x01(\x04\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\r\x12\x30\n\x0bunconverged\x18\x03 \x03(\x0b\x32\x1b.mlfc.intent.v1.Unconverged\"\x0c\n\nGetRequest\"F\n\x08GetReply\x12&\n\x06intent\x18\x01 \x01(\x0b\x32\x16.mlfc.intent.v1.Intent\x12\x12\n\ngeneration\x18\x02 \x01(\x04\"\xbe\x02\n\x0cSwitchStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tconnected\x18\x02 \x01(\x08\x12\x0f\n\x07primary\x18\x03 \x01(\x08\x12\x10\n\x08pipeline\x18\x04 \x01(\t\x12\x1a\n\x12\x61pplied_generation\x18\x05 \x01(\x04\x12:\n\x07\x65ntries\x18\x06 \x03(\x0b\x32).mlfc.intent.v1.SwitchStatus.EntriesEntry\x12\x12\n\nlast_error\x18\x07 \x01(\t\x12(\n\x05state\x18\x08 \x01(\x0e\x32\x19.mlfc.intent.v1.SyncState\x12\x13\n\x0bqueue_error\x18\t \x01(\t\x12\x0f\n\x07\x61pplied\x18\n \x01(\x08\x1a.\n\x0c\x45ntriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\r:\x02\x38\x01\"_\n\x0bJobCounters\x12\x0e\n\x06job_id\x18\x01 \x01(\r\x12\x0f\n\x07packets\x18\x02 \x01(\x04\x12\r\n\x05\x62ytes\x18\x03 \x01(\x04\x12\x11\n\tecn_marks\x18\x04 \x01(\x04\x12\r\n\x05\x64rops\x18\x05 \x01(\x04\"\x0f\n\rStatusRequest\"|\n\x0bStatusReply\x12.\n\x08switches\x18\x01 \x03(\x0b\x32\x1c.mlfc.intent.v1.SwitchStatus\x12)\n\x04jobs\x18\x02 \x03(\x0b\x32\x1b.mlfc.intent.v1.JobCounters\x12\x12\n\ngeneration\x18\x03 \x01(\x04*k\n\tSyncState\x12\x10\n\x0cSYNC_UNKNOWN\x10\x00\x12\x0b\n\x07IN_SYNC\x10\x01\x12\x0b\n\x07PENDING\x10\x02\x12\x0f\n\x0bNOT_PRIMARY\x10\x03\x12\x10\n\x0c\x44ISCONNECTED\x10\x04\x12\x0f\n\x0bWRITE_ERROR\x10\x05\x32\xcf\x01\n\rIntentService\x12;\n\x05\x41pply\x12\x16.mlfc.intent.v1.Intent\x1a\x1a.mlfc.intent.v1.ApplyReply\x12;\n\x03Get\x12\x1a.mlfc.intent.v1.GetRequest\x1a\x18.mlfc.intent.v1.GetReply\x12\x44\n\x06Status\x12\x1d.mlfc.intent.v1.StatusRequest\x1a\x1b.mlfc.intent.v1.StatusReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SWITCHSTATUS_ENTRIESENTRY']._loaded_options = None
   _globals['_SWITCHSTATUS_ENTRIESENTRY']._serialized_options = b'8\001'
-  _globals['_SYNCSTATE']._serialized_start=1531
-  _globals['_SYNCSTATE']._serialized_end=1638
+  _globals['_SYNCSTATE']._serialized_start=1548
+  _globals['_SYNCSTATE']._serialized_end=1655
   _globals['_ITERATIONWINDOW']._serialized_start=43
   _globals['_ITERATIONWINDOW']._serialized_end=107
   _globals['_FLOW']._serialized_start=109
@@ -58,15 +58,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETREPLY']._serialized_start=915
   _globals['_GETREPLY']._serialized_end=985
   _globals['_SWITCHSTATUS']._serialized_start=988
-  _globals['_SWITCHSTATUS']._serialized_end=1289
-  _globals['_SWITCHSTATUS_ENTRIESENTRY']._serialized_start=1243
-  _globals['_SWITCHSTATUS_ENTRIESENTRY']._serialized_end=1289
-  _globals['_JOBCOUNTERS']._serialized_start=1291
-  _globals['_JOBCOUNTERS']._serialized_end=1386
-  _globals['_STATUSREQUEST']._serialized_start=1388
-  _globals['_STATUSREQUEST']._serialized_end=1403
-  _globals['_STATUSREPLY']._serialized_start=1405
-  _globals['_STATUSREPLY']._serialized_end=1529
-  _globals['_INTENTSERVICE']._serialized_start=1641
-  _globals['_INTENTSERVICE']._serialized_end=1848
+  _globals['_SWITCHSTATUS']._serialized_end=1306
+  _globals['_SWITCHSTATUS_ENTRIESENTRY']._serialized_start=1260
+  _globals['_SWITCHSTATUS_ENTRIESENTRY']._serialized_end=1306
+  _globals['_JOBCOUNTERS']._serialized_start=1308
+  _globals['_JOBCOUNTERS']._serialized_end=1403
+  _globals['_STATUSREQUEST']._serialized_start=1405
+  _globals['_STATUSREQUEST']._serialized_end=1420
+  _globals['_STATUSREPLY']._serialized_start=1422
+  _globals['_STATUSREPLY']._serialized_end=1546
+  _globals['_INTENTSERVICE']._serialized_start=1658
+  _globals['_INTENTSERVICE']._serialized_end=1865
 # @@protoc_insertion_point(module_scope)

@@ -133,7 +133,7 @@ class GetReply(_message.Message):
     def __init__(self, intent: _Optional[_Union[Intent, _Mapping]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class SwitchStatus(_message.Message):
-    __slots__ = ("name", "connected", "primary", "pipeline", "applied_generation", "entries", "last_error", "state", "queue_error")
+    __slots__ = ("name", "connected", "primary", "pipeline", "applied_generation", "entries", "last_error", "state", "queue_error", "applied")
     class EntriesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +150,7 @@ class SwitchStatus(_message.Message):
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ERROR_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
     name: str
     connected: bool
     primary: bool
@@ -159,7 +160,8 @@ class SwitchStatus(_message.Message):
     last_error: str
     state: SyncState
     queue_error: str
-    def __init__(self, name: _Optional[str] = ..., connected: _Optional[bool] = ..., primary: _Optional[bool] = ..., pipeline: _Optional[str] = ..., applied_generation: _Optional[int] = ..., entries: _Optional[_Mapping[str, int]] = ..., last_error: _Optional[str] = ..., state: _Optional[_Union[SyncState, str]] = ..., queue_error: _Optional[str] = ...) -> None: ...
+    applied: bool
+    def __init__(self, name: _Optional[str] = ..., connected: _Optional[bool] = ..., primary: _Optional[bool] = ..., pipeline: _Optional[str] = ..., applied_generation: _Optional[int] = ..., entries: _Optional[_Mapping[str, int]] = ..., last_error: _Optional[str] = ..., state: _Optional[_Union[SyncState, str]] = ..., queue_error: _Optional[str] = ..., applied: _Optional[bool] = ...) -> None: ...
 
 class JobCounters(_message.Message):
     __slots__ = ("job_id", "packets", "bytes", "ecn_marks", "drops")

@@ -1,7 +1,10 @@
 """Packets and table entries shared by the reference-switch tests (addresses as in ptf-tests/mlfc_base.py).
 
-Policies come from mlfc.policy (compile_profile, level_ranges, DropPolicy); these helpers only place
-their output into the tables the way docs/dataplane.md says the controller does.
+Entries are built as the controller builds them (``mlfc.controller.entries.TableEntry``, field names
+from mlfc/contract.py): they go to a switch over P4Runtime as they are, and into in-process model
+tables through ``install`` (protobuf, then the reference switch's codec). Policies come from
+mlfc.policy (compile_profile, level_ranges, DropPolicy); these helpers only place their output into
+the tables the way docs/dataplane.md says the controller does.
 """
 
 from __future__ import annotations
@@ -9,9 +12,9 @@ from __future__ import annotations
 from scapy.layers.l2 import Ether
 
 from mlfc import contract as P
+from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary, entry
 from mlfc.policy.drop import NUM_LEVELS, DropPolicy, level_ranges
 from mlfc.policy.ecn import MAX_QDEPTH, EcnProfile, compile_profile
-from mlfc.refswitch.tables import Entry, Exact, Lpm, Range, Ternary, make_entry
 from mlfc.testing.packets import (  # noqa: F401 - re-exported for the test modules
     HOST_IP,
     HOST_MAC,
@@ -23,7 +26,7 @@ from mlfc.testing.packets import (  # noqa: F401 - re-exported for the test modu
 )
 from mlfc.testing.packets import forwarded as forwarded_packet
 
-PORT_MASK = 0x1FF
+PORT_MASK = (1 << P.PORT_BITS) - 1
 
 
 def mac(text: str) -> int:
@@ -35,6 +38,11 @@ def ip(text: str) -> int:
     return (a << 24) | (b << 16) | (c << 8) | d
 
 
+def exact_ternary(value: int, bits: int) -> Ternary:
+    """A ternary match on every bit of a ``bits``-wide field."""
+    return Ternary(value, (1 << bits) - 1)
+
+
 def forwarded(pkt: Ether, out_port: int, *, ce: bool = False) -> bytes:
     """The bytes the switch should emit for ``pkt`` routed to host ``out_port``."""
     return bytes(forwarded_packet(pkt, out_port, ce=ce))
@@ -43,17 +51,17 @@ def forwarded(pkt: Ether, out_port: int, *, ce: bool = False) -> bytes:
 # ---- entries ------------------------------------------------------------------------------------
 
 
-def route(prefix: str, port: int, dst_mac: str, src_mac: str = SWITCH_MAC) -> Entry:
+def route(prefix: str, port: int, dst_mac: str, src_mac: str = SWITCH_MAC) -> TableEntry:
     addr, _, plen = prefix.partition("/")
-    return make_entry(
+    return entry(
         P.ROUTES_V4,
-        {"hdr.ipv4.dst_addr": Lpm(ip(addr), int(plen or 32))},
+        {P.IPV4_DST: Lpm(ip(addr), int(plen or 32))},
         P.SET_NEXT_HOP,
         {"port": port, "src_mac": mac(src_mac), "dst_mac": mac(dst_mac)},
     )
 
 
-def host_routes() -> list[Entry]:
+def host_routes() -> list[TableEntry]:
     return [route(f"{HOST_IP[p]}/32", p, HOST_MAC[p]) for p in PORTS]
 
 
@@ -65,18 +73,18 @@ def flow(
     protocol: int | None = None,
     src_port: int | None = None,
     dst_port: int | None = None,
-) -> Entry:
-    match = {}
-    for name, value, width in (
-        ("hdr.ipv4.src_addr", src and ip(src), 32),
-        ("hdr.ipv4.dst_addr", dst and ip(dst), 32),
-        ("hdr.ipv4.protocol", protocol, 8),
-        ("meta.l4_src_port", src_port, 16),
-        ("meta.l4_dst_port", dst_port, 16),
+) -> TableEntry:
+    match: dict[str, Match] = {}
+    for name, value in (
+        (P.IPV4_SRC, src and ip(src)),
+        (P.IPV4_DST, dst and ip(dst)),
+        (P.IP_PROTOCOL, protocol),
+        (P.L4_SRC_PORT, src_port),
+        (P.L4_DST_PORT, dst_port),
     ):
         if value is not None:
-            match[name] = Ternary(value, (1 << width) - 1)
-    return make_entry(P.FLOWS, match, P.SET_JOB, {"job_id": job}, priority)
+            match[name] = exact_ternary(value, P.TABLES[P.FLOWS].field(name).bitwidth)
+    return entry(P.FLOWS, match, P.SET_JOB, {"job_id": job}, priority)
 
 
 def job_priority(
@@ -86,68 +94,56 @@ def job_priority(
     iterations: tuple[int, int] | None = None,
     progress: tuple[int, int] | None = None,
     priority: int = 1,
-) -> Entry:
-    match = {}
+) -> TableEntry:
+    match: dict[str, Match] = {}
     if job is not None:
-        match["meta.job_id"] = Ternary(job, 0xFFFF)
+        match[P.JOB_ID] = exact_ternary(job, P.JOB_ID_BITS)
     if iterations is not None:
-        match["meta.iteration"] = Range(*iterations)
+        match[P.ITERATION] = Range(*iterations)
     if progress is not None:
-        match["meta.progress"] = Range(*progress)
-    return make_entry(P.JOB_PRIORITY, match, P.SET_PRIORITY, {"priority": klass}, priority)
+        match[P.PROGRESS] = Range(*progress)
+    return entry(P.JOB_PRIORITY, match, P.SET_PRIORITY, {"priority": klass}, priority)
 
 
 def _depth_match(lo: int, hi: int) -> Range | None:
     return None if (lo, hi) == (0, MAX_QDEPTH) else Range(lo, hi)
 
 
-def ecn_entries(profile: EcnProfile, port: int | None = None, klass: int | None = None) -> list[Entry]:
+def ecn_entries(profile: EcnProfile, port: int | None = None, klass: int | None = None) -> list[TableEntry]:
     """``ecn_profile`` entries for ``mlfc.policy.ecn.compile_profile(profile)``."""
     out = []
     for i, r in enumerate(compile_profile(profile)):
-        match: dict = {}
+        match: dict[str, Match] = {}
         if port is not None:
-            match["std_meta.egress_port"] = Ternary(port, PORT_MASK)
+            match[P.EGRESS_PORT] = Ternary(port, PORT_MASK)
         if klass is not None:
-            match["meta.priority"] = Ternary(klass, 0x7)
+            match[P.QUEUE_PRIORITY] = exact_ternary(klass, P.PRIORITY_BITS)
         if (depth := _depth_match(r.lo, r.hi)) is not None:
-            match["std_meta.enq_qdepth"] = depth
+            match[P.ENQ_QDEPTH] = depth
         if r.always:
-            out.append(make_entry(P.ECN_PROFILE, match, P.MARK_ALWAYS, priority=i + 1))
+            out.append(entry(P.ECN_PROFILE, match, P.MARK_ALWAYS, priority=i + 1))
         else:
-            out.append(make_entry(P.ECN_PROFILE, match, P.MARK_WITH_PROBABILITY, {"threshold": r.threshold}, i + 1))
+            out.append(entry(P.ECN_PROFILE, match, P.MARK_WITH_PROBABILITY, {"threshold": r.threshold}, i + 1))
     return out
 
 
-def drop_entries(policy: DropPolicy, port: int | None = None) -> list[tuple[str, Entry]]:
+def drop_entries(policy: DropPolicy, port: int | None = None) -> list[TableEntry]:
     """``congestion_levels`` and ``drop_threshold`` entries for a DropPolicy (mlfc.policy.drop)."""
     out = []
-    port_match = {"std_meta.egress_port": Ternary(port, PORT_MASK)} if port is not None else {}
+    port_match = {P.EGRESS_PORT: Ternary(port, PORT_MASK)} if port is not None else {}
     for lo, hi, level in level_ranges(policy):
         out.append(
-            (
-                P.CONGESTION_LEVELS,
-                make_entry(
-                    P.CONGESTION_LEVELS,
-                    {**port_match, "std_meta.deq_qdepth": Range(lo, hi)},
-                    P.SET_LEVEL,
-                    {"l": level},
-                    1,
-                ),
-            )
+            entry(P.CONGESTION_LEVELS, {**port_match, P.DEQ_QDEPTH: Range(lo, hi)}, P.SET_LEVEL, {"l": level}, 1)
         )
-    spec_match = {"std_meta.egress_spec": Ternary(port, PORT_MASK)} if port is not None else {}
+    spec_match = {P.EGRESS_SPEC: Ternary(port, PORT_MASK)} if port is not None else {}
     for level in range(NUM_LEVELS):
         out.append(
-            (
+            entry(
                 P.DROP_THRESHOLD,
-                make_entry(
-                    P.DROP_THRESHOLD,
-                    {**spec_match, "meta.level": Exact(level)},
-                    P.SET_MIN_IMPORTANCE,
-                    {"importance": policy.min_importance[level]},
-                    1,
-                ),
+                {**spec_match, P.LEVEL: Exact(level)},
+                P.SET_MIN_IMPORTANCE,
+                {"importance": policy.min_importance[level]},
+                1,
             )
         )
     return out

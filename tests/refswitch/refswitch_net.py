@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import select
 import socket
 import time
 from collections.abc import Iterator
 
-from mlfc.testing.veth import VethPair, veth_pairs
+from mlfc.testing.veth import VethPair, unique_prefix, veth_pairs
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
-
-
-def unique_prefix(tag: str) -> str:
-    """Interface-name prefix unique to this test process (other suites may use veths at the same time)."""
-    return f"{tag}{os.getpid() % 10000}"
 
 
 class Wire:
@@ -59,6 +53,14 @@ class Wire:
                     if addr[2] != PACKET_OUTGOING:
                         got.append((fd_port[fd], frame))
         return got
+
+    def expect(self, count: int, quiet: float = 0.15, within: float = 10.0) -> list[tuple[int, bytes]]:
+        """What comes out when ``count`` frames are due: waits up to ``within`` s for them, then briefly for
+        any extra one. With ``count`` 0 (a drop) the only wait is ``quiet`` s of nothing arriving."""
+        if not count:
+            return self.collect(quiet=quiet)
+        got = self.collect(quiet=within, limit=within, expect=count)
+        return got + self.collect(quiet=0.02)
 
     def close(self) -> None:
         for s in self.socks.values():

@@ -1,6 +1,7 @@
 """Differential tests: BMv2 running the compiled mlfc.p4 against the reference model, packet by packet.
 
-The same entries go to both (encoded through the committed P4Info), the same frames go into BMv2 on
+The same entries (the controller's ``TableEntry`` values) go to both: to BMv2 through SwitchConnection,
+into the model through the committed P4Info and the reference switch's codec. The same frames go into BMv2 on
 veths one at a time (so every queue is empty, as ``pipeline.process`` assumes), and for each frame the
 egress port and the exact bytes out (which carry TTL, MACs, checksum and the ECN mark) must agree, as
 must every counter afterwards. The priority class is made visible on the wire with ECN probe entries
@@ -12,17 +13,17 @@ are plain expectations.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from refswitch_helpers import (
     HOST_IP,
     HOST_MAC,
+    PORT_MASK,
     drop_entries,
     flow,
     host_routes,
+    ip,
     job_priority,
     route,
     shim_packet,
@@ -34,15 +35,16 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Ether
 
 from mlfc import contract as P
+from mlfc.controller.entries import Exact, Range, TableEntry, Ternary, entry
+from mlfc.controller.sync import SwitchConnection
 from mlfc.launch.switches import Bmv2Switch, RefSwitch
 from mlfc.policy.drop import DropPolicy
 from mlfc.refswitch import pipeline as pl
-from mlfc.refswitch.client import P4RuntimeClient
-from mlfc.refswitch.p4info import COMMITTED_DEVICE_CONFIG, committed_device_config, committed_p4info
+from mlfc.refswitch.p4info import COMMITTED_DEVICE_CONFIG
 from mlfc.refswitch.packet import ones_complement_sum
 from mlfc.refswitch.state import SwitchState
-from mlfc.refswitch.tables import Entry, Exact, Range, Ternary, make_entry
 from mlfc.refswitch.tables import Tables as ModelTables
+from mlfc.testing.refswitch import counter_snapshot, install, pipeline
 from mlfc.wire import SHIM_PORT_BASE, MlfcShim, MsgType
 
 pytestmark = [
@@ -51,38 +53,33 @@ pytestmark = [
     pytest.mark.skipif(not COMMITTED_DEVICE_CONFIG.is_file(), reason="p4src/build/mlfc.json missing: run `make p4`"),
 ]
 
-QUIET = 0.12  # BMv2 forwards in well under this on an idle switch
+QUIET = 0.12  # nothing out for this long after a frame the model drops: dropped (BMv2 forwards far faster)
 
 
 class Rig:
     """BMv2 on three veths, loaded with mlfc.p4, plus the model with the same entries."""
 
-    def __init__(self, bmv2: Bmv2Switch, client: P4RuntimeClient, wire) -> None:
-        self.bmv2, self.client, self.wire = bmv2, client, wire
+    def __init__(self, bmv2: Bmv2Switch, conn: SwitchConnection, wire) -> None:
+        self.bmv2, self.conn, self.wire = bmv2, conn, wire
         self.tables, self.state = ModelTables(), SwitchState()
 
-    def reset(self, entries: list[tuple[str, Entry]]) -> list[tuple[str, Entry]]:
+    def reset(self, entries: list[TableEntry]) -> list[TableEntry]:
         """Fresh pipeline on BMv2 (zero counters and registers) and in the model, same entries."""
-        self.client.set_pipeline(committed_p4info(), committed_device_config())
+        self.conn.load_pipeline(force=True)
         self.tables, self.state = ModelTables(), SwitchState()
         self.wire.flush()
-        installed, seen = [], set()
-        for table, e in [(P.ROUTES_V4, r) for r in host_routes()] + entries:
-            if (table, e.key) in seen:
-                continue
-            seen.add((table, e.key))
-            self.client.insert(table, [e])
-            self.tables[table].insert(e)
-            installed.append((table, e))
+        first: dict[tuple, TableEntry] = {}
+        for e in host_routes() + entries:
+            first.setdefault(e.key, e)  # a later entry with the same key would be refused: skip it
+        installed = list(first.values())
+        self.conn.write_entries(installed)
+        install(self.tables, installed)
         return installed
 
     def exchange(self, port: int, frame: bytes) -> tuple[pl.Decision, list[tuple[int, bytes]]]:
         expected = pl.process(frame, port, self.tables, self.state)
         self.wire.send(port, frame)
-        got = self.wire.collect(quiet=QUIET, expect=1)
-        if got:
-            got += self.wire.collect(quiet=0.02)
-        return expected, got
+        return expected, self.wire.expect(0 if expected.dropped else 1, quiet=QUIET)
 
     def check(self, port: int, frame: bytes) -> None:
         expected, got = self.exchange(port, frame)
@@ -94,7 +91,7 @@ class Rig:
 
     def check_counters(self) -> None:
         """Compared on the unit the P4Info declares: BMv2 also reports bytes for packets-only counters."""
-        got = self.client.read_counters()
+        got = counter_snapshot(self.conn)
         for name, spec in P.COUNTERS.items():
             if spec.unit == "PACKETS":
                 got[name] = {i: (pk, 0) for i, (pk, _) in got[name].items()}
@@ -105,35 +102,27 @@ class Rig:
 def rig():
     with wired(3, "rdf") as (ports, wire):
         bmv2 = Bmv2Switch(name="rdf", ports=ports)
-        with bmv2:
-            client = P4RuntimeClient(bmv2.grpc_addr, election_id=1)
-            client.arbitrate()
-            yield Rig(bmv2, client, wire)
-            client.close()
+        with bmv2, SwitchConnection(bmv2.grpc_addr, pipeline=pipeline(), election_id=1) as conn:
+            yield Rig(bmv2, conn, wire)
 
 
-def probe_entries(bit: int) -> list[tuple[str, Entry]]:
+def probe_entries(bit: int) -> list[TableEntry]:
     """ECN probe: every ECT packet in a class with ``bit`` set is marked, so its class shows on the wire."""
-    return [
-        (
-            P.ECN_PROFILE,
-            make_entry(P.ECN_PROFILE, {"meta.priority": Ternary(1 << bit, 1 << bit)}, P.MARK_ALWAYS, priority=1),
-        )
-    ]
+    return [entry(P.ECN_PROFILE, {P.QUEUE_PRIORITY: Ternary(1 << bit, 1 << bit)}, P.MARK_ALWAYS, priority=1)]
 
 
 # ---- the PTF scenarios, packet by packet -----------------------------------------------------------
 
 SCENARIO_ENTRIES = [
-    (P.ROUTES_V4, route("10.1.0.0/16", 1, HOST_MAC[1])),
-    (P.ROUTES_V4, route("10.1.2.0/24", 2, HOST_MAC[2])),
-    (P.FLOWS, flow(42, 2, src=HOST_IP[0], dst=HOST_IP[1], protocol=6, dst_port=5001)),
-    (P.FLOWS, flow(7, 1, dst=HOST_IP[2])),
-    (P.JOB_PRIORITY, job_priority(1, 1)),
-    (P.JOB_PRIORITY, job_priority(2, 5)),
-    (P.JOB_PRIORITY, job_priority(1, 6, iterations=(10, 20), priority=2)),
-    (P.JOB_PRIORITY, job_priority(3, 7)),
-    (P.JOB_PRIORITY, job_priority(42, 4)),
+    route("10.1.0.0/16", 1, HOST_MAC[1]),
+    route("10.1.2.0/24", 2, HOST_MAC[2]),
+    flow(42, 2, src=HOST_IP[0], dst=HOST_IP[1], protocol=6, dst_port=5001),
+    flow(7, 1, dst=HOST_IP[2]),
+    job_priority(1, 1),
+    job_priority(2, 5),
+    job_priority(1, 6, iterations=(10, 20), priority=2),
+    job_priority(3, 7),
+    job_priority(42, 4),
 ]
 
 SCENARIO_PACKETS = [
@@ -173,20 +162,17 @@ def test_ptf_scenarios_agree(rig, probe_bit):
 def test_selective_drop_and_ecn_agree(rig):
     """Deterministic on an idle switch: egress records the level of the range holding depth 0."""
     policy = DropPolicy(level_depths=(4, 8, 12), min_importance=(0, 2, 4, 8))
-    level_at_zero = make_entry(
+    level_at_zero = entry(
         P.CONGESTION_LEVELS,
-        {"std_meta.egress_port": Ternary(1, 0x1FF), "std_meta.deq_qdepth": Range(0, 3)},
+        {P.EGRESS_PORT: Ternary(1, PORT_MASK), P.DEQ_QDEPTH: Range(0, 3)},
         P.SET_LEVEL,
         {"l": 2},
         5,
     )
-    always = make_entry(
-        P.ECN_PROFILE,
-        {"std_meta.egress_port": Ternary(2, 0x1FF), "std_meta.enq_qdepth": Range(0, 9)},
-        P.MARK_ALWAYS,
-        priority=3,
+    always = entry(
+        P.ECN_PROFILE, {P.EGRESS_PORT: Ternary(2, PORT_MASK), P.ENQ_QDEPTH: Range(0, 9)}, P.MARK_ALWAYS, priority=3
     )
-    rig.reset([*drop_entries(policy), (P.CONGESTION_LEVELS, level_at_zero), (P.ECN_PROFILE, always)])
+    rig.reset([*drop_entries(policy), level_at_zero, always])
     for imp in range(16):
         rig.check(0, bytes(shim_packet(0, 1, job=1, importance=imp, seq=imp)))
         rig.check(0, bytes(shim_packet(0, 2, job=4, importance=imp, seq=imp)))
@@ -236,9 +222,7 @@ def test_ihl_below_five_is_dropped(rig):
 
 @pytest.mark.parametrize("length", [0, 1, 8, 15])
 def test_truncated_shims_are_counted_and_never_classified(rig, length):
-    rig.reset(
-        [(P.FLOWS, flow(9, dst=HOST_IP[1], protocol=17)), (P.JOB_PRIORITY, job_priority(9, 6)), *probe_entries(2)]
-    )
+    rig.reset([flow(9, dst=HOST_IP[1], protocol=17), job_priority(9, 6), *probe_entries(2)])
     pkt = truncated_shim(2, 1, length)
     pkt[IP].tos = 2  # ECT, so the class probe shows class 6 (job 9) vs the default class 1
     rig.check(2, bytes(Ether(bytes(pkt))))
@@ -257,9 +241,9 @@ def test_padded_short_frames_are_truncated_by_the_udp_length(rig, first, length)
     """Padded to 60 bytes as real Ethernet does: the UDP length, not the frame, says truncated."""
     rig.reset(
         [
-            (P.FLOWS, flow(9, dst=HOST_IP[1], protocol=17)),
-            (P.JOB_PRIORITY, job_priority(9, 6)),
-            (P.JOB_PRIORITY, job_priority(0x1010, 6)),
+            flow(9, dst=HOST_IP[1], protocol=17),
+            job_priority(9, 6),
+            job_priority(0x1010, 6),
             *probe_entries(2),
         ]
     )
@@ -282,9 +266,7 @@ def test_padded_short_frames_are_truncated_by_the_udp_length(rig, first, length)
     ],
 )
 def test_udp_length_and_frame_length_disagree(rig, first, length, udp_len):
-    rig.reset(
-        [(P.FLOWS, flow(9, dst=HOST_IP[1], protocol=17)), (P.JOB_PRIORITY, job_priority(0x1010, 6)), *probe_entries(2)]
-    )
+    rig.reset([flow(9, dst=HOST_IP[1], protocol=17), job_priority(0x1010, 6), *probe_entries(2)])
     frame = bytearray(bytes(truncated_shim(0, 1, length, first=first)))
     frame[15] = 2  # ECT (the IPv4 checksum is recomputed below)
     frame[38:40] = udp_len.to_bytes(2, "big")
@@ -316,86 +298,59 @@ def _range(draw, hi_max: int) -> Range | None:
 
 
 @st.composite
-def entry_sets(draw) -> list[tuple[str, Entry]]:
-    out: list[tuple[str, Entry]] = []
+def entry_sets(draw) -> list[TableEntry]:
+    out: list[TableEntry] = []
     prios = iter(range(1000, 1, -7))  # unique priorities: ties are target-defined
     for _ in range(draw(st.integers(0, 3))):
         m = {
             k: t
             for k, t in {
-                "hdr.ipv4.src_addr": _ternary(
-                    draw, 32, [int.from_bytes(bytes(map(int, a.split("."))), "big") for a in ADDRS]
-                ),
-                "hdr.ipv4.protocol": _ternary(draw, 8, [6, 17]),
-                "meta.l4_dst_port": _ternary(draw, 16, [80, SHIM_PORT_BASE + 1, 5001]),
+                P.IPV4_SRC: _ternary(draw, 32, [ip(a) for a in ADDRS]),
+                P.IP_PROTOCOL: _ternary(draw, 8, [6, 17]),
+                P.L4_DST_PORT: _ternary(draw, 16, [80, SHIM_PORT_BASE + 1, 5001]),
             }.items()
             if t is not None
         }
-        out.append(
-            (P.FLOWS, make_entry(P.FLOWS, m, P.SET_JOB, {"job_id": draw(st.sampled_from([1, 2, 5000]))}, next(prios)))
-        )
+        out.append(entry(P.FLOWS, m, P.SET_JOB, {"job_id": draw(st.sampled_from([1, 2, 5000]))}, next(prios)))
     for _ in range(draw(st.integers(0, 4))):
         m = {
             k: v
             for k, v in {
-                "meta.job_id": _ternary(draw, 16, [0, 1, 2, 5000]),
-                "meta.iteration": _range(draw, 2**32 - 1),
-                "meta.progress": _range(draw, 15),
+                P.JOB_ID: _ternary(draw, P.JOB_ID_BITS, [0, 1, 2, 5000]),
+                P.ITERATION: _range(draw, P.MAX_ITERATION),
+                P.PROGRESS: _range(draw, (1 << P.PROGRESS_BITS) - 1),
             }.items()
             if v is not None
         }
-        out.append(
-            (
-                P.JOB_PRIORITY,
-                make_entry(
-                    P.JOB_PRIORITY,
-                    m,
-                    P.SET_PRIORITY,
-                    {"priority": draw(st.sampled_from([0, 1, 5, 6, 7, 7]))},
-                    next(prios),
-                ),
-            )
-        )
+        klass = draw(st.sampled_from([0, 1, 5, 6, 7, 7]))
+        out.append(entry(P.JOB_PRIORITY, m, P.SET_PRIORITY, {"priority": klass}, next(prios)))
     for level in range(4):
         if draw(st.booleans()):
-            m = {"meta.level": Exact(level)}
+            m = {P.LEVEL: Exact(level)}
             if draw(st.booleans()):
-                m["std_meta.egress_spec"] = Ternary(draw(st.integers(0, 2)), 0x1FF)
-            out.append(
-                (
-                    P.DROP_THRESHOLD,
-                    make_entry(
-                        P.DROP_THRESHOLD, m, P.SET_MIN_IMPORTANCE, {"importance": draw(st.integers(0, 15))}, next(prios)
-                    ),
-                )
-            )
+                m[P.EGRESS_SPEC] = Ternary(draw(st.integers(0, 2)), PORT_MASK)
+            importance = draw(st.integers(0, 15))
+            out.append(entry(P.DROP_THRESHOLD, m, P.SET_MIN_IMPORTANCE, {"importance": importance}, next(prios)))
     for _ in range(draw(st.integers(0, 2))):
-        m = {"std_meta.deq_qdepth": Range(0, draw(st.integers(0, 30)))}
+        m = {P.DEQ_QDEPTH: Range(0, draw(st.integers(0, 30)))}
         if draw(st.booleans()):
-            m["std_meta.egress_port"] = Ternary(draw(st.integers(0, 2)), 0x1FF)
-        out.append(
-            (
-                P.CONGESTION_LEVELS,
-                make_entry(P.CONGESTION_LEVELS, m, P.SET_LEVEL, {"l": draw(st.integers(0, 3))}, next(prios)),
-            )
-        )
+            m[P.EGRESS_PORT] = Ternary(draw(st.integers(0, 2)), PORT_MASK)
+        out.append(entry(P.CONGESTION_LEVELS, m, P.SET_LEVEL, {"l": draw(st.integers(0, 3))}, next(prios)))
     for _ in range(draw(st.integers(0, 3))):
         m = {
             k: v
             for k, v in {
-                "std_meta.egress_port": _ternary(draw, 9, [0, 1, 2]),
-                "meta.priority": _ternary(draw, 3, list(range(8))),
-                "std_meta.enq_qdepth": _range(draw, (1 << 19) - 1),
+                P.EGRESS_PORT: _ternary(draw, P.PORT_BITS, [0, 1, 2]),
+                P.QUEUE_PRIORITY: _ternary(draw, P.PRIORITY_BITS, list(range(8))),
+                P.ENQ_QDEPTH: _range(draw, P.MAX_QDEPTH),
             }.items()
             if v is not None
         }
         action = draw(st.sampled_from([P.MARK_ALWAYS, P.NO_MARK, P.MARK_WITH_PROBABILITY]))
         params = {"threshold": 0} if action == P.MARK_WITH_PROBABILITY else {}  # 0: deterministic (never)
-        out.append((P.ECN_PROFILE, make_entry(P.ECN_PROFILE, m, action, params, next(prios))))
+        out.append(entry(P.ECN_PROFILE, m, action, params, next(prios)))
     if draw(st.booleans()):
-        out.append(
-            (P.ROUTES_V4, route("10.1.0.0/16", draw(st.sampled_from([0, 1, 2, P.V1MODEL_DROP_PORT])), HOST_MAC[1]))
-        )
+        out.append(route("10.1.0.0/16", draw(st.sampled_from([0, 1, 2, P.V1MODEL_DROP_PORT])), HOST_MAC[1]))
     return out + probe_entries(draw(st.sampled_from([0, 1, 2])))
 
 
@@ -457,38 +412,31 @@ def test_generated_sequences_agree(rig, entries, sequence):
 # ---- queueing, like with like: BMv2 vs the reference switch in per-queue (BMv2) mode -----------------------
 
 
-def _order(wire, n: int) -> list[int]:
-    return [Ether(f)[MlfcShim].job_id for _, f in wire.collect(quiet=0.6, expect=n, limit=20)]
-
-
-def _run_two_classes(cli, client, wire, rate_cmds: list[str]) -> list[int]:
-    client.set_pipeline(committed_p4info(), committed_device_config())
-    client.insert(P.ROUTES_V4, host_routes())
-    client.insert(P.JOB_PRIORITY, [job_priority(1, 1), job_priority(2, 5)])
+def _run_two_classes(cli, conn: SwitchConnection, wire, rate_cmds: list[str]) -> list[int]:
+    conn.load_pipeline(force=True)
+    conn.write_entries([*host_routes(), job_priority(1, 1), job_priority(2, 5)])
     cli(*rate_cmds)
     wire.flush()
-    for i in range(10):
-        wire.send(0, bytes(shim_packet(0, 1, job=1, seq=i)))
-    for i in range(10):
-        wire.send(0, bytes(shim_packet(0, 1, job=2, seq=i)))
-    time.sleep(0.01)
-    return _order(wire, 20)
+    # Built before sending, so the 20 frames arrive as one burst however slow this machine is.
+    burst = [bytes(shim_packet(0, 1, job=job, seq=i)) for job in (1, 2) for i in range(10)]
+    for frame in burst:
+        wire.send(0, frame)
+    return [Ether(f)[MlfcShim].job_id for _, f in wire.expect(len(burst), within=20)]
 
 
 def test_equal_rates_interleave_on_bmv2_and_in_per_queue_mode_but_starve_when_shared(rig):
     rates = ["set_queue_rate 20 1 1", "set_queue_rate 20 1 5"]
-    bmv2 = _run_two_classes(rig.bmv2.cli, rig.client, rig.wire, rates)
+    bmv2 = _run_two_classes(rig.bmv2.cli, rig.conn, rig.wire, rates)
     rig.bmv2.cli("set_queue_rate 0 1 1", "set_queue_rate 0 1 5")
     results = {}
     for mode in ("per-queue", "shared"):
         with (
             wired(3, "rdq") as (ports, wire),
             RefSwitch(name="rdq", ports=ports, queue_mode=mode) as sw,
-            P4RuntimeClient(sw.grpc_addr) as client,
+            SwitchConnection(sw.grpc_addr, pipeline=pipeline(), election_id=1) as conn,
         ):
-            client.arbitrate(1)
             cmds = rates if mode == "per-queue" else ["set_queue_rate 20 1"]
-            results[mode] = _run_two_classes(sw.cli, client, wire, cmds)
+            results[mode] = _run_two_classes(sw.cli, conn, wire, cmds)
     for name, order in (("bmv2", bmv2), ("per-queue", results["per-queue"])):
         assert len(order) == 20, (name, order)
         first_half = order[:10]

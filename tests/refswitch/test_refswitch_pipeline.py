@@ -33,14 +33,14 @@ from mlfc.refswitch import packet as pk
 from mlfc.refswitch import pipeline as pl
 from mlfc.refswitch.state import SwitchState
 from mlfc.refswitch.tables import Tables
+from mlfc.testing.refswitch import install as install_entries
 from mlfc.wire import IMPORTANCE_LEVELS, MsgType
 
 
 @pytest.fixture
 def sw() -> tuple[Tables, SwitchState]:
     tables, state = Tables(), SwitchState()
-    for e in host_routes():
-        tables[P.ROUTES_V4].insert(e)
+    install_entries(tables, host_routes())
     return tables, state
 
 
@@ -50,16 +50,7 @@ def run(sw, pkt, port: int = 0, **kw) -> pl.Decision:
 
 
 def install(sw, entries) -> None:
-    for item in entries:
-        table, e = item if isinstance(item, tuple) else (None, item)
-        sw[0][table or _table_of(e)].insert(e)
-
-
-def _table_of(e) -> str:
-    for spec in P.TABLES.values():
-        if e.action in spec.actions:
-            return spec.name
-    raise AssertionError(e)
+    install_entries(sw[0], entries)
 
 
 # ---- forwarding ------------------------------------------------------------------------------------
@@ -330,11 +321,8 @@ def test_ecn_marked_fraction_between_kmin_and_kmax():
     """Between Kmin and Kmax each depth's marks lie within 4.5 binomial standard deviations of
     compile_profile's probability (itself within 1/65536 of mark_probability)."""
     tables, state = Tables(), SwitchState()
-    for e in host_routes():
-        tables[P.ROUTES_V4].insert(e)
     profile = EcnProfile(kmin=4, kmax=32, pmax=0.2)
-    for e in ecn_entries(profile):
-        tables[P.ECN_PROFILE].insert(e)
+    install_entries(tables, host_routes() + ecn_entries(profile))
     ranges = compile_profile(profile)
     rng = pl.default_rng(12345)
     frame = bytes(shim_packet(0, 1, job=3, ecn=2))

@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from finsy.proto import p4r
 
 from mlfc.controller.queues import QueueConfigError, RefSwitchAdminQueues
+from mlfc.controller.sync import SwitchConnection
 from mlfc.launch.switches import RefSwitch
 from mlfc.refswitch.admin import execute
-from mlfc.refswitch.client import P4RuntimeClient
 from mlfc.refswitch.server import RefSwitchServer, SwitchOptions
 from mlfc.refswitch.tm import PER_QUEUE, SHARED, TrafficManager
+from mlfc.testing.refswitch import pipeline
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "mlfc-refswitch"
 
@@ -78,9 +78,9 @@ def test_refswitch_process_like_bmv2switch(tmp_path):
     sw = RefSwitch(name="t1", device_id=3, log_file=tmp_path / "sw.log")
     with sw:
         assert sw.proc is not None and sw.grpc_addr == f"127.0.0.1:{sw.grpc_port}"
-        with P4RuntimeClient(sw.grpc_addr, device_id=3) as c:
-            assert c.stub.Capabilities(p4r.CapabilitiesRequest()).p4runtime_api_version
-            assert c.arbitrate(1).status.code == 0
+        with SwitchConnection(sw.grpc_addr, device_id=3, pipeline=pipeline(), election_id=1) as conn:
+            assert conn.primary, "arbitration on device 3 made us primary"
+            assert conn.load_pipeline() and conn.pipeline_cookie() == pipeline().cookie
         assert "OK" in sw.cli("set_queue_rate 100 1", "set_queue_depth 16 1 3")
         with pytest.raises(QueueConfigError):
             sw.cli("set_queue_depth 16 1 9")

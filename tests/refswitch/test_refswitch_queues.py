@@ -15,6 +15,7 @@ from mlfc.policy.drop import DropPolicy, should_drop
 from mlfc.policy.ecn import EcnProfile, mark_probability
 from mlfc.refswitch.sim import VirtualSwitch
 from mlfc.refswitch.tm import PER_QUEUE, SHARED, QueueConfigError, TrafficManager
+from mlfc.testing.refswitch import install
 from mlfc.wire import IMPORTANCE_LEVELS, MlfcShim, MsgType
 
 
@@ -120,8 +121,7 @@ def _switch(mode: str = SHARED) -> VirtualSwitch:
     from mlfc.refswitch.tm import TrafficManager as TM
 
     vs = VirtualSwitch(tm=TM(8, mode))
-    for e in host_routes():
-        vs.tables[P.ROUTES_V4].insert(e)
+    install(vs.tables, host_routes())
     return vs
 
 
@@ -131,8 +131,7 @@ def _order(vs: VirtualSwitch) -> list[tuple[int, int]]:
 
 def test_job_class_overtakes_queued_traffic_behind_a_shared_rate():
     vs = _switch()
-    vs.tables[P.JOB_PRIORITY].insert(job_priority(1, 1))
-    vs.tables[P.JOB_PRIORITY].insert(job_priority(2, 5))
+    install(vs.tables, [job_priority(1, 1), job_priority(2, 5)])
     vs.tm.set_rate(2, port=1)
     for i in range(20):
         vs.send(bytes(shim_packet(0, 1, job=1, seq=i)), 0, at=i * 0.001)
@@ -161,7 +160,7 @@ def test_acks_and_cnps_take_the_control_class():
 
 def test_bmv2_mode_does_not_starve_at_equal_rates():
     vs = _switch(PER_QUEUE)
-    vs.tables[P.JOB_PRIORITY].insert(job_priority(2, 5))
+    install(vs.tables, [job_priority(2, 5)])
     vs.tm.set_rate(10, port=1)
     for i in range(10):
         vs.send(bytes(shim_packet(0, 1, job=1, seq=i)), 0, at=0.0)
@@ -182,8 +181,7 @@ def test_ecn_marks_follow_the_queue_depth_of_a_held_queue():
     behind exactly i - 1 packets."""
     profile = EcnProfile(kmin=2, kmax=5, pmax=0.5)
     vs = _switch()
-    for e in ecn_entries(profile, port=1):
-        vs.tables[P.ECN_PROFILE].insert(e)
+    install(vs.tables, ecn_entries(profile, port=1))
     vs.tm.set_rate(1, port=1)
     for i in range(40):
         vs.send(bytes(shim_packet(0, 1, job=1, seq=i, ecn=2 if i % 2 == 0 else 0)), 0, at=0.0)
@@ -206,8 +204,7 @@ def test_marked_fraction_follows_the_profile_in_a_held_queue():
     standard deviations (binomial) of the profile's expectation for the depths the packets saw."""
     profile = EcnProfile(kmin=50, kmax=650, pmax=0.4)
     vs = _switch()
-    for e in ecn_entries(profile):
-        vs.tables[P.ECN_PROFILE].insert(e)
+    install(vs.tables, ecn_entries(profile))
     vs.tm.set_depth(2000, 1, 1)
     vs.tm.set_rate(1, port=1)
     for i in range(profile.kmax + 1):
@@ -225,8 +222,7 @@ def test_selective_drop_under_congestion_only():
     have left, the level recorded is that of the queue behind them and probes are dropped by policy."""
     policy = DropPolicy(level_depths=(4, 8, 12), min_importance=(0, 2, 4, 8))
     vs = _switch()
-    for table, e in drop_entries(policy):
-        vs.tables[table].insert(e)
+    install(vs.tables, drop_entries(policy))
     vs.tm.set_depth(4096, 1, 1)
     vs.tm.set_rate(1, port=1)
     backlog = 20
