@@ -34,14 +34,14 @@ def entries() -> list[tuple[str, object]]:
             P.ROUTES_V4,
             make_entry(
                 P.ROUTES_V4,
-                {"hdr.ipv4.dst_addr": Lpm(0x0A00000B, 32)},
+                {P.IPV4_DST: Lpm(0x0A00000B, 32)},
                 P.SET_NEXT_HOP,
                 {"port": 1, "src_mac": 0xAABB00000001, "dst_mac": 0x11},
             ),
         ),
         (
             P.JOB_PRIORITY,
-            make_entry(P.JOB_PRIORITY, {"meta.job_id": Ternary(3, 0xFFFF)}, P.SET_PRIORITY, {"priority": 5}, 1),
+            make_entry(P.JOB_PRIORITY, {P.JOB_ID: Ternary(3, 0xFFFF)}, P.SET_PRIORITY, {"priority": 5}, 1),
         ),
     ]
 

@@ -390,8 +390,7 @@ def drop_entries(policy: drop.DropPolicy) -> list[TableEntry]:
                 {names.LEVEL: Exact(level)},
                 names.SET_MIN_IMPORTANCE,
                 {"importance": policy.min_importance[level]},
-                PRIO_SINGLE,
-                origin=f"drop threshold {level}",
+                origin=f"drop threshold {level}",  # exact key only: P4Runtime wants priority 0
             )
         )
     return out

@@ -47,7 +47,7 @@ def route(prefix: str, port: int, dst_mac: str, src_mac: str = SWITCH_MAC) -> En
     addr, _, plen = prefix.partition("/")
     return make_entry(
         P.ROUTES_V4,
-        {"hdr.ipv4.dst_addr": Lpm(ip(addr), int(plen or 32))},
+        {P.IPV4_DST: Lpm(ip(addr), int(plen or 32))},
         P.SET_NEXT_HOP,
         {"port": port, "src_mac": mac(src_mac), "dst_mac": mac(dst_mac)},
     )
@@ -68,11 +68,11 @@ def flow(
 ) -> Entry:
     match = {}
     for name, value, width in (
-        ("hdr.ipv4.src_addr", src and ip(src), 32),
-        ("hdr.ipv4.dst_addr", dst and ip(dst), 32),
-        ("hdr.ipv4.protocol", protocol, 8),
-        ("meta.l4_src_port", src_port, 16),
-        ("meta.l4_dst_port", dst_port, 16),
+        (P.IPV4_SRC, src and ip(src), 32),
+        (P.IPV4_DST, dst and ip(dst), 32),
+        (P.IP_PROTOCOL, protocol, 8),
+        (P.L4_SRC_PORT, src_port, 16),
+        (P.L4_DST_PORT, dst_port, 16),
     ):
         if value is not None:
             match[name] = Ternary(value, (1 << width) - 1)
@@ -89,11 +89,11 @@ def job_priority(
 ) -> Entry:
     match = {}
     if job is not None:
-        match["meta.job_id"] = Ternary(job, 0xFFFF)
+        match[P.JOB_ID] = Ternary(job, 0xFFFF)
     if iterations is not None:
-        match["meta.iteration"] = Range(*iterations)
+        match[P.ITERATION] = Range(*iterations)
     if progress is not None:
-        match["meta.progress"] = Range(*progress)
+        match[P.PROGRESS] = Range(*progress)
     return make_entry(P.JOB_PRIORITY, match, P.SET_PRIORITY, {"priority": klass}, priority)
 
 
@@ -101,17 +101,15 @@ def _depth_match(lo: int, hi: int) -> Range | None:
     return None if (lo, hi) == (0, MAX_QDEPTH) else Range(lo, hi)
 
 
-def ecn_entries(profile: EcnProfile, port: int | None = None, klass: int | None = None) -> list[Entry]:
+def ecn_entries(profile: EcnProfile, port: int | None = None) -> list[Entry]:
     """``ecn_profile`` entries for ``mlfc.policy.ecn.compile_profile(profile)``."""
     out = []
     for i, r in enumerate(compile_profile(profile)):
         match: dict = {}
         if port is not None:
-            match["std_meta.egress_port"] = Ternary(port, PORT_MASK)
-        if klass is not None:
-            match["meta.priority"] = Ternary(klass, 0x7)
+            match[P.EGRESS_PORT] = Ternary(port, PORT_MASK)
         if (depth := _depth_match(r.lo, r.hi)) is not None:
-            match["std_meta.enq_qdepth"] = depth
+            match[P.ENQ_QDEPTH] = depth
         if r.always:
             out.append(make_entry(P.ECN_PROFILE, match, P.MARK_ALWAYS, priority=i + 1))
         else:
@@ -119,34 +117,32 @@ def ecn_entries(profile: EcnProfile, port: int | None = None, klass: int | None 
     return out
 
 
-def drop_entries(policy: DropPolicy, port: int | None = None) -> list[tuple[str, Entry]]:
+def drop_entries(policy: DropPolicy) -> list[tuple[str, Entry]]:
     """``congestion_levels`` and ``drop_threshold`` entries for a DropPolicy (mlfc.policy.drop)."""
     out = []
-    port_match = {"std_meta.egress_port": Ternary(port, PORT_MASK)} if port is not None else {}
     for lo, hi, level in level_ranges(policy):
         out.append(
             (
                 P.CONGESTION_LEVELS,
                 make_entry(
                     P.CONGESTION_LEVELS,
-                    {**port_match, "std_meta.deq_qdepth": Range(lo, hi)},
+                    {P.DEQ_QDEPTH: Range(lo, hi)},
                     P.SET_LEVEL,
                     {"l": level},
                     1,
                 ),
             )
         )
-    spec_match = {"std_meta.egress_spec": Ternary(port, PORT_MASK)} if port is not None else {}
     for level in range(NUM_LEVELS):
         out.append(
             (
                 P.DROP_THRESHOLD,
                 make_entry(
                     P.DROP_THRESHOLD,
-                    {**spec_match, "meta.level": Exact(level)},
+                    {P.LEVEL: Exact(level)},
                     P.SET_MIN_IMPORTANCE,
                     {"importance": policy.min_importance[level]},
-                    1,
+                    0,
                 ),
             )
         )

@@ -17,7 +17,7 @@ from mlfc.refswitch.client import ClientError, P4RuntimeClient
 from mlfc.refswitch.errors import Code
 from mlfc.refswitch.p4info import build_p4info, committed_device_config, committed_p4info, default_p4info
 from mlfc.refswitch.server import RefSwitchServer, SwitchOptions
-from mlfc.refswitch.tables import Exact, Range, Ternary, make_entry
+from mlfc.refswitch.tables import Exact, Range, make_entry
 
 DEVICE_CONFIG = committed_device_config() or b""
 INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
@@ -143,25 +143,23 @@ def _entries():
             P.DROP_THRESHOLD,
             make_entry(
                 P.DROP_THRESHOLD,
-                {"std_meta.egress_spec": Ternary(1, 0x1FF), "meta.level": Exact(2)},
+                {P.LEVEL: Exact(2)},
                 P.SET_MIN_IMPORTANCE,
                 {"importance": 4},
-                1,
+                0,
             ),
         ),
         (
             P.CONGESTION_LEVELS,
-            make_entry(P.CONGESTION_LEVELS, {"std_meta.deq_qdepth": Range(16, 31)}, P.SET_LEVEL, {"l": 1}, 1),
+            make_entry(P.CONGESTION_LEVELS, {P.DEQ_QDEPTH: Range(16, 31)}, P.SET_LEVEL, {"l": 1}, 1),
         ),
         (
             P.ECN_PROFILE,
-            make_entry(P.ECN_PROFILE, {"std_meta.enq_qdepth": Range(33, (1 << 19) - 1)}, P.MARK_ALWAYS, priority=2),
+            make_entry(P.ECN_PROFILE, {P.ENQ_QDEPTH: Range(33, (1 << 19) - 1)}, P.MARK_ALWAYS, priority=2),
         ),
         (
             P.ECN_PROFILE,
-            make_entry(
-                P.ECN_PROFILE, {"std_meta.enq_qdepth": Range(5, 32)}, P.MARK_WITH_PROBABILITY, {"threshold": 1000}, 1
-            ),
+            make_entry(P.ECN_PROFILE, {P.ENQ_QDEPTH: Range(5, 32)}, P.MARK_WITH_PROBABILITY, {"threshold": 1000}, 1),
         ),
     ]
 
@@ -237,7 +235,7 @@ def _raw_update(client, table: str, entry, mutate) -> p4r.Update:
         (P.DROP_THRESHOLD, lambda te: te.match.pop(), Code.INVALID_ARGUMENT),  # the exact field is missing
         (
             P.DROP_THRESHOLD,
-            lambda te: te.match[0].ClearField("ternary") or te.match[0].exact.SetInParent(),
+            lambda te: te.match[0].ClearField("exact") or te.match[0].ternary.SetInParent(),  # wrong match kind
             Code.INVALID_ARGUMENT,
         ),
     ],
@@ -353,7 +351,7 @@ def test_finsy_drives_it_like_the_controller(switch, tmp_path):
                 [
                     fy.P4TableEntry(
                         P.ROUTES_V4,
-                        match=fy.P4TableMatch({"hdr.ipv4.dst_addr": "10.0.0.11/32"}),
+                        match=fy.P4TableMatch({P.IPV4_DST: "10.0.0.11/32"}),
                         action=fy.P4TableAction(P.SET_NEXT_HOP, port=1, src_mac=1, dst_mac=2),
                     )
                 ]
