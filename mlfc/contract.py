@@ -278,6 +278,7 @@ COUNTERS: dict[str, CounterSpec] = {
     )
 }
 
+# v1model only: egress writes it, ingress reads it. The TNA program drops in egress and has no register.
 REGISTERS: dict[str, RegisterSpec] = {
     CONGESTION_LEVEL_REGISTER: RegisterSpec(CONGESTION_LEVEL_REGISTER, CONGESTION_SLOTS, LEVEL_BITS),
 }
@@ -298,3 +299,10 @@ def artifact(name: str) -> Path:
 # v1model: BMv2 and the reference switch.
 P4INFO = artifact("mlfc.p4info.txtpb")
 BMV2_JSON = artifact("mlfc.json")
+
+# TNA (Tofino 1): bf-p4c's outputs for p4src/tna/mlfc.p4 (docs/tofino.md).
+TOFINO_BUILD = P4_BUILD / "tofino"
+TOFINO_P4INFO = TOFINO_BUILD / "mlfc.p4info.txtpb"
+TOFINO_BFRT = TOFINO_BUILD / "bfrt.json"
+TOFINO_CONTEXT = TOFINO_BUILD / "pipe" / "context.json"
+TOFINO_BINARY = TOFINO_BUILD / "pipe" / "tofino.bin"

@@ -8,6 +8,8 @@ import shutil
 
 import pytest
 
+from mlfc.testing.tofino import tofino_compiler_missing
+
 
 def _missing(marker: str) -> str | None:
     if marker == "p4c":
@@ -22,20 +24,22 @@ def _missing(marker: str) -> str | None:
             if not shutil.which(tool):
                 return f"{tool} not installed (apt-get install mininet)"
         return None
+    if marker == "tofino":
+        return tofino_compiler_missing()
     if marker == "root":
         return None if os.geteuid() == 0 else "needs root (network namespaces, veth pairs)"
     return None
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    for marker in ("p4c", "bmv2", "mininet", "root"):
+    for marker in ("p4c", "tofino", "bmv2", "mininet", "root"):
         if item.get_closest_marker(marker):
             reason = _missing(marker)
             if reason:
                 pytest.skip(f"[{marker}] {reason}")
 
 
-_GROUPS = ("p4c", "bmv2", "mininet", "root")
+_GROUPS = ("p4c", "tofino", "bmv2", "mininet", "root")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
