@@ -5,13 +5,16 @@ PYTHON ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v
 VENV ?= .venv
 PY := $(VENV)/bin/python
 P4C ?= p4c
+# The open-source Tofino compiler (p4c with its Tofino backend) in its own prefix: docs/tofino.md.
+P4C_TOFINO ?= $(or $(MLFC_P4C_TOFINO),/opt/p4c-tofino/bin/p4c)
 P4_BUILD := p4src/build
+TOFINO_BUILD := $(P4_BUILD)/tofino
 P4_PROGRAMS := mlfc l3fwd
 SHELL_VENV ?= .venv-shell
 GRPC_ADDR ?= 127.0.0.1:50051
 DEVICE_ID ?= 1
 
-.PHONY: help install install-sim bpf kernel-mltcp kernel-mltcp-gloo p4 proto test ptf e2e sweep bench run sim sim-scale lint shell shell-venv clean
+.PHONY: help install install-sim bpf kernel-mltcp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep bench run sim sim-scale lint shell shell-venv clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -48,6 +51,13 @@ p4:  ## compile p4src/ with p4c into the committed BMv2 JSON + P4Info (p4src/bui
 	  $(P4C) --target bmv2 --arch v1model --std p4-16 \
 	    --p4runtime-files $(P4_BUILD)/$$prog.p4info.txtpb -o $(P4_BUILD) p4src/v1model/$$prog.p4 || exit 1; \
 	done
+
+p4-tofino:  ## compile p4src/tna/mlfc.p4 for Tofino 1 into p4src/build/tofino/ (P4C_TOFINO=...; docs/tofino.md)
+	@command -v $(P4C_TOFINO) >/dev/null || { echo "$(P4C_TOFINO) not found: see docs/tofino.md" >&2; exit 1; }
+	rm -rf $(TOFINO_BUILD) && mkdir -p $(TOFINO_BUILD)
+	$(P4C_TOFINO) --target tofino --arch tna --std p4-16 --p4runtime-force-std-externs \
+	  --p4runtime-files $(TOFINO_BUILD)/mlfc.p4info.txtpb --bf-rt-schema $(TOFINO_BUILD)/bfrt.json \
+	  -o $(TOFINO_BUILD) p4src/tna/mlfc.p4
 
 proto:  ## regenerate the Python bindings of mlfc/proto/*.proto
 	PYTHON=$(PY) bash mlfc/proto/generate.sh

@@ -37,7 +37,7 @@ def synthetic_entries(pipeline: Pipeline, per_table: int) -> list:
         out.append(
             entry(
                 names.ROUTES_V4,
-                {"hdr.ipv4.dst_addr": Lpm(0x0A000000 + i, 32)},
+                {names.IPV4_DST: Lpm(0x0A000000 + i, 32)},
                 names.SET_NEXT_HOP,
                 {"port": 1 + i % 8, "src_mac": i, "dst_mac": i + 1},
             )
@@ -46,7 +46,7 @@ def synthetic_entries(pipeline: Pipeline, per_table: int) -> list:
         out.append(
             entry(
                 names.FLOWS,
-                {"hdr.ipv4.dst_addr": Ternary(0x0B000000 + i, 0xFFFFFFFF)},
+                {names.IPV4_DST: Ternary(0x0B000000 + i, 0xFFFFFFFF)},
                 names.SET_JOB,
                 {"job_id": 1 + i},
                 100,
@@ -55,7 +55,7 @@ def synthetic_entries(pipeline: Pipeline, per_table: int) -> list:
     for i in range(min(per_table, pipeline.table_size(names.JOB_PRIORITY))):
         out.append(
             entry(
-                names.JOB_PRIORITY, {"meta.job_id": Ternary(1 + i, 0xFFFF)}, names.SET_PRIORITY, {"priority": i % 7}, 30
+                names.JOB_PRIORITY, {names.JOB_ID: Ternary(1 + i, 0xFFFF)}, names.SET_PRIORITY, {"priority": i % 7}, 30
             )
         )
     for i in range(min(per_table * 3, pipeline.table_size(names.ECN_PROFILE))):
@@ -64,8 +64,8 @@ def synthetic_entries(pipeline: Pipeline, per_table: int) -> list:
             entry(
                 names.ECN_PROFILE,
                 {
-                    "std_meta.egress_port": Ternary(1 + port % 500, 0x1FF),
-                    "std_meta.enq_qdepth": Range(depth * 10, depth * 10 + 9),
+                    names.EGRESS_PORT: Ternary(1 + port % 500, 0x1FF),
+                    names.ENQ_QDEPTH: Range(depth * 10, depth * 10 + 9),
                 },
                 names.MARK_WITH_PROBABILITY,
                 {"threshold": 100 + depth},
@@ -148,7 +148,7 @@ def bench_daemon(pipeline: Pipeline, tmp: Path, intents: int, jobs: int) -> None
                     while True:
                         held = observer.read_entries([names.JOB_PRIORITY])
                         if any(
-                            e.match_dict().get("meta.job_id") == Ternary(1, 0xFFFF)
+                            e.match_dict().get(names.JOB_ID) == Ternary(1, 0xFFFF)
                             and e.params_dict()["priority"] == prio
                             for e in held
                         ):

@@ -59,7 +59,7 @@ def frame(size: int) -> bytes:
 def entries_for(program: str) -> list:
     route = entry(
         names.ROUTES_V4,
-        {"hdr.ipv4.dst_addr": Lpm(int.from_bytes(socket.inet_aton(DST_IP)), 32)},
+        {names.IPV4_DST: Lpm(int.from_bytes(socket.inet_aton(DST_IP)), 32)},
         names.SET_NEXT_HOP,
         {"port": 1, "src_mac": int(SWITCH_MAC.replace(":", ""), 16), "dst_mac": int(HOST_MAC.replace(":", ""), 16)},
     )

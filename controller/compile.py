@@ -8,6 +8,10 @@ Entry priorities (P4Runtime: higher wins) in ``job_priority``: an iteration wind
 job-wide entry, which beats the job-0 guard, which beats the interleaving bands. In ``ecn_profile``
 a port's own profile beats the every-port profile; it covers all depths (``no_mark`` in its gaps)
 so the every-port ranges never leak into a port with its own profile.
+
+Queue depths are compiled in packets; for a Tofino switch every depth range is converted into 80-byte
+cells with ``mlfc.policy.depth.packets_to_cells`` (``cells`` > 1), so the same intent gives the same
+entries on both targets apart from the depth values.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from mlfc.controller.config import MAX_PORT, DeploymentConfig, SwitchConfig, par
 from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary, entry
 from mlfc.controller.errors import ValidationError, join
 from mlfc.controller.pipeline import Pipeline
-from mlfc.policy import drop, ecn, priority
+from mlfc.policy import depth, drop, ecn, priority
 from mlfc.policy.priority import PolicyError
 from mlfc.proto import intent_pb2 as pb
 
@@ -253,22 +257,29 @@ def compile_intent(intent: pb.Intent, config: DeploymentConfig, pipeline: Pipeli
 
 
 def compile_policy(policy: Policy, config: DeploymentConfig, pipeline: Pipeline | None = None) -> CompiledIntent:
-    per_switch = {sw.name: tuple(compile_switch(policy, sw)) for sw in config.switches}
+    per_switch = {sw.name: tuple(compile_switch(policy, sw, config.cells_per_packet(sw))) for sw in config.switches}
     if pipeline is not None:
         for sw_name, entries in per_switch.items():
             check_capacity(entries, pipeline, sw_name)
     return CompiledIntent(policy, per_switch)
 
 
-def compile_switch(policy: Policy, sw: SwitchConfig) -> list[TableEntry]:
-    """Every entry one switch should hold: its static routes plus the policy."""
+def compile_switch(policy: Policy, sw: SwitchConfig, cells: int = 1) -> list[TableEntry]:
+    """Every entry one switch should hold: its static routes plus the policy. ``cells``: queue-depth
+    cells per packet on this switch (1: depths in packets, as on BMv2)."""
     out: list[TableEntry] = []
     out += route_entries(sw)
     out += flow_entries(policy.jobs)
     out += job_priority_entries(policy.jobs, policy.interleaving)
-    out += drop_entries(policy.drop_policy)
-    out += ecn_entries(policy.ecn_for_switch(sw.name))
+    out += drop_entries(policy.drop_policy, cells)
+    out += ecn_entries(policy.ecn_for_switch(sw.name), cells)
     return out
+
+
+def _depth_range(lo: int, hi: int, cells: int) -> Range | None:
+    """A depth range (packets) as the switch matches it; None when no reachable depth is left."""
+    converted = depth.packets_to_cells(lo, hi, cells)
+    return None if converted is None else Range(*converted)
 
 
 def route_entries(sw: SwitchConfig) -> list[TableEntry]:
@@ -370,13 +381,16 @@ def job_priority_entries(jobs: tuple[Job, ...], interleaving: bool) -> list[Tabl
     return out
 
 
-def drop_entries(policy: drop.DropPolicy) -> list[TableEntry]:
+def drop_entries(policy: drop.DropPolicy, cells: int = 1) -> list[TableEntry]:
     out = []
     for lo, hi, level in drop.level_ranges(policy):
+        depths = _depth_range(lo, hi, cells)
+        if depths is None:
+            continue
         out.append(
             entry(
                 names.CONGESTION_LEVELS,
-                {names.DEQ_QDEPTH: Range(lo, hi)},
+                {names.DEQ_QDEPTH: depths},
                 names.SET_LEVEL,
                 {"l": level},
                 PRIO_SINGLE,
@@ -390,14 +404,13 @@ def drop_entries(policy: drop.DropPolicy) -> list[TableEntry]:
                 {names.LEVEL: Exact(level)},
                 names.SET_MIN_IMPORTANCE,
                 {"importance": policy.min_importance[level]},
-                PRIO_SINGLE,
-                origin=f"drop threshold {level}",
+                origin=f"drop threshold {level}",  # exact key only: P4Runtime wants priority 0
             )
         )
     return out
 
 
-def ecn_entries(profiles: Mapping[int, ecn.EcnProfile]) -> list[TableEntry]:
+def ecn_entries(profiles: Mapping[int, ecn.EcnProfile], cells: int = 1) -> list[TableEntry]:
     out = []
     for port, profile in sorted(profiles.items()):
         ranges = ecn.compile_profile(profile)
@@ -408,7 +421,10 @@ def ecn_entries(profiles: Mapping[int, ecn.EcnProfile]) -> list[TableEntry]:
             prio = PRIO_ECN_PORT
         origin = f"ecn port {port or 'any'}"
         for r in ranges:
-            match = {**match_port, names.ENQ_QDEPTH: Range(r.lo, r.hi)}
+            depths = _depth_range(r.lo, r.hi, cells)
+            if depths is None:
+                continue
+            match = {**match_port, names.ENQ_QDEPTH: depths}
             if r.always:
                 out.append(entry(names.ECN_PROFILE, match, names.MARK_ALWAYS, {}, prio, origin))
             else:
@@ -419,9 +435,12 @@ def ecn_entries(profiles: Mapping[int, ecn.EcnProfile]) -> list[TableEntry]:
                 )
         if port != EVERY_PORT:
             for lo, hi in _gaps(ranges):
+                depths = _depth_range(lo, hi, cells)
+                if depths is None:
+                    continue
                 match = dict(match_port)
-                if (lo, hi) != (0, ecn.MAX_QDEPTH):  # the full range is a don't-care: omitted
-                    match[names.ENQ_QDEPTH] = Range(lo, hi)
+                if (depths.lo, depths.hi) != (0, ecn.MAX_QDEPTH):  # the full range is a don't-care: omitted
+                    match[names.ENQ_QDEPTH] = depths
                 out.append(entry(names.ECN_PROFILE, match, names.NO_MARK, {}, prio, origin))
     return out
 

@@ -31,6 +31,8 @@ from mlfc.controller.fields import (
     parse_prefix,
 )
 from mlfc.controller.queues import QueueSettings
+from mlfc.controller.tofino_pipeline import FORMATS, TofinoArtifacts
+from mlfc.policy import depth
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
 from mlfc.policy.priority import PolicyError
@@ -39,9 +41,12 @@ DEFAULT_INTENT_ADDR = "127.0.0.1:50090"
 DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
 MAX_PORT = contract.MAX_PORT
 # bmv2: simple_switch_CLI over Thrift; refswitch: the same command lines to mlfc-refswitch's admin port
-# (given as thrift_port); none: no queue adapter (e.g. a switch whose TM is managed elsewhere).
-TARGETS = ("bmv2", "refswitch", "none")
+# (given as thrift_port); tofino: the TNA program, queues are traffic-manager configuration done outside
+# the controller (docs/tofino.md); none: no queue adapter (e.g. a switch whose TM is managed elsewhere).
+TARGETS = ("bmv2", "refswitch", "tofino", "none")
 QUEUE_TARGETS = ("bmv2", "refswitch")  # targets whose queues the controller shapes through thrift_port
+# The P4 architecture each target runs: which compiled program (and P4Info) its switches get.
+ARCHITECTURES = {"bmv2": "v1model", "refswitch": "v1model", "none": "v1model", "tofino": "tna"}
 
 _T = TypeVar("_T")
 
@@ -83,6 +88,7 @@ class Defaults:
     drop_policy: DropPolicy = field(default_factory=DropPolicy)
     interleaving: bool = False
     queue: QueueSettings = field(default_factory=QueueSettings)
+    packet_bytes: int = depth.DEFAULT_PACKET_BYTES  # converts packet depths into Tofino's 80-byte cells
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +115,16 @@ class DeploymentConfig:
     defaults: Defaults = Defaults()
     controller: ControllerSettings = ControllerSettings()
     source: Path | None = None
+    tofino: TofinoArtifacts = field(default_factory=TofinoArtifacts)  # for switches with target: tofino
+
+    def cells_per_packet(self, sw: SwitchConfig) -> int:
+        """Queue-depth units per packet on ``sw``: 1 (packets) on v1model, 80-byte cells on Tofino."""
+        return depth.cells_per_packet(self.defaults.packet_bytes) if sw.target == "tofino" else 1
+
+    @property
+    def architectures(self) -> tuple[str, ...]:
+        """The P4 architectures the switches run (v1model, tna), in a stable order."""
+        return tuple(sorted({ARCHITECTURES[sw.target] for sw in self.switches}))
 
     def switch(self, name: str) -> SwitchConfig:
         for sw in self.switches:
@@ -122,7 +138,10 @@ class DeploymentConfig:
 
 
 def queue_settings(sw: SwitchConfig, default: QueueSettings) -> dict[int, QueueSettings]:
-    """Each configured port's settings, a field left unset falling back to the deployment default."""
+    """Each configured port's settings, a field left unset falling back to the deployment default. A
+    tofino switch gets none: its queues are traffic-manager configuration (docs/tofino.md)."""
+    if sw.target == "tofino":
+        return {}
     out = {}
     for p in sw.ports:
         rate = p.queue.rate_pps if p.queue.rate_pps is not None else default.rate_pps
@@ -157,9 +176,10 @@ def parse_config(data: Any, base_dir: Path | None = None, source: Path | None = 
     check_unique(parsed, "switches", lambda s: s.grpc_addr, "grpc_addr")
     check_unique(parsed, "switches", lambda s: s.thrift_port and (s.thrift_host, s.thrift_port), "thrift_port")
 
-    pipeline = as_mapping(root.get("pipeline", {}), "pipeline", {"p4info", "device_config"})
+    pipeline = as_mapping(root.get("pipeline", {}), "pipeline", {"p4info", "device_config", "tofino"})
     p4info = _artifact(pipeline.get("p4info"), "pipeline.p4info", base_dir, contract.P4INFO)
     device_config = _artifact(pipeline.get("device_config"), "pipeline.device_config", base_dir, contract.BMV2_JSON)
+    tofino = _tofino(pipeline.get("tofino", {}), "pipeline.tofino", base_dir)
 
     defaults = _defaults(root.get("defaults", {}), "defaults")
     if defaults.queue != QueueSettings():
@@ -175,6 +195,22 @@ def parse_config(data: Any, base_dir: Path | None = None, source: Path | None = 
         defaults=defaults,
         controller=_controller(root.get("controller", {}), root.get("listen", {}), base_dir),
         source=source,
+        tofino=tofino,
+    )
+
+
+def _tofino(data: Any, path: str, base_dir: Path | None) -> TofinoArtifacts:
+    d = as_mapping(data, path, {"p4info", "bfrt", "context", "binary", "device_config_format"})
+    base = TofinoArtifacts()
+    fmt = as_str(d.get("device_config_format", base.device_config_format), join(path, "device_config_format"))
+    if fmt not in FORMATS:
+        raise ValidationError(join(path, "device_config_format"), f"{fmt!r} is not one of {', '.join(FORMATS)}")
+    return TofinoArtifacts(
+        p4info=_artifact(d.get("p4info"), join(path, "p4info"), base_dir, base.p4info),
+        bfrt=_artifact(d.get("bfrt"), join(path, "bfrt"), base_dir, base.bfrt),
+        context=_artifact(d.get("context"), join(path, "context"), base_dir, base.context),
+        binary=_artifact(d.get("binary"), join(path, "binary"), base_dir, base.binary),
+        device_config_format=fmt,
     )
 
 
@@ -202,6 +238,8 @@ def _switch(data: Any, path: str) -> SwitchConfig:
     target = as_str(d.get("target", "bmv2"), join(path, "target"))
     if target not in TARGETS:
         raise ValidationError(join(path, "target"), f"{target!r} is not one of {', '.join(TARGETS)}")
+    if target == "tofino":
+        _check_tofino_switch(d, path)
     thrift_port = None
     if d.get("thrift_port") is not None:
         thrift_port = as_int(d["thrift_port"], join(path, "thrift_port"), 1, 65535)
@@ -225,6 +263,17 @@ def _switch(data: Any, path: str) -> SwitchConfig:
         routes.append(route)
     check_unique(routes, join(path, "routes_v4"), lambda r: r.prefix, "prefix")
     return SwitchConfig(name, grpc_addr, device_id, target, thrift_port, thrift_host, election_id, ports, tuple(routes))
+
+
+def _check_tofino_switch(d: dict[str, Any], path: str) -> None:
+    """Tofino queues are traffic-manager state (bfrt ``tf1.tm.*``), which the controller does not
+    drive: a rate or depth given here would be silently missing on the switch."""
+    if d.get("thrift_port") is not None:
+        raise ValidationError(join(path, "thrift_port"), "a tofino switch has no Thrift queue channel")
+    if _has_queue_settings(d.get("ports", [])):
+        raise ValidationError(
+            join(path, "ports"), "queue rate/depth on a tofino switch is traffic-manager configuration (docs/tofino.md)"
+        )
 
 
 def _has_queue_settings(ports: Any) -> bool:
@@ -265,7 +314,7 @@ def _route(data: Any, path: str) -> Route:
 
 
 def _defaults(data: Any, path: str) -> Defaults:
-    d = as_mapping(data, path, {"ecn", "drop_policy", "interleaving", "queue"})
+    d = as_mapping(data, path, {"ecn", "drop_policy", "interleaving", "queue", "packet_bytes"})
     ecn = Defaults().ecn
     if "ecn" in d:
         e = as_mapping(d["ecn"], join(path, "ecn"), {"kmin", "kmax", "pmax"})
@@ -277,7 +326,9 @@ def _defaults(data: Any, path: str) -> Defaults:
         drop = _policy(lambda: DropPolicy(**kwargs), join(path, "drop_policy"))
     interleaving = as_bool(d.get("interleaving", False), join(path, "interleaving"))
     queue = _queue(as_mapping(d.get("queue", {}), join(path, "queue"), {"rate_pps", "depth_pkts"}), join(path, "queue"))
-    return Defaults(ecn, drop, interleaving, queue)
+    packet_bytes = d.get("packet_bytes", Defaults().packet_bytes)
+    _policy(lambda: depth.cells_per_packet(packet_bytes), join(path, "packet_bytes"))
+    return Defaults(ecn, drop, interleaving, queue, packet_bytes)
 
 
 def _controller(data: Any, listen_data: Any, base_dir: Path | None) -> ControllerSettings:
@@ -345,9 +396,13 @@ def config_document(cfg: DeploymentConfig) -> dict[str, Any]:
         },
         "interleaving": d.interleaving,
         "queue": _queue_document(d.queue),
+        "packet_bytes": d.packet_bytes,
     }
+    t = cfg.tofino
+    tofino = {"p4info": str(t.p4info), "bfrt": str(t.bfrt), "context": str(t.context), "binary": str(t.binary),
+              "device_config_format": t.device_config_format}  # fmt: skip
     return {
-        "pipeline": {"p4info": str(cfg.p4info), "device_config": str(cfg.device_config)},
+        "pipeline": {"p4info": str(cfg.p4info), "device_config": str(cfg.device_config), "tofino": tofino},
         "listen": {"intent": c.intent_addr, "metrics": c.metrics_addr},
         "controller": controller,
         "defaults": defaults,

@@ -19,7 +19,7 @@ import grpc
 from mlfc.contract import JOB_DROPS, JOB_ECN_MARKS, JOB_PACKETS
 from mlfc.controller.agent import JOB_COUNTERS, DesiredState, SwitchAgent
 from mlfc.controller.compile import CompiledIntent, compile_intent, compile_policy, default_policy
-from mlfc.controller.config import DeploymentConfig, queue_settings
+from mlfc.controller.config import ARCHITECTURES, DeploymentConfig, queue_settings
 from mlfc.controller.errors import ValidationError
 from mlfc.controller.intent_server import start_intent_server
 from mlfc.controller.metrics import start_metrics_server
@@ -38,10 +38,24 @@ class ApplyResult:
     unconverged: tuple[pb.Unconverged, ...]  # switches that did not confirm in time, and why
 
 
+def load_pipelines(config: DeploymentConfig, v1model: Pipeline | None = None) -> dict[str, Pipeline]:
+    """The compiled program of every architecture the deployment's switches run."""
+    out: dict[str, Pipeline] = {}
+    for arch in config.architectures:
+        if arch == "tna":
+            out[arch] = Pipeline.load_tofino(config.tofino)
+        else:
+            out[arch] = v1model or Pipeline.load(config.p4info, config.device_config)
+    return out
+
+
 class Daemon:
     def __init__(self, config: DeploymentConfig, pipeline: Pipeline | None = None) -> None:
+        """``pipeline`` replaces the v1model program's artifacts (tests); Tofino switches get the TNA
+        program from ``config.tofino``."""
         self.config = config
-        self.pipeline = pipeline or Pipeline.load(config.p4info, config.device_config)
+        self.pipelines = load_pipelines(config, pipeline)
+        self.pipeline = next(iter(self.pipelines.values()))  # table sizes: the same on every target
         self.generation = 0  # generation 0: the deployment file's defaults, before any intent
         self.intent = pb.Intent()
         self.compiled: CompiledIntent = compile_policy(default_policy(config), config, self.pipeline)
@@ -50,7 +64,7 @@ class Daemon:
         self.agents: dict[str, SwitchAgent] = {
             sw.name: SwitchAgent(
                 sw,
-                self.pipeline,
+                self.pipelines[ARCHITECTURES[sw.target]],
                 config.controller,
                 queue_client(sw.target, sw.thrift_port, sw.thrift_host),
                 queue_settings(sw, config.defaults.queue),
@@ -171,7 +185,9 @@ class Daemon:
     # ---- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        LOG.info("pipeline %s (%s); %d switch(es)", self.pipeline.name, self.pipeline.p4info_path, len(self.agents))
+        for arch, p in self.pipelines.items():
+            LOG.info("%s pipeline %s (%s)", arch, p.name, p.p4info_path)
+        LOG.info("%d switch(es)", len(self.agents))
         self._grpc_server, self.intent_port = await start_intent_server(self, self.config.controller.intent_addr)
         self._metrics_server, self.metrics_port = start_metrics_server(self, self.config.controller.metrics_addr)
         for agent in self.agents.values():

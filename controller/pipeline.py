@@ -1,6 +1,8 @@
 """The compiled pipeline (P4Info + device config) as the controller uses it.
 
-``Pipeline`` loads the artifacts once into a finsy ``P4Schema``, checks the dataplane contract
+``Pipeline`` loads the artifacts once into a finsy ``P4Schema`` (the v1model program's P4Info and BMv2
+JSON, or the TNA program's P4Info with its device config packed for a Tofino P4Runtime server by
+controller/tofino_pipeline.py), checks the dataplane contract
 (mlfc/contract.py) against the P4Info, so a renamed table fails at start-up, not at the first write,
 and converts ``TableEntry`` values to and from P4Runtime protobufs: encoding goes through finsy
 (``P4TableEntry.encode_entry``), decoding reads the protobuf ids directly because it is on the hot
@@ -20,6 +22,7 @@ from finsy.proto import p4r
 
 from mlfc import contract as dataplane_contract
 from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary
+from mlfc.controller.tofino_pipeline import TofinoArtifacts
 
 _KINDS = {
     P4MatchType.EXACT: "exact",
@@ -61,6 +64,23 @@ class Pipeline:
         pipeline = cls(p4info_path, config_path, schema)
         if contract:
             pipeline.check_contract()
+        return pipeline
+
+    @classmethod
+    def load_tofino(cls, artifacts: TofinoArtifacts | None = None, *, device_config: bool = True) -> Pipeline:
+        """The TNA program. ``device_config=False`` loads the P4Info alone: enough to compile and encode
+        entries offline, not to push the pipeline to a switch."""
+        a = artifacts or TofinoArtifacts()
+        missing = a.missing() if device_config else [str(a.p4info)] * (not a.p4info.is_file())
+        if missing:
+            raise PipelineError(f"Tofino artifacts not found: {', '.join(missing)} (bf-p4c outputs, docs/tofino.md)")
+        try:
+            schema = fy.P4Schema(a.p4info, a.device_config() if device_config else None)
+            schema.p4info  # noqa: B018 - parse now so a bad file fails here
+        except Exception as exc:
+            raise PipelineError(f"cannot load {a.p4info}: {exc}") from exc
+        pipeline = cls(a.p4info, a.binary, schema)
+        pipeline.check_contract()
         return pipeline
 
     @property

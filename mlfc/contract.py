@@ -5,7 +5,8 @@ widths; action parameters; table and counter sizes; priority classes; codepoints
 checks a loaded P4Info against it and compiles intents with these names, the reference switch
 implements it (and builds a P4Info from it where the compiled artifact is absent), the PTF tests
 address the switch through it. ``tests/unit/test_contract.py`` holds it against the committed
-P4Info and p4src/shared/{define,size}.p4, so P4 and Python cannot drift apart silently.
+P4Info and p4src/shared/{define,size}.p4 (and the target's define file), so P4 and Python cannot drift
+apart silently.
 
 Dicts are in program order, which is p4c's P4Info order.
 """
@@ -26,8 +27,8 @@ PKG_ARCH = "v1model"
 
 # ---- widths (bits) -------------------------------------------------------------------------------
 
-PORT_BITS = 9  # PortId_t
-QDEPTH_BITS = 19  # enq_qdepth / deq_qdepth
+PORT_BITS = 9  # PortId_t (v1model and Tofino)
+QDEPTH_BITS = 19  # QueueDepth_t: enq_qdepth / deq_qdepth (v1model and Tofino)
 JOB_ID_BITS = 16
 ITERATION_BITS = 32
 PRIORITY_BITS = 3
@@ -41,7 +42,7 @@ MAX_QDEPTH = (1 << QDEPTH_BITS) - 1
 MAX_JOB_ID = (1 << JOB_ID_BITS) - 1  # job 0 means "no job"
 MAX_ITERATION = (1 << ITERATION_BITS) - 1
 
-# ---- sizes (p4src/shared/size.p4) ----------------------------------------------------------------
+# ---- sizes (p4src/shared/size.p4; NUM_QUEUES and CONGESTION_SLOTS: v1model/include/define_v1model.p4) ---
 
 ROUTES_V4_SIZE = 1024
 FLOW_CLASSIFIER_SIZE = 1024
@@ -80,7 +81,7 @@ MAX_PORT = V1MODEL_DROP_PORT - 1
 ROUTES_V4 = "MlfcIngress.forwarding.routes_v4"
 FLOWS = "MlfcIngress.classifier.flows"
 JOB_PRIORITY = "MlfcIngress.queueing.job_priority"
-DROP_THRESHOLD = "MlfcIngress.selective_drop.drop_threshold"
+DROP_THRESHOLD = "selective_drop.drop_threshold"  # ingress on v1model, egress on TNA: no pipeline prefix
 CONGESTION_LEVELS = "MlfcEgress.congestion.congestion_levels"
 ECN_PROFILE = "MlfcEgress.ecn.ecn_profile"
 
@@ -90,7 +91,7 @@ SET_NEXT_HOP = "MlfcIngress.forwarding.set_next_hop"
 SET_JOB = "MlfcIngress.classifier.set_job"
 NO_JOB = "MlfcIngress.classifier.no_job"
 SET_PRIORITY = "MlfcIngress.queueing.set_priority"
-SET_MIN_IMPORTANCE = "MlfcIngress.selective_drop.set_min_importance"
+SET_MIN_IMPORTANCE = "selective_drop.set_min_importance"
 SET_LEVEL = "MlfcEgress.congestion.set_level"
 MARK_ALWAYS = "MlfcEgress.ecn.mark_always"
 MARK_WITH_PROBABILITY = "MlfcEgress.ecn.mark_with_probability"
@@ -100,28 +101,27 @@ NO_MARK = "MlfcEgress.ecn.no_mark"
 JOB_PACKETS = "MlfcIngress.stats.job_packets"
 SHIM_BAD_HEADER_COUNTER = "MlfcIngress.stats.shim_bad_header"
 SHIM_TRUNCATED_COUNTER = "MlfcIngress.stats.shim_truncated"
-JOB_DROPS = "MlfcIngress.selective_drop.job_drops"
+JOB_DROPS = "selective_drop.job_drops"
 JOB_ECN_MARKS = "MlfcEgress.ecn.job_ecn_marks"
 CONGESTION_LEVEL_REGISTER = "congestion_level"
 
 JOB_COUNTERS = (JOB_PACKETS, JOB_DROPS, JOB_ECN_MARKS)  # indexed by job id
 PORT_COUNTERS = (SHIM_BAD_HEADER_COUNTER, SHIM_TRUNCATED_COUNTER)  # indexed by ingress port
 
-# Match fields (P4Info names)
-IPV4_SRC = "hdr.ipv4.src_addr"
-IPV4_DST = "hdr.ipv4.dst_addr"
-IP_PROTOCOL = "hdr.ipv4.protocol"
-L4_SRC_PORT = "meta.l4_src_port"
-L4_DST_PORT = "meta.l4_dst_port"
-JOB_ID = "meta.job_id"
-ITERATION = "meta.iteration"
-PROGRESS = "meta.progress"
-LEVEL = "meta.level"
-EGRESS_SPEC = "std_meta.egress_spec"
-EGRESS_PORT = "std_meta.egress_port"
-QUEUE_PRIORITY = "meta.priority"
-ENQ_QDEPTH = "std_meta.enq_qdepth"
-DEQ_QDEPTH = "std_meta.deq_qdepth"
+# Match fields: P4Info names, set with @name on each key in P4 so they are the same on every target
+# (the key expressions differ: std_meta.egress_port on v1model, eg_intr_md.egress_port on TNA).
+IPV4_SRC = "ipv4_src"
+IPV4_DST = "ipv4_dst"
+IP_PROTOCOL = "ip_proto"
+L4_SRC_PORT = "l4_sport"
+L4_DST_PORT = "l4_dport"
+JOB_ID = "job_id"
+ITERATION = "iteration"
+PROGRESS = "progress"
+LEVEL = "level"
+EGRESS_PORT = "egress_port"
+ENQ_QDEPTH = "enq_qdepth"  # the packet's queue at enqueue
+DEQ_QDEPTH = "deq_qdepth"  # the packet's queue at dequeue: what is still queued behind it
 
 
 # ---- the contract as data ------------------------------------------------------------------------
@@ -240,7 +240,7 @@ TABLES: dict[str, TableSpec] = {
         ),
         TableSpec(
             DROP_THRESHOLD,
-            (MatchField(EGRESS_SPEC, PORT_BITS, "ternary"), MatchField(LEVEL, LEVEL_BITS, "exact")),
+            (MatchField(LEVEL, LEVEL_BITS, "exact"),),
             (SET_MIN_IMPORTANCE,),
             SET_MIN_IMPORTANCE,
             (("importance", 0),),
@@ -248,7 +248,7 @@ TABLES: dict[str, TableSpec] = {
         ),
         TableSpec(
             CONGESTION_LEVELS,
-            (MatchField(EGRESS_PORT, PORT_BITS, "ternary"), MatchField(DEQ_QDEPTH, QDEPTH_BITS, "range")),
+            (MatchField(DEQ_QDEPTH, QDEPTH_BITS, "range"),),
             (SET_LEVEL,),
             SET_LEVEL,
             (("l", 0),),
@@ -258,7 +258,6 @@ TABLES: dict[str, TableSpec] = {
             ECN_PROFILE,
             (
                 MatchField(EGRESS_PORT, PORT_BITS, "ternary"),
-                MatchField(QUEUE_PRIORITY, PRIORITY_BITS, "ternary"),
                 MatchField(ENQ_QDEPTH, QDEPTH_BITS, "range"),
             ),
             (MARK_WITH_PROBABILITY, MARK_ALWAYS, NO_MARK),
@@ -279,6 +278,7 @@ COUNTERS: dict[str, CounterSpec] = {
     )
 }
 
+# v1model only: egress writes it, ingress reads it. The TNA program drops in egress and has no register.
 REGISTERS: dict[str, RegisterSpec] = {
     CONGESTION_LEVEL_REGISTER: RegisterSpec(CONGESTION_LEVEL_REGISTER, CONGESTION_SLOTS, LEVEL_BITS),
 }
@@ -296,5 +296,13 @@ def artifact(name: str) -> Path:
     return P4_BUILD / name
 
 
+# v1model: BMv2 and the reference switch.
 P4INFO = artifact("mlfc.p4info.txtpb")
 BMV2_JSON = artifact("mlfc.json")
+
+# TNA (Tofino 1): bf-p4c's outputs for p4src/tna/mlfc.p4 (docs/tofino.md).
+TOFINO_BUILD = P4_BUILD / "tofino"
+TOFINO_P4INFO = TOFINO_BUILD / "mlfc.p4info.txtpb"
+TOFINO_BFRT = TOFINO_BUILD / "bfrt.json"
+TOFINO_CONTEXT = TOFINO_BUILD / "pipe" / "context.json"
+TOFINO_BINARY = TOFINO_BUILD / "pipe" / "tofino.bin"

@@ -167,7 +167,7 @@ def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState)
         and egress_spec != V1MODEL_DROP_PORT
     ):
         level = state.congestion_level[egress_spec * NUM_QUEUES + priority]
-        min_importance = tables[DROP_THRESHOLD].lookup((egress_spec, level))[1][0]
+        min_importance = tables[DROP_THRESHOLD].lookup((level,))[1][0]
         if importance < min_importance:
             egress_spec = V1MODEL_DROP_PORT
             reason = DROP_SELECTIVE
@@ -203,7 +203,7 @@ def egress(
     deq_depth = min(deq_depth, MAX_QDEPTH)
 
     # CongestionMonitor: the level of this (port, queue) as this packet leaves it
-    level = tables[CONGESTION_LEVELS].lookup((port, deq_depth))[1][0]
+    level = tables[CONGESTION_LEVELS].lookup((deq_depth,))[1][0]
     state.congestion_level[port * NUM_QUEUES + ing.priority] = level
 
     # Ecn: ECT packets only
@@ -211,7 +211,7 @@ def egress(
     dscp_ecn = p.dscp_ecn
     ecn = dscp_ecn & 3
     if ecn not in (ECN_NOT_ECT, ECN_CE):
-        action, params = tables[ECN_PROFILE].lookup((port, ing.priority, enq_depth))
+        action, params = tables[ECN_PROFILE].lookup((port, enq_depth))
         if action == MARK_ALWAYS or (action == MARK_WITH_PROBABILITY and rng() < params[0]):
             marked = True
             dscp_ecn |= ECN_CE

@@ -134,20 +134,16 @@ def tables_from_entries(entries: Iterable[TableEntry]) -> Tables:
                 )
             )
         elif e.table == names.CONGESTION_LEVELS:
-            m = _only(e, (names.DEQ_QDEPTH, names.EGRESS_PORT))
-            if _ternary(m.get(names.EGRESS_PORT), str(e))[1] != 0:
-                raise BridgeError(f"{e}: per-port congestion levels are not modelled")
+            m = _only(e, (names.DEQ_QDEPTH,))
             levels.append(LevelRow(_range(m.get(names.DEQ_QDEPTH), FULL_DEPTH, str(e)), params["l"]))
         elif e.table == names.DROP_THRESHOLD:
-            m = _only(e, (names.LEVEL, names.EGRESS_SPEC))
-            if _ternary(m.get(names.EGRESS_SPEC), str(e))[1] != 0:
-                raise BridgeError(f"{e}: per-port drop thresholds are not modelled")
+            m = _only(e, (names.LEVEL,))
             level = m.get(names.LEVEL)
             if not isinstance(level, Exact) or not 0 <= level.value < drop.NUM_LEVELS:
-                raise BridgeError(f"{e}: meta.level must be an exact level 0..{drop.NUM_LEVELS - 1}")
+                raise BridgeError(f"{e}: the level must be an exact level 0..{drop.NUM_LEVELS - 1}")
             min_imp[level.value] = params["importance"]
         elif e.table == names.ECN_PROFILE:
-            m = _only(e, (names.EGRESS_PORT, names.QUEUE_PRIORITY, names.ENQ_QDEPTH))
+            m = _only(e, (names.EGRESS_PORT, names.ENQ_QDEPTH))
             if e.action == names.MARK_WITH_PROBABILITY:
                 thr = params["threshold"]
             elif e.action == names.MARK_ALWAYS:
@@ -159,7 +155,7 @@ def tables_from_entries(entries: Iterable[TableEntry]) -> Tables:
             ecn_rows.append(
                 EcnRow(
                     _ternary(m.get(names.EGRESS_PORT), str(e)),
-                    _ternary(m.get(names.QUEUE_PRIORITY), str(e)),
+                    ANY32,  # the class: ecn_profile has no class key (the simulated switch's row keeps one)
                     _range(m.get(names.ENQ_QDEPTH), FULL_DEPTH, str(e)),
                     e.priority,
                     thr,

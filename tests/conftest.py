@@ -8,6 +8,8 @@ import shutil
 
 import pytest
 
+from mlfc.testing.tofino import tofino_compiler_missing
+
 
 def _missing(marker: str) -> str | None:
     if marker == "p4c":
@@ -22,6 +24,8 @@ def _missing(marker: str) -> str | None:
             if not shutil.which(tool):
                 return f"{tool} not installed (apt-get install mininet)"
         return None
+    if marker == "tofino":
+        return tofino_compiler_missing()
     if marker == "root":
         return None if os.geteuid() == 0 else "needs root (network namespaces, veth pairs)"
     if marker == "ns3":
@@ -32,14 +36,14 @@ def _missing(marker: str) -> str | None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    for marker in ("p4c", "bmv2", "mininet", "root", "ns3"):
+    for marker in ("p4c", "tofino", "bmv2", "mininet", "root", "ns3"):
         if item.get_closest_marker(marker):
             reason = _missing(marker)
             if reason:
                 pytest.skip(f"[{marker}] {reason}")
 
 
-_GROUPS = ("p4c", "bmv2", "mininet", "root", "ns3")
+_GROUPS = ("p4c", "tofino", "bmv2", "mininet", "root", "ns3")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:

@@ -1,4 +1,5 @@
-// Headers shared by every target. mlfc_h must match SHIM_FIELDS in mlfc/wire.py (a test checks).
+// Headers and the ingress metadata every target shares. mlfc_h must match SHIM_FIELDS in
+// mlfc/wire.py (a test checks).
 #ifndef __MLFC_HEADER__
 #define __MLFC_HEADER__
 
@@ -14,7 +15,7 @@ header ipv4_h {
     bit<4>      version;
     bit<4>      ihl;
     bit<6>      dscp;
-    bit<2>      ecn;
+    ecn_t       ecn;
     bit<16>     total_len;
     bit<16>     identification;
     bit<3>      flags;
@@ -27,37 +28,37 @@ header ipv4_h {
 }
 
 header tcp_h {
-    bit<16> src_port;
-    bit<16> dst_port;
-    bit<32> seq_no;
-    bit<32> ack_no;
-    bit<4>  data_offset;
-    bit<4>  res;
-    bit<8>  flags;
-    bit<16> window;
-    bit<16> checksum;
-    bit<16> urgent_ptr;
+    l4_port_t src_port;
+    l4_port_t dst_port;
+    bit<32>   seq_no;
+    bit<32>   ack_no;
+    bit<4>    data_offset;
+    bit<4>    res;
+    bit<8>    flags;
+    bit<16>   window;
+    bit<16>   checksum;
+    bit<16>   urgent_ptr;
 }
 
 header udp_h {
-    bit<16> src_port;
-    bit<16> dst_port;
-    bit<16> len;
-    bit<16> checksum;
+    l4_port_t src_port;
+    l4_port_t dst_port;
+    bit<16>   len;
+    bit<16>   checksum;
 }
 
 // The mlfc shim, 16 bytes after the UDP header (docs/wire-format.md).
 header mlfc_h {
-    bit<4>  version;
-    bit<4>  msg_type;
-    bit<8>  flags;
-    bit<16> job_id;
-    bit<32> iteration;
-    bit<16> tensor_id;
-    bit<4>  importance;
-    bit<4>  progress;
-    bit<8>  reserved;
-    bit<32> chunk_seq;
+    bit<4>       version;
+    bit<4>       msg_type;
+    bit<8>       flags;
+    job_id_t     job_id;
+    iteration_t  iteration;
+    bit<16>      tensor_id;
+    importance_t importance;
+    progress_t   progress;
+    bit<8>       reserved;
+    bit<32>      chunk_seq;
 }
 
 struct headers_t {
@@ -68,19 +69,19 @@ struct headers_t {
     mlfc_h     mlfc;
 }
 
-// Per-packet state carried from ingress to egress.
+// What ingress decides about a packet. On v1model the same struct reaches egress; TNA bridges the
+// part egress needs (tna/include/header_tna.p4).
 struct mlfc_meta_t {
-    shim_status_t shim_status;
-    bit<1>        tagged;      // a valid shim DATA/ACK/CNP
-    job_id_t      job_id;      // from the shim or the 5-tuple classifier; 0 = no job
-    bit<4>        importance;
-    bit<4>        progress;
-    iteration_t   iteration;
-    bit<16>       l4_src_port;
-    bit<16>       l4_dst_port;
-    priority_t    priority;    // the queue chosen in ingress (v1model has no qid in egress)
-    congestion_level_t level;  // of the queue the packet is headed for, read in ingress
-    bit<32>       counter_index; // per-job counter slot
+    shim_status_t      shim_status;
+    job_id_t           job_id;      // from the shim or the 5-tuple classifier; 0 = no job
+    iteration_t        iteration;
+    importance_t       importance;
+    progress_t         progress;
+    l4_port_t          l4_src_port;
+    l4_port_t          l4_dst_port;
+    priority_t         priority;    // the traffic class chosen in ingress
+    job_slot_t         job_slot;    // per-job counter index
+    congestion_level_t level;       // of the queue the packet is headed for
 }
 
 #endif

@@ -1,3 +1,4 @@
+// Table and counter sizes, the same on every target (mlfc/contract.py holds the same numbers).
 #ifndef __MLFC_SIZE__
 #define __MLFC_SIZE__
 
@@ -10,8 +11,7 @@
 
 // Per-job counters are indexed by job id; ids >= MAX_JOBS are counted at index 0 ("untracked").
 #define MAX_JOBS 4096
+// Per-port counters are indexed by the 9-bit port id.
 #define MAX_PORTS 512
-#define NUM_QUEUES 8
-#define CONGESTION_SLOTS 4096   // MAX_PORTS * NUM_QUEUES
 
 #endif

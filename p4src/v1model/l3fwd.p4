@@ -5,6 +5,7 @@
 #include <core.p4>
 #include <v1model.p4>
 
+#include "include/define_v1model.p4"
 #include "../shared/define.p4"
 #include "../shared/size.p4"
 #include "../shared/header.p4"
@@ -19,7 +20,7 @@ control MlfcIngress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_
             mark_to_drop(std_meta);
             return;
         }
-        forwarding.apply(hdr, meta, std_meta);
+        forwarding.apply(hdr.ethernet, hdr.ipv4, std_meta);
     }
 }
 

@@ -2,23 +2,27 @@
  * mlfc: ML-aware flow control for v1model (BMv2 simple_switch_grpc --priority-queues 8).
  *
  * Ingress: route, classify (shim or 5-tuple), pick a priority queue by job/iteration/progress,
- * drop low-importance gradients headed for a congested queue, count.
+ * count, drop low-importance gradients headed for a congested queue.
  * Egress: record the queue's congestion level, mark ECN with the DCQCN profile.
- * Table and action names are the contract with the controller and the TNA port.
+ * Table, action and counter names are the contract with the controller (mlfc/contract.py); the TNA
+ * program (p4src/tna/mlfc.p4) carries the same ones.
  */
 #include <core.p4>
 #include <v1model.p4>
 
+#include "include/define_v1model.p4"
 #include "../shared/define.p4"
 #include "../shared/size.p4"
 #include "../shared/header.p4"
 #include "include/parser.p4"
+#include "include/congestion_register.p4"
 #include "include/control/forwarding.p4"
 #include "include/control/classifier.p4"
 #include "include/control/queueing.p4"
-#include "include/control/selective_drop.p4"
-#include "include/control/ecn.p4"
 #include "include/control/stats.p4"
+#include "include/control/selective_drop.p4"
+#include "include/control/congestion_monitor.p4"
+#include "include/control/ecn.p4"
 
 control MlfcIngress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata_t std_meta) {
     Forwarding() forwarding;
@@ -34,11 +38,11 @@ control MlfcIngress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_
             mark_to_drop(std_meta);
             return;
         }
-        forwarding.apply(hdr, meta, std_meta);
-        classifier.apply(hdr, meta, std_meta);
-        queueing.apply(hdr, meta, std_meta);
-        stats.apply(hdr, meta, std_meta);
-        selective_drop.apply(hdr, meta, std_meta);
+        forwarding.apply(hdr.ethernet, hdr.ipv4, std_meta);
+        classifier.apply(hdr.ipv4, hdr.udp, hdr.mlfc, std_meta.parser_error, meta);
+        queueing.apply(hdr.mlfc.msg_type, meta, std_meta.priority);
+        stats.apply(meta.job_id, meta.shim_status, std_meta.ingress_port, meta.job_slot);
+        selective_drop.apply(hdr.mlfc.msg_type, meta, std_meta);
     }
 }
 
@@ -47,8 +51,8 @@ control MlfcEgress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_m
     Ecn() ecn;
 
     apply {
-        congestion.apply(hdr, meta, std_meta);
-        ecn.apply(hdr, meta, std_meta);
+        congestion.apply(std_meta.egress_port, std_meta.deq_qdepth, meta.priority);
+        ecn.apply(hdr.ipv4, std_meta.egress_port, std_meta.enq_qdepth, meta.job_slot);
     }
 }
 

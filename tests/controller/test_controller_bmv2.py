@@ -55,7 +55,7 @@ def test_switch_connection_round_trip(switch_factory) -> None:
         assert conn.pipeline_cookie() == PIPELINE.cookie
         conn.write_entries(desired_a)
         assert set(conn.read_entries()) == set(desired_a)  # the switch's canonical form equals ours
-        job7 = entry(names.JOB_PRIORITY, {"meta.job_id": Ternary(7, 0xFFFF)}, names.SET_PRIORITY, {"priority": 1}, 30)
+        job7 = entry(names.JOB_PRIORITY, {names.JOB_ID: Ternary(7, 0xFFFF)}, names.SET_PRIORITY, {"priority": 1}, 30)
         conn.modify_entries([job7])
         assert job7 in conn.read_entries([names.JOB_PRIORITY])
         d = conn.reconcile(desired_b)
@@ -191,7 +191,7 @@ def test_start_up_reconciles_what_the_switch_already_holds(switch_factory, contr
     s1 = switch_factory(device_id=1)
     config = parse_config(config_doc(target_doc(s1)))
     defaults = list(comp.compile_intent(pb.Intent(), config, PIPELINE).entries["s1"])
-    stray = entry(names.JOB_PRIORITY, {"meta.job_id": Ternary(99, 0xFFFF)}, names.SET_PRIORITY, {"priority": 6}, 30)
+    stray = entry(names.JOB_PRIORITY, {names.JOB_ID: Ternary(99, 0xFFFF)}, names.SET_PRIORITY, {"priority": 6}, 30)
     route = next(e for e in defaults if e.table == names.ROUTES_V4)
     wrong_route = entry(route.table, route.match_dict(), route.action, {**route.params_dict(), "port": 2})
     with SwitchConnection(s1.grpc_addr, 1, pipeline=PIPELINE) as conn:

@@ -23,9 +23,7 @@ def compiled(intent: pb.Intent, switch: str = "s1") -> tuple[comp.TableEntry, ..
 
 
 def job_class(entries, job: int, iteration: int = 0, progress: int = 0) -> int:
-    e = lookup(
-        entries, names.JOB_PRIORITY, {"meta.job_id": job, "meta.iteration": iteration, "meta.progress": progress}
-    )
+    e = lookup(entries, names.JOB_PRIORITY, {names.JOB_ID: job, names.ITERATION: iteration, names.PROGRESS: progress})
     return priority.PRIORITY_DEFAULT if e is None else e.params_dict()["priority"]
 
 
@@ -41,10 +39,10 @@ def test_window_beats_the_job_wide_entry() -> None:
     )
     entries = compiled(intent)
     jp = [e for e in entries if e.table == names.JOB_PRIORITY]
-    job_wide = next(e for e in jp if e.match == (("meta.job_id", Ternary(5, 0xFFFF)),))
-    window = next(e for e in jp if "meta.iteration" in e.match_dict())
+    job_wide = next(e for e in jp if e.match == ((names.JOB_ID, Ternary(5, 0xFFFF)),))
+    window = next(e for e in jp if names.ITERATION in e.match_dict())
     assert window.priority > job_wide.priority > 0
-    assert window.match_dict() == {"meta.job_id": Ternary(5, 0xFFFF), "meta.iteration": Range(10, 20)}
+    assert window.match_dict() == {names.JOB_ID: Ternary(5, 0xFFFF), names.ITERATION: Range(10, 20)}
     assert window.params_dict() == {"priority": 6}
     # Behaviour: a window iteration takes the window's class, all others the job's class.
     assert [job_class(entries, 5, it) for it in (9, 10, 15, 20, 21)] == [2, 6, 6, 6, 2]
@@ -55,8 +53,8 @@ def test_window_beats_the_job_wide_entry() -> None:
 def test_interleaving_bands_come_from_the_policy_and_spare_job_0_and_listed_jobs() -> None:
     entries = compiled(pb.Intent(jobs=[pb.JobIntent(job_id=5, priority=4)], interleaving=True))
     bands = priority.interleaving_bands()
-    band_entries = [e for e in entries if "meta.progress" in e.match_dict()]
-    assert sorted((e.match_dict()["meta.progress"], e.params_dict()["priority"]) for e in band_entries) == sorted(
+    band_entries = [e for e in entries if names.PROGRESS in e.match_dict()]
+    assert sorted((e.match_dict()[names.PROGRESS], e.params_dict()["priority"]) for e in band_entries) == sorted(
         (Range(b.lo, b.hi), b.priority) for b in bands
     )
     for b in bands:
@@ -67,16 +65,14 @@ def test_interleaving_bands_come_from_the_policy_and_spare_job_0_and_listed_jobs
 
 
 def test_no_interleaving_entries_unless_asked() -> None:
-    assert not [e for e in compiled(pb.Intent()) if "meta.progress" in e.match_dict()]
+    assert not [e for e in compiled(pb.Intent()) if names.PROGRESS in e.match_dict()]
 
 
 # ---- ECN, drop -------------------------------------------------------------------------------------
 
 
 def mark_probability(entries, port: int, depth: int) -> float:
-    e = lookup(
-        entries, names.ECN_PROFILE, {"std_meta.egress_port": port, "meta.priority": 0, "std_meta.enq_qdepth": depth}
-    )
+    e = lookup(entries, names.ECN_PROFILE, {names.EGRESS_PORT: port, names.ENQ_QDEPTH: depth})
     if e is None or e.action == names.NO_MARK:
         return 0.0
     if e.action == names.MARK_ALWAYS:
@@ -87,7 +83,7 @@ def mark_probability(entries, port: int, depth: int) -> float:
 def test_ecn_ranges_equal_compile_profile() -> None:
     profile = CONFIG.defaults.ecn
     entries = [e for e in compiled(pb.Intent()) if e.table == names.ECN_PROFILE]
-    got = [(e.match_dict()["std_meta.enq_qdepth"], e.action, e.params_dict().get("threshold")) for e in entries]
+    got = [(e.match_dict()[names.ENQ_QDEPTH], e.action, e.params_dict().get("threshold")) for e in entries]
     want = [
         (
             Range(r.lo, r.hi),
@@ -97,7 +93,7 @@ def test_ecn_ranges_equal_compile_profile() -> None:
         for r in ecn.compile_profile(profile)
     ]
     assert got == want
-    assert all("std_meta.egress_port" not in e.match_dict() for e in entries)  # every port
+    assert all(names.EGRESS_PORT not in e.match_dict() for e in entries)  # every port
 
 
 @settings(max_examples=40, deadline=None)
@@ -130,16 +126,14 @@ def test_drop_levels_and_thresholds_come_from_the_policy() -> None:
     policy = drop.DropPolicy((10, 20, 30), (0, 3, 5, 8))
     entries = compiled(pb.Intent(drop_policy=pb.DropPolicy(level_depths=[10, 20, 30], min_importance=[0, 3, 5, 8])))
     levels = sorted(
-        (e.match_dict()["std_meta.deq_qdepth"], e.params_dict()["l"])
-        for e in entries
-        if e.table == names.CONGESTION_LEVELS
+        (e.match_dict()[names.DEQ_QDEPTH], e.params_dict()["l"]) for e in entries if e.table == names.CONGESTION_LEVELS
     )
     assert levels == [(Range(lo, hi), lvl) for lo, hi, lvl in drop.level_ranges(policy)]
     for q in (0, 9, 10, 19, 20, 30, ecn.MAX_QDEPTH):
-        e = lookup(entries, names.CONGESTION_LEVELS, {"std_meta.egress_port": 1, "std_meta.deq_qdepth": q})
+        e = lookup(entries, names.CONGESTION_LEVELS, {names.DEQ_QDEPTH: q})
         assert (0 if e is None else e.params_dict()["l"]) == drop.congestion_level(policy, q)
     for level in range(drop.NUM_LEVELS):
-        e = lookup(entries, names.DROP_THRESHOLD, {"std_meta.egress_spec": 2, "meta.level": level})
+        e = lookup(entries, names.DROP_THRESHOLD, {names.LEVEL: level})
         assert (0 if e is None else e.params_dict()["importance"]) == policy.min_importance[level]
 
 
@@ -155,7 +149,7 @@ def test_unset_fields_fall_back_to_the_deployment_defaults() -> None:
 
 def test_routes_come_from_the_deployment_file() -> None:
     routes = [e for e in compiled(pb.Intent()) if e.table == names.ROUTES_V4]
-    assert {(e.match_dict()["hdr.ipv4.dst_addr"], e.params_dict()["port"]) for e in routes} == {
+    assert {(e.match_dict()[names.IPV4_DST], e.params_dict()["port"]) for e in routes} == {
         (Lpm(0x0A000101, 32), 1),
         (Lpm(0x0A000200, 24), 2),
     }
@@ -173,11 +167,11 @@ def test_more_specific_flows_win() -> None:
 
     def job_of(dst: int, proto: int, dport: int) -> int | None:
         fields = {
-            "hdr.ipv4.src_addr": 0x0A000101,
-            "hdr.ipv4.dst_addr": dst,
-            "hdr.ipv4.protocol": proto,
-            "meta.l4_src_port": 1234,
-            "meta.l4_dst_port": dport,
+            names.IPV4_SRC: 0x0A000101,
+            names.IPV4_DST: dst,
+            names.IP_PROTOCOL: proto,
+            names.L4_SRC_PORT: 1234,
+            names.L4_DST_PORT: dport,
         }
         e = lookup(entries, names.FLOWS, fields)
         return None if e is None else e.params_dict()["job_id"]

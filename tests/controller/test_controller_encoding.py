@@ -45,7 +45,7 @@ def test_contract_holds(pipeline: Pipeline) -> None:
     assert pipeline.table_size(names.JOB_PRIORITY) == 1024
     assert pipeline.table_size(names.ECN_PROFILE) == 4096
     assert pipeline.counter_size(names.JOB_PACKETS) == 4096
-    assert pipeline.field_width(names.ECN_PROFILE, "std_meta.enq_qdepth") == 19
+    assert pipeline.field_width(names.ECN_PROFILE, names.ENQ_QDEPTH) == 19
     assert pipeline.name.startswith("mlfc@0x")
 
 
@@ -61,7 +61,7 @@ def test_every_compiled_entry_round_trips(pipeline: Pipeline) -> None:
 def test_wire_form_of_a_route_and_a_ternary_range_entry(pipeline: Pipeline) -> None:
     route = entry(
         names.ROUTES_V4,
-        {"hdr.ipv4.dst_addr": Lpm(0x0A000200, 24)},
+        {names.IPV4_DST: Lpm(0x0A000200, 24)},
         names.SET_NEXT_HOP,
         {"port": 3, "src_mac": 0x0A, "dst_mac": 0x0B0C},
     )
@@ -69,7 +69,7 @@ def test_wire_form_of_a_route_and_a_ternary_range_entry(pipeline: Pipeline) -> N
     table = pipeline.schema.tables[names.ROUTES_V4]
     assert msg.table_id == table.id
     (fm,) = msg.match
-    assert fm.field_id == table.match_fields["hdr.ipv4.dst_addr"].id
+    assert fm.field_id == table.match_fields[names.IPV4_DST].id
     assert (fm.lpm.value, fm.lpm.prefix_len) == (bytes([10, 0, 2, 0]), 24)
     assert msg.action.action.action_id == pipeline.schema.actions[names.SET_NEXT_HOP].id
     # P4Runtime canonical byte strings: no leading zero bytes.
@@ -79,7 +79,7 @@ def test_wire_form_of_a_route_and_a_ternary_range_entry(pipeline: Pipeline) -> N
 
     jp = entry(
         names.JOB_PRIORITY,
-        {"meta.job_id": Ternary(7, 0xFFFF), "meta.iteration": Range(3, 9)},
+        {names.JOB_ID: Ternary(7, 0xFFFF), names.ITERATION: Range(3, 9)},
         names.SET_PRIORITY,
         {"priority": 6},
         40,
@@ -93,20 +93,20 @@ def test_wire_form_of_a_route_and_a_ternary_range_entry(pipeline: Pipeline) -> N
 def test_values_that_do_not_fit_are_refused(pipeline: Pipeline) -> None:
     too_wide = entry(
         names.ROUTES_V4,
-        {"hdr.ipv4.dst_addr": Lpm(1, 32)},
+        {names.IPV4_DST: Lpm(1, 32)},
         names.SET_NEXT_HOP,
         {"port": 512, "src_mac": 0, "dst_mac": 0},
     )
     with pytest.raises(ValueError, match="bitwidth 9: 512"):
         pipeline.encode(too_wide)
-    unknown = entry(names.JOB_PRIORITY, {"meta.job_id": Exact(1)}, "MlfcIngress.queueing.nope", {}, 1)
+    unknown = entry(names.JOB_PRIORITY, {names.JOB_ID: Exact(1)}, "MlfcIngress.queueing.nope", {}, 1)
     with pytest.raises(ValueError, match="nope"):
         pipeline.encode(unknown)
 
 
 def test_updates_are_ordered_delete_modify_insert(pipeline: Pipeline) -> None:
     def jp(job: int):
-        return entry(names.JOB_PRIORITY, {"meta.job_id": Ternary(job, 0xFFFF)}, names.SET_PRIORITY, {"priority": 1}, 30)
+        return entry(names.JOB_PRIORITY, {names.JOB_ID: Ternary(job, 0xFFFF)}, names.SET_PRIORITY, {"priority": 1}, 30)
 
     ups = to_updates(Diff(inserts=(jp(1),), modifies=(jp(2),), deletes=(jp(3), jp(4))), pipeline)
     U = p4r.Update

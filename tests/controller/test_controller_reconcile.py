@@ -12,9 +12,9 @@ from mlfc.controller.reconcile import Diff, apply_diff, batches, count_by_table,
 
 
 def jp(job: int, prio: int, lo: int = 0, hi: int = 0, entry_prio: int = 30):
-    match = {"meta.job_id": Ternary(job, 0xFFFF)}
+    match = {names.JOB_ID: Ternary(job, 0xFFFF)}
     if hi:
-        match["meta.iteration"] = Range(lo, hi)
+        match[names.ITERATION] = Range(lo, hi)
     return entry(names.JOB_PRIORITY, match, names.SET_PRIORITY, {"priority": prio}, entry_prio)
 
 
@@ -39,8 +39,8 @@ def test_identity_is_table_match_and_priority_not_the_action() -> None:
 
 
 def test_origin_is_not_switch_state() -> None:
-    a = entry(names.JOB_PRIORITY, {"meta.job_id": Ternary(1, 0xFFFF)}, names.SET_PRIORITY, {"priority": 2}, 30, "x")
-    b = entry(names.JOB_PRIORITY, {"meta.job_id": Ternary(1, 0xFFFF)}, names.SET_PRIORITY, {"priority": 2}, 30, "y")
+    a = entry(names.JOB_PRIORITY, {names.JOB_ID: Ternary(1, 0xFFFF)}, names.SET_PRIORITY, {"priority": 2}, 30, "x")
+    b = entry(names.JOB_PRIORITY, {names.JOB_ID: Ternary(1, 0xFFFF)}, names.SET_PRIORITY, {"priority": 2}, 30, "y")
     assert diff([a], [b]).empty
 
 

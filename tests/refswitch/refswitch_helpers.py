@@ -109,15 +109,13 @@ def _depth_match(lo: int, hi: int) -> Range | None:
     return None if (lo, hi) == (0, MAX_QDEPTH) else Range(lo, hi)
 
 
-def ecn_entries(profile: EcnProfile, port: int | None = None, klass: int | None = None) -> list[TableEntry]:
+def ecn_entries(profile: EcnProfile, port: int | None = None) -> list[TableEntry]:
     """``ecn_profile`` entries for ``mlfc.policy.ecn.compile_profile(profile)``."""
     out = []
     for i, r in enumerate(compile_profile(profile)):
         match: dict[str, Match] = {}
         if port is not None:
             match[P.EGRESS_PORT] = Ternary(port, PORT_MASK)
-        if klass is not None:
-            match[P.QUEUE_PRIORITY] = exact_ternary(klass, P.PRIORITY_BITS)
         if (depth := _depth_match(r.lo, r.hi)) is not None:
             match[P.ENQ_QDEPTH] = depth
         if r.always:
@@ -127,23 +125,19 @@ def ecn_entries(profile: EcnProfile, port: int | None = None, klass: int | None 
     return out
 
 
-def drop_entries(policy: DropPolicy, port: int | None = None) -> list[TableEntry]:
+def drop_entries(policy: DropPolicy) -> list[TableEntry]:
     """``congestion_levels`` and ``drop_threshold`` entries for a DropPolicy (mlfc.policy.drop)."""
     out = []
-    port_match = {P.EGRESS_PORT: Ternary(port, PORT_MASK)} if port is not None else {}
     for lo, hi, level in level_ranges(policy):
-        out.append(
-            entry(P.CONGESTION_LEVELS, {**port_match, P.DEQ_QDEPTH: Range(lo, hi)}, P.SET_LEVEL, {"l": level}, 1)
-        )
-    spec_match = {P.EGRESS_SPEC: Ternary(port, PORT_MASK)} if port is not None else {}
+        out.append(entry(P.CONGESTION_LEVELS, {P.DEQ_QDEPTH: Range(lo, hi)}, P.SET_LEVEL, {"l": level}, 1))
     for level in range(NUM_LEVELS):
         out.append(
             entry(
                 P.DROP_THRESHOLD,
-                {**spec_match, P.LEVEL: Exact(level)},
+                {P.LEVEL: Exact(level)},
                 P.SET_MIN_IMPORTANCE,
                 {"importance": policy.min_importance[level]},
-                1,
+                0,
             )
         )
     return out

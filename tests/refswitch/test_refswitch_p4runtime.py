@@ -16,7 +16,7 @@ from raw_p4runtime import RawError, RawP4Runtime
 from refswitch_helpers import HOST_IP, HOST_MAC, flow, host_routes, job_priority, route, shim_packet
 
 from mlfc import contract as P
-from mlfc.controller.entries import Exact, Range, Ternary, entry
+from mlfc.controller.entries import Exact, Range, entry
 from mlfc.controller.sync import SwitchConnection
 from mlfc.refswitch import pipeline as pl
 from mlfc.refswitch.errors import Code
@@ -158,10 +158,10 @@ def _entries():
         job_priority(7, 5, iterations=(10, 20), progress=(0, 3), priority=9),
         entry(
             P.DROP_THRESHOLD,
-            {P.EGRESS_SPEC: Ternary(1, 0x1FF), P.LEVEL: Exact(2)},
+            {P.LEVEL: Exact(2)},
             P.SET_MIN_IMPORTANCE,
             {"importance": 4},
-            1,
+            0,
         ),
         entry(P.CONGESTION_LEVELS, {P.DEQ_QDEPTH: Range(16, 31)}, P.SET_LEVEL, {"l": 1}, 1),
         entry(P.ECN_PROFILE, {P.ENQ_QDEPTH: Range(33, P.MAX_QDEPTH)}, P.MARK_ALWAYS, priority=2),
@@ -238,7 +238,7 @@ def _raw_update(client, te, mutate) -> p4r.Update:
         (P.DROP_THRESHOLD, lambda te: te.match.pop(), Code.INVALID_ARGUMENT),  # the exact field is missing
         (
             P.DROP_THRESHOLD,
-            lambda te: te.match[0].ClearField("ternary") or te.match[0].exact.SetInParent(),
+            lambda te: te.match[0].ClearField("exact") or te.match[0].ternary.SetInParent(),  # wrong match kind
             Code.INVALID_ARGUMENT,
         ),
     ],

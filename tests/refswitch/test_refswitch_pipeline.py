@@ -338,13 +338,6 @@ def test_ecn_marked_fraction_between_kmin_and_kmax():
     assert state.counter(P.JOB_ECN_MARKS, 3)[0] == total
 
 
-def test_ecn_profile_per_priority_class(sw):
-    install(sw, [job_priority(2, 5)])
-    install(sw, ecn_entries(EcnProfile(kmin=0, kmax=0, pmax=1.0), klass=5))
-    assert run(sw, shim_packet(0, 1, job=2), enq_depth=1).ecn_marked
-    assert not run(sw, shim_packet(0, 1, job=1), enq_depth=1).ecn_marked
-
-
 # ---- selective drop ---------------------------------------------------------------------------------
 
 POLICY = DropPolicy(level_depths=(4, 8, 12), min_importance=(0, 2, 4, 8))

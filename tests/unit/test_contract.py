@@ -61,6 +61,7 @@ def _typedef_widths(path: Path) -> dict[str, int]:
 def test_define_and_size_p4_match_the_contract() -> None:
     define = _consts(P4SRC / "shared" / "define.p4")
     size = _consts(P4SRC / "shared" / "size.p4")
+    v1model = _consts(P4SRC / "v1model" / "include" / "define_v1model.p4")
     want_define = {
         "PRIORITY_CONTROL": contract.PRIORITY_CONTROL,
         "PRIORITY_DEFAULT": contract.PRIORITY_DEFAULT,
@@ -80,12 +81,24 @@ def test_define_and_size_p4_match_the_contract() -> None:
         "DROP_THRESHOLD_SIZE": contract.DROP_THRESHOLD_SIZE,
         "MAX_JOBS": contract.MAX_JOBS,
         "MAX_PORTS": contract.MAX_PORTS,
+    }
+    want_v1model = {
         "NUM_QUEUES": contract.NUM_QUEUES,
+        "CONGESTION_SLOTS": contract.CONGESTION_SLOTS,
+        "DROP_PORT": contract.V1MODEL_DROP_PORT,
     }
     assert {k: define.get(k) for k in want_define} == want_define
     assert {k: size.get(k) for k in want_size} == want_size
+    assert {k: v1model.get(k) for k in want_v1model} == want_v1model
     widths = _typedef_widths(P4SRC / "shared" / "define.p4")
     assert widths.get("job_id_t") == contract.JOB_ID_BITS
     assert widths.get("iteration_t") == contract.ITERATION_BITS
     assert widths.get("priority_t") == contract.PRIORITY_BITS
+    assert widths.get("importance_t") == contract.IMPORTANCE_BITS
+    assert widths.get("progress_t") == contract.PROGRESS_BITS
     assert widths.get("congestion_level_t") == contract.LEVEL_BITS
+    assert widths.get("mark_threshold_t") == contract.THRESHOLD_BITS
+    assert 1 << widths["job_slot_t"] == contract.MAX_JOBS
+    v1model_widths = _typedef_widths(P4SRC / "v1model" / "include" / "define_v1model.p4")
+    assert v1model_widths.get("PortId_t") == contract.PORT_BITS
+    assert v1model_widths.get("QueueDepth_t") == contract.QDEPTH_BITS

@@ -12,10 +12,18 @@ from mlfc.policy import priority
 P4SRC = Path(__file__).resolve().parents[2] / "p4src"
 
 
-def _p4_header_fields(text: str, name: str) -> list[tuple[str, int]]:
+def _typedefs(text: str) -> dict[str, int]:
+    return {name: int(w) for w, name in re.findall(r"typedef\s+bit<(\d+)>\s+(\w+)\s*;", text)}
+
+
+def _p4_header_fields(text: str, name: str, typedefs: dict[str, int]) -> list[tuple[str, int]]:
+    """Fields as (name, width), widths of typedef'd fields (``importance_t importance;``) resolved."""
     body = re.search(rf"header\s+{name}\s*\{{(.*?)\}}", text, re.S)
     assert body, f"header {name} not found"
-    return [(f, int(w)) for w, f in re.findall(r"bit<(\d+)>\s+(\w+)\s*;", body.group(1))]
+    out = []
+    for typ, f in re.findall(r"(bit<\d+>|\w+)\s+(\w+)\s*;", body.group(1)):
+        out.append((f, int(typ[4:-1]) if typ.startswith("bit<") else typedefs[typ]))
+    return out
 
 
 def _p4_const(text: str, name: str) -> int:
@@ -26,7 +34,8 @@ def _p4_const(text: str, name: str) -> int:
 
 def test_shim_header_matches_wire_fields() -> None:
     text = (P4SRC / "shared" / "header.p4").read_text()
-    assert _p4_header_fields(text, "mlfc_h") == list(wire.SHIM_FIELDS)
+    typedefs = _typedefs((P4SRC / "shared" / "define.p4").read_text())
+    assert _p4_header_fields(text, "mlfc_h", typedefs) == list(wire.SHIM_FIELDS)
 
 
 def test_constants_match() -> None:

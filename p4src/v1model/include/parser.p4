@@ -8,7 +8,6 @@ parser MlfcParser(packet_in packet, out headers_t hdr, inout mlfc_meta_t meta,
                   inout standard_metadata_t std_meta) {
     state start {
         meta.shim_status = SHIM_NONE;
-        meta.tagged = 0;
         meta.job_id = 0;
         meta.importance = 0;
         meta.progress = 0;
@@ -16,8 +15,7 @@ parser MlfcParser(packet_in packet, out headers_t hdr, inout mlfc_meta_t meta,
         meta.l4_src_port = 0;
         meta.l4_dst_port = 0;
         meta.priority = PRIORITY_DEFAULT;
-        meta.level = 0;
-        meta.counter_index = 0;
+        meta.job_slot = 0;
         transition parse_ethernet;
     }
 

@@ -1,7 +1,7 @@
 // DCQCN-style ECN marking on the enqueue depth. The controller compiles (Kmin, Kmax, Pmax) into
 // depth ranges (mlfc/policy/ecn.py): mark with probability threshold/65536, or always. Only ECT
 // packets are marked; the IPv4 checksum is recomputed in MlfcComputeChecksum.
-control Ecn(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata_t std_meta) {
+control Ecn(inout ipv4_h ipv4, in PortId_t egress_port, in QueueDepth_t enq_qdepth, in job_slot_t job_slot) {
     counter(MAX_JOBS, CounterType.packets) job_ecn_marks;
     bit<17> mark_threshold = 0;  // 0: never, 65536: always
 
@@ -9,7 +9,7 @@ control Ecn(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata
         mark_threshold = 17w0x10000;
     }
 
-    action mark_with_probability(bit<16> threshold) {
+    action mark_with_probability(mark_threshold_t threshold) {
         mark_threshold = (bit<17>) threshold;
     }
 
@@ -19,9 +19,8 @@ control Ecn(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata
 
     table ecn_profile {
         key = {
-            std_meta.egress_port: ternary;
-            meta.priority: ternary;
-            std_meta.enq_qdepth: range;
+            egress_port: ternary @name("egress_port");
+            enq_qdepth: range @name("enq_qdepth");
         }
         actions = { mark_with_probability; mark_always; no_mark; }
         default_action = no_mark();
@@ -29,14 +28,14 @@ control Ecn(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata
     }
 
     apply {
-        if (hdr.ipv4.isValid() && hdr.ipv4.ecn != ECN_NOT_ECT && hdr.ipv4.ecn != ECN_CE) {
+        if (ipv4.isValid() && ipv4.ecn != ECN_NOT_ECT && ipv4.ecn != ECN_CE) {
             ecn_profile.apply();
             if (mark_threshold != 0) {
                 bit<16> r;
                 random(r, 16w0, 16w0xFFFF);
                 if ((bit<17>) r < mark_threshold) {
-                    hdr.ipv4.ecn = ECN_CE;
-                    job_ecn_marks.count(meta.counter_index);
+                    ipv4.ecn = ECN_CE;
+                    job_ecn_marks.count((bit<32>) job_slot);
                 }
             }
         }

@@ -1,15 +1,15 @@
 // Priority queueing by job and iteration tag. ACK/CNP take the reserved control class; data
 // takes the class of the best-matching (job, iteration window, progress band) entry.
-control Queueing(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata_t std_meta) {
+control Queueing(in bit<4> msg_type, inout mlfc_meta_t meta, out QueueId_t queue) {
     action set_priority(priority_t priority) {
         meta.priority = priority;
     }
 
     table job_priority {
         key = {
-            meta.job_id: ternary;
-            meta.iteration: range;
-            meta.progress: range;
+            meta.job_id: ternary @name("job_id");
+            meta.iteration: range @name("iteration");
+            meta.progress: range @name("progress");
         }
         actions = { set_priority; }
         default_action = set_priority(PRIORITY_DEFAULT);
@@ -17,7 +17,7 @@ control Queueing(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_met
     }
 
     apply {
-        if (meta.tagged == 1 && hdr.mlfc.msg_type != MSG_DATA) {
+        if (meta.shim_status == SHIM_OK && msg_type != MSG_DATA) {
             meta.priority = PRIORITY_CONTROL;
         } else if (meta.shim_status == SHIM_OK || meta.shim_status == SHIM_NONE) {
             job_priority.apply();
@@ -28,6 +28,6 @@ control Queueing(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_met
         } else {
             meta.priority = PRIORITY_DEFAULT;
         }
-        std_meta.priority = meta.priority;
+        queue = (QueueId_t) meta.priority;
     }
 }

@@ -1,0 +1,41 @@
+// DCQCN-style ECN marking on the enqueue depth (cells). The controller compiles (Kmin, Kmax, Pmax) into
+// depth ranges: mark with probability threshold/65536 (a 16-bit random number below the threshold,
+// tested as a non-zero saturated difference), or always. Only ECT packets are marked; the egress
+// deparser recomputes the IPv4 checksum.
+control Ecn(inout ipv4_h ipv4, in PortId_t egress_port, in QueueDepth_t enq_qdepth, in job_slot_t job_slot) {
+    Counter<bit<32>, job_slot_t>(MAX_JOBS, CounterType_t.PACKETS) job_ecn_marks;
+    Random<bit<16>>() random;
+    bit<16> margin = 0;  // > 0 marks: threshold - random, saturated at 0 (or 1: always)
+
+    action mark_always() {
+        margin = 1;
+    }
+
+    action mark_with_probability(mark_threshold_t threshold) {
+        margin = threshold |-| random.get();
+    }
+
+    action no_mark() {
+        margin = 0;
+    }
+
+    table ecn_profile {
+        key = {
+            egress_port: ternary @name("egress_port");
+            enq_qdepth: range @name("enq_qdepth");
+        }
+        actions = { mark_with_probability; mark_always; no_mark; }
+        default_action = no_mark();
+        size = ECN_PROFILE_SIZE;
+    }
+
+    apply {
+        if (ipv4.ecn != ECN_NOT_ECT && ipv4.ecn != ECN_CE) {
+            ecn_profile.apply();
+            if (margin != 0) {
+                ipv4.ecn = ECN_CE;
+                job_ecn_marks.count(job_slot);
+            }
+        }
+    }
+}

@@ -1,0 +1,30 @@
+// TNA's metadata: ingress keeps mlfc_meta_t; what egress needs of it (selective drop and ECN run in
+// egress on Tofino) travels in a bridged header that the ingress deparser puts in front of the frame.
+#ifndef __MLFC_HEADER_TNA__
+#define __MLFC_HEADER_TNA__
+
+header bridged_h {
+    bit<3>       _pad0;
+    bit<1>       droppable;   // tagged DATA below IMPORTANCE_PROTECTED: subject to selective drop
+    importance_t importance;
+    bit<4>       _pad1;
+    job_slot_t   job_slot;    // per-job counter index
+}
+
+struct ingress_meta_t {
+    bridged_h   bridged;
+    mlfc_meta_t mlfc;
+    bit<1>      ipv4_checksum_error;
+}
+
+struct egress_headers_t {
+    ethernet_h ethernet;
+    ipv4_h     ipv4;
+}
+
+struct egress_meta_t {
+    bridged_h          bridged;
+    congestion_level_t level;
+}
+
+#endif
