@@ -208,10 +208,13 @@ def run_jobs(
     if cfg.priorities == "maif":
         coord_cmd += ["--controller", ctl.intent_addr]
     coord = Daemon("coordinator", coord_cmd, run_dir / "coordinator.log", ports=[coord_port])
+    # The run's drop policy goes with the intent (a MAIF run's intents come from the coordinator, without one:
+    # the deployment's default applies there).
+    dp = ipb.DropPolicy(level_depths=cfg.drop_policy.level_depths, min_importance=cfg.drop_policy.min_importance)
     if cfg.priorities == "interleave":
-        ctl.client.apply(ipb.Intent(interleaving=True, source="mlfc-run"))
+        ctl.client.apply(ipb.Intent(interleaving=True, drop_policy=dp, source="mlfc-run"))
     elif cfg.priorities == "none":
-        ctl.client.apply(ipb.Intent(source="mlfc-run"))
+        ctl.client.apply(ipb.Intent(drop_policy=dp, source="mlfc-run"))
     t0 = time.time()
     log = WorkerLog(cfg.name, t0)
     errors: list[str] = []
