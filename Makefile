@@ -14,7 +14,7 @@ SHELL_VENV ?= .venv-shell
 GRPC_ADDR ?= 127.0.0.1:50051
 DEVICE_ID ?= 1
 
-.PHONY: help install install-sim bpf kernel-mltcp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep bench run sim sim-scale lint shell shell-venv clean
+.PHONY: help install install-sim bpf kernel-mltcp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep hpsearch approx mltcp-real bench run sim sim-scale lint shell shell-venv clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -73,6 +73,19 @@ e2e: install  ## Mininet end-to-end scenarios, tables/CSVs/plots in results/ (DA
 
 sweep: install  ## MLTCP slope/intercept sweep on one mix: table and plots in results/sweep (DATAPLANE=bmv2|ref)
 	$(PY) -m mlfc.lab.sweep --out results/sweep $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+
+# Real PyTorch jobs through the lab (issue 13): measurement runs hold the shared lock (docs/training.md).
+MEASURE ?= flock /tmp/mlfc-measure.lock
+ROUNDS ?= 3
+
+hpsearch: install  ## MAIF's time to accuracy in a hyper-parameter search of real jobs (DATAPLANE=bmv2|ref|both, ROUNDS=3)
+	$(MEASURE) $(PY) -m mlfc.lab.hpsearch --out results/hpsearch --rounds $(ROUNDS) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+
+approx: install  ## approximate flow control: full delivery vs selective drop vs fp16/top-k, loss-bound sweep (real jobs)
+	$(MEASURE) $(PY) -m mlfc.lab.approx --out results/approx --rounds $(ROUNDS) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+
+mltcp-real: install  ## MLTCP's interleaving of two compatible real training jobs, next to the emulator's
+	$(MEASURE) $(PY) -m mlfc.lab.mltcp_real --out results/mltcp-real --rounds $(ROUNDS) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 bench: install  ## print the benchmark figures (BMV2="path ..." compares simple_switch_grpc builds)
 	$(PY) bench/run_all.py $(foreach b,$(BMV2),--bmv2 $(b))

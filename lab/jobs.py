@@ -40,6 +40,7 @@ class Training:
     # Pad real compute up to the profile's compute_s, so the communication fraction is the profile's
     # (CPU compute here takes milliseconds); recorded per iteration as pad_s.
     pad_to_profile: bool = True
+    compress: str = "none"  # rigid compression of every push: none | fp16 | topk:F (mlfc.hosts.training.compress)
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ def training_job(spec: JobSpec, iterations: int, transport: Transport) -> Traini
         job=spec.job, workers=spec.workers, iterations=iterations, task=t.task, width=t.width, lr=t.lr,
         batch_size=t.batch_size, seed=t.seed, eval_every=t.eval_every, loss_bound=spec.loss_bound,
         compute_s=spec.profile.compute_s if t.pad_to_profile else 0.0, cc=transport.cc, mltcp=transport.mltcp,
-        slope=p.slope, intercept=p.intercept, line_rate=transport.line_rate, timeout=600.0,
+        slope=p.slope, intercept=p.intercept, line_rate=transport.line_rate, timeout=600.0, compress=t.compress,
     )  # fmt: skip
 
 

@@ -13,7 +13,7 @@ import contextlib
 import ipaddress
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +72,10 @@ class StackConfig:
     # Stop before the jobs when a calibration burst shows the switches cannot carry bottleneck_pps
     # (lab/validity.py). Behaviour tests turn it off; experiments must not.
     check_bottleneck: bool = True
+    coordinator_args: tuple[str, ...] = ()  # extra `mlfc-coordinator run` options (MAIF policy: --horizon ...)
+    # Seconds from launching the jobs to their common first iteration (None: 2 s + 0.5 s per job, enough for
+    # the emulator; real training imports torch in every process, which takes far longer on a loaded machine).
+    start_lead_s: float | None = None
 
     @property
     def transport(self) -> Transport:
@@ -179,9 +183,16 @@ def check_queues(status: ipb.StatusReply) -> None:
 
 
 def run_jobs(
-    ctl: Control, topo: Topology, cfg: StackConfig, progress: ProgressFn | None = None, timeout: float = 900.0
+    ctl: Control,
+    topo: Topology,
+    cfg: StackConfig,
+    progress: ProgressFn | None = None,
+    timeout: float = 900.0,
+    on_coordinator: Callable[[str, Path], None] | None = None,
 ) -> StackRun:
-    """Start coordinator, agents and jobs; wait for every job to finish; return what they recorded."""
+    """Start coordinator, agents and jobs; wait for every job to finish; return what they recorded.
+    ``on_coordinator(address, token_file)`` is called once the coordinator listens (e.g. to watch its
+    decisions over its Status RPC while the jobs run)."""
     run_dir = ctl.run_dir
     token = run_dir / "token"
     token.write_text(secrets.token_hex(16))
@@ -193,14 +204,17 @@ def run_jobs(
     for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
         stale.unlink(missing_ok=True)
     coord_cmd = [tool("mlfc-coordinator"), "run", "--db", str(db), "--listen", coord_addr]
-    coord_cmd += ["--token-file", str(token), "--silence", "600"]
+    coord_cmd += ["--token-file", str(token), "--silence", "600", *cfg.coordinator_args]
     if cfg.priorities == "maif":
         coord_cmd += ["--controller", ctl.intent_addr]
     coord = Daemon("coordinator", coord_cmd, run_dir / "coordinator.log", ports=[coord_port])
+    # The run's drop policy goes with the intent (a MAIF run's intents come from the coordinator, without one:
+    # the deployment's default applies there).
+    dp = ipb.DropPolicy(level_depths=cfg.drop_policy.level_depths, min_importance=cfg.drop_policy.min_importance)
     if cfg.priorities == "interleave":
-        ctl.client.apply(ipb.Intent(interleaving=True, source="mlfc-run"))
+        ctl.client.apply(ipb.Intent(interleaving=True, drop_policy=dp, source="mlfc-run"))
     elif cfg.priorities == "none":
-        ctl.client.apply(ipb.Intent(source="mlfc-run"))
+        ctl.client.apply(ipb.Intent(drop_policy=dp, source="mlfc-run"))
     t0 = time.time()
     log = WorkerLog(cfg.name, t0)
     errors: list[str] = []
@@ -211,7 +225,10 @@ def run_jobs(
     try:
         cpu.__enter__()
         coord.start(timeout=20)
-        start_at = time.time() + 2.0 + 0.5 * len(cfg.jobs)  # after every process has started
+        if on_coordinator is not None:
+            on_coordinator(coord_addr, token)
+        lead = 2.0 + 0.5 * len(cfg.jobs) if cfg.start_lead_s is None else cfg.start_lead_s
+        start_at = time.time() + lead  # after every process has started
         for spec in cfg.jobs:
             running.append(
                 start_job(ctl.net, topo, spec, cfg.iterations, cfg.transport, coord_addr, token, run_dir, start_at)

@@ -119,6 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
                 default=0.25,
                 help="largest-gradient chunks of each tensor that are protected (%(default)s)",
             )
+            p.add_argument(
+                "--compress",
+                default="none",
+                metavar="none|fp16|topk:F",
+                help="rigid compression of every push: fp16, or the F largest gradients with error feedback "
+                "(needs --loss-bound 0; %(default)s)",
+            )
             p.add_argument("--eval-every", type=int, default=5, help="validation every k iterations (%(default)s)")
             p.add_argument("--eval-all", action="store_true", help="every rank evaluates (default: rank 0)")
             p.add_argument(
@@ -207,6 +214,7 @@ def _run_aggregator(args: argparse.Namespace) -> int:
 def run_worker_command(args: argparse.Namespace, *, push_sock=None) -> int:
     """``mlfc-train worker`` with parsed ``args``; ``push_sock`` replaces the push flow's socket (tests)."""
     from mlfc.hosts.training.client import ClientConfig, WorkerClient
+    from mlfc.hosts.training.compress import parse
     from mlfc.hosts.training.loop import TrainConfig, run_worker
     from mlfc.hosts.training.tasks import load_task
 
@@ -233,6 +241,7 @@ def run_worker_command(args: argparse.Namespace, *, push_sock=None) -> int:
         timeout=args.timeout,
         connect_timeout=args.timeout,
         sender=_sender_config(args),
+        compression=parse(args.compress),
     )
     agent = None
     if args.coordinator:

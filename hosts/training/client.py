@@ -22,6 +22,7 @@ import numpy as np
 
 from mlfc.hosts.importance import assign_importance
 from mlfc.hosts.training import protocol as proto
+from mlfc.hosts.training.compress import NONE, Compression, Compressor
 from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender, SenderConfig
 from mlfc.wire import IMPORTANCE_PROTECTED
 
@@ -45,6 +46,17 @@ class ClientConfig:
     connect_timeout: float = 60.0  # s to keep knocking while the PS starts
     timeout: float = 60.0  # s for one transfer / one pull
     sender: SenderConfig = field(default_factory=SenderConfig)
+    # Rigid compression of every push (hosts/training/compress.py): sent protected, retransmitted until complete.
+    compression: Compression = NONE
+
+    def __post_init__(self) -> None:
+        if self.compression.active and self.loss_bound > 0:
+            raise ValueError(
+                f"compression {self.compression.spec()} needs loss bound 0 (a lost chunk of a compressed "
+                f"push cannot be zero-filled), not {self.loss_bound:g}"
+            )
+        if self.compression.active and self.mode != "ps":
+            raise ValueError("compression is for PS mode pushes, not DDP buckets (aggregate mode)")
 
 
 @dataclass
@@ -73,6 +85,7 @@ class WorkerClient:
         self._thread = threading.Thread(target=self._dispatch, name=f"mlfc-pull-rx-{cfg.rank}", daemon=True)
         self._thread.start()
         self.welcome: dict = {}
+        self.compressor = Compressor(cfg.compression)
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -116,7 +129,10 @@ class WorkerClient:
         """HELLO to the PS (retried while it is not up yet), then wait for its WELCOME. Returns it."""
         cfg = self.cfg
         host, port = self.rx.address
-        hello = proto.encode({"rank": cfg.rank, "rx": [host, port], "numels": list(numels), "mode": cfg.mode})
+        hello = {"rank": cfg.rank, "rx": [host, port], "numels": list(numels), "mode": cfg.mode}
+        if cfg.compression.active:  # a PS without compression refuses the worker (unknown size of its pushes)
+            hello["compression"] = cfg.compression.spec()
+        hello = proto.encode(hello)
         end = time.monotonic() + cfg.connect_timeout
         while True:
             try:
@@ -148,6 +164,10 @@ class WorkerClient:
         """PS mode: every parameter, concatenated (sent right after WELCOME)."""
         return np.frombuffer(self.wait(0, proto.INITIAL).data, dtype=np.float32)
 
+    def push_bytes(self, numels: Sequence[int]) -> int:
+        """Bytes one iteration's pushes of tensors of ``numels`` elements take on the wire (compressed or not)."""
+        return sum(self.cfg.compression.payload_bytes(n) for n in numels)
+
     def start_iteration(self, expected_bytes: int) -> None:
         self.tx.start_iteration(expected_bytes)
 
@@ -165,16 +185,22 @@ class WorkerClient:
         cfg = self.cfg
         buf = np.ascontiguousarray(grad, dtype=np.float32).reshape(-1)
         chunk = self.tx.config.chunk_size
-        classes = assign_importance(
-            buf, chunk, layer_index=layer_index, num_layers=num_layers, protect_fraction=cfg.protect_fraction
-        )
-        # the transport raises the last chunk to protected (end-of-tensor marker): count it the same way
-        protected = sum(c >= IMPORTANCE_PROTECTED for c in classes[:-1]) + 1
+        if cfg.compression.active:
+            payload: bytes | np.ndarray = self.compressor.encode(tensor_id, buf)
+            classes: bytes | int = IMPORTANCE_PROTECTED
+            protected = -(-len(payload) // chunk)
+        else:
+            payload = buf
+            classes = assign_importance(
+                buf, chunk, layer_index=layer_index, num_layers=num_layers, protect_fraction=cfg.protect_fraction
+            )
+            # the transport raises the last chunk to protected (end-of-tensor marker): count it the same way
+            protected = sum(c >= IMPORTANCE_PROTECTED for c in classes[:-1]) + 1
         res = self.tx.send_tensor(
-            cfg.job, iteration, tensor_id, buf, importance=classes, loss_bound=cfg.loss_bound, timeout=cfg.timeout
+            cfg.job, iteration, tensor_id, payload, importance=classes, loss_bound=cfg.loss_bound, timeout=cfg.timeout
         )
         out = result if result is not None else PushResult()
-        out.bytes += buf.nbytes
+        out.bytes += len(payload) if isinstance(payload, bytes) else payload.nbytes
         out.chunks += res.chunks
         out.protected_chunks += protected
         out.retransmits += res.retransmits

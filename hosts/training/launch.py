@@ -46,6 +46,7 @@ class TrainingJob:
     protect_fraction: float = 0.25
     eval_every: int = 5
     compute_s: float = 0.0  # pad real compute up to this (0: none)
+    compress: str = "none"  # rigid push compression: none | fp16 | topk:F (hosts/training/compress.py)
     cc: str = "reno"
     mltcp: bool = False
     slope: float | None = None
@@ -153,6 +154,8 @@ def worker_argv(
         args += ["--rx-port", "0", "--tx-port", "0"]
     if job.batch_size is not None:
         args += ["--batch-size", str(job.batch_size)]
+    if job.compress != "none":
+        args += ["--compress", job.compress]
     if start_at:
         args += ["--start-at", str(start_at)]
     if start_delay:

@@ -135,6 +135,7 @@ def run_worker(
     model = task.make_model()
     params = list(model.parameters())
     views_bytes = sum(4 * p.numel() for p in params)
+    push_bytes = client.push_bytes([p.numel() for p in params])
     welcome = client.connect([p.numel() for p in params])
     if welcome.get("task") not in (None, task.name):
         raise ValueError(f"the PS trains task {welcome['task']!r}, this worker {task.name!r}")
@@ -165,7 +166,7 @@ def run_worker(
         if pad:
             time.sleep(pad)
         comm_start = time.time()
-        client.start_iteration(views_bytes)
+        client.start_iteration(push_bytes)
         push = PushResult()
         for t, p in enumerate(params):
             g = p.grad if p.grad is not None else torch.zeros_like(p)

@@ -8,7 +8,7 @@ use the top tensor ids (JSON bodies, or the initial parameters), sent protected 
 =========== =========== ========= =====================================================================
 tensor id   direction   iteration body
 =========== =========== ========= =====================================================================
-HELLO       worker->PS  0         {"rank", "rx": [ip, port], "numels": [...], "mode"}
+HELLO       worker->PS  0         {"rank", "rx": [ip, port], "numels": [...], "mode", "compression"?}
 WELCOME     PS->worker  0         {"mode", "workers", "tensors", "error"?}
 INITIAL     PS->worker  0         every parameter, float32, concatenated in tensor order (PS mode)
 STATS       PS->worker  i         what the PS did with iteration i's pushes (lost chunks, timings)

@@ -29,6 +29,7 @@ import numpy as np
 from mlfc.hosts.importance import assign_importance
 from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.training.accounting import LossLedger, lost_by_tensor
+from mlfc.hosts.training.compress import NONE, Compression, decode, parse
 from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender, SenderConfig
 from mlfc.policy.aggregation import average_received, received_elements
 
@@ -66,6 +67,7 @@ class _Worker:
     push_peer: tuple[str, int]
     rx: tuple[str, int]
     numels: list[int]
+    compression: Compression = NONE
     sender: Sender | None = None
     pool: ThreadPoolExecutor | None = None
 
@@ -108,6 +110,7 @@ class TrainingServer:
         self._done: set[tuple[int, int]] = set()  # aggregate mode: (iteration, tensor) already answered
         self._inflight: list[Future] = []
         self.stray = 0  # deliveries from unknown peers or for finished iterations
+        self.compression = NONE  # the workers' push compression (from their HELLOs; all must agree)
         self.rx = Receiver((cfg.bind, cfg.port), ReceiverConfig(deadline=cfg.deadline, jobs=frozenset({cfg.job})))
 
     @property
@@ -139,6 +142,7 @@ class TrainingServer:
                 rank = int(msg["rank"])
                 rx_ip, rx_port = msg["rx"]
                 numels = [int(n) for n in msg.get("numels", [])]
+                compression = parse(msg.get("compression"))
             except (proto.ProtocolError, KeyError, TypeError, ValueError) as exc:
                 log.warning("job %d: unusable HELLO from %s:%d: %s", cfg.job, *d.peer, exc)
                 self.stray += 1
@@ -149,14 +153,26 @@ class TrainingServer:
             if not 0 <= rank < cfg.workers:
                 self._refuse(d, f"rank {rank} outside 0..{cfg.workers - 1}")
                 continue
+            if compression.active and cfg.mode != "ps":
+                self._refuse(d, f"worker {rank} compresses its pushes ({compression.spec()}): PS mode only")
+                continue
+            others = {w.compression for r, w in self.workers.items() if r != rank}
+            if others and compression not in others:
+                self._refuse(
+                    d,
+                    f"worker {rank} compresses with {compression.spec()}, the others with "
+                    f"{', '.join(sorted(c.spec() for c in others))}: a job uses one scheme",
+                )
+                continue
             old = self.workers.get(rank)
             if old is not None and old.push_peer != d.peer:
                 self._refuse(d, f"rank {rank} is already connected from {old.push_peer[0]}:{old.push_peer[1]}")
                 continue
             if rx_ip in ("", "0.0.0.0"):
                 rx_ip = d.peer[0]
-            w = _Worker(rank, d.peer, (rx_ip, int(rx_port)), numels)
+            w = _Worker(rank, d.peer, (rx_ip, int(rx_port)), numels, compression)
             self.workers[rank] = w
+            self.compression = compression
             self._by_peer[d.peer] = w
             log.info("job %d: worker %d connected from %s:%d", cfg.job, rank, *d.peer)
         error = self._check_models()
@@ -237,7 +253,9 @@ class TrainingServer:
             return False
         numels = self._numels()
         if self.cfg.mode == "ps":
-            bad = d.tensor_id >= len(numels) or d.loss.total_bytes != 4 * numels[d.tensor_id]
+            bad = d.tensor_id >= len(numels) or d.loss.total_bytes != self.compression.payload_bytes(
+                numels[d.tensor_id]
+            )
         else:  # DDP buckets: sizes are DDP's business; all workers' copies must match (checked when averaged)
             bad = d.loss.total_bytes % 4 != 0
         if bad:
@@ -260,9 +278,17 @@ class TrainingServer:
         values, masks = [], []
         for rank in sorted(pushes):
             d = pushes[rank]
-            v = np.frombuffer(d.data, dtype=np.float32)
-            values.append(v)
             rep = d.loss
+            if self.compression.active:
+                if rep.missing_chunks:  # the workers send compressed pushes with loss bound 0: cannot happen
+                    raise TrainingError(f"iteration {iteration} tensor {tensor}: a compressed push arrived incomplete")
+                try:
+                    v = decode(self.compression, d.data, self._numels()[tensor])
+                except ValueError as exc:
+                    raise TrainingError(f"iteration {iteration} tensor {tensor} of worker {rank}: {exc}") from None
+            else:
+                v = np.frombuffer(d.data, dtype=np.float32)
+            values.append(v)
             n_chunks = -(-rep.total_bytes // rep.chunk_size)
             self.ledger.record(iteration, rank, tensor, n_chunks, len(rep.missing_chunks))
             masks.append(

@@ -1,0 +1,145 @@
+"""Time to accuracy: what the real-training experiments measure (hyper-parameter search, approximate flow
+control), from the lab's per-iteration records.
+
+* ``accuracy_points``: each job's validation accuracy over time. A point's time is the record's ``end``
+  (the iteration's pull done); the evaluation itself runs right after it (tens of ms, the same in every
+  treatment), so the accuracy is known a little later than this time says.
+* ``a_star``: the converged accuracy A*, the best final validation accuracy among runs trained alone.
+* ``time_to_accuracy``: seconds from the start until the best accuracy among the jobs first reaches a
+  target (e.g. 0.95 A*); NaN when it never does. The start is the common start of iteration 0
+  (``search_start``), not the moment processes were launched.
+* ``best_so_far``: the running best accuracy among all jobs, a step curve for the plots.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from mlfc.lab.results import IterationRecord
+
+
+@dataclass(frozen=True)
+class AccuracyPoint:
+    time: float  # seconds, the records' clock
+    iteration: int
+    accuracy: float
+
+
+def accuracy_points(records: Iterable[IterationRecord]) -> dict[int, list[AccuracyPoint]]:
+    """job -> its accuracy points in time order (the evaluating worker's records carry them)."""
+    out: dict[int, list[AccuracyPoint]] = {}
+    for r in records:
+        if r.accuracy is not None and math.isfinite(r.accuracy):
+            out.setdefault(r.job, []).append(AccuracyPoint(r.end, r.iteration, r.accuracy))
+    for pts in out.values():
+        pts.sort(key=lambda p: (p.time, p.iteration))
+    return out
+
+
+def search_start(records: Iterable[IterationRecord]) -> float:
+    """When the first job began its first iteration (all jobs are told to start together)."""
+    starts = [r.start for r in records if r.iteration == 0]
+    if not starts:
+        raise ValueError("no iteration 0 in the records: cannot tell when the run started")
+    return min(starts)
+
+
+def final_accuracy(points: Sequence[AccuracyPoint]) -> float:
+    """The accuracy after the job's last evaluated iteration; NaN without points."""
+    return max(points, key=lambda p: p.iteration).accuracy if points else math.nan
+
+
+def a_star(finals: Mapping[object, float]) -> float:
+    """A*: the best final accuracy among configurations trained alone (NaN values ignored)."""
+    vals = [v for v in finals.values() if math.isfinite(v)]
+    if not vals:
+        raise ValueError("no final accuracy to take A* from")
+    return max(vals)
+
+
+def time_to_accuracy(points: Mapping[int, Sequence[AccuracyPoint]], target: float, start: float) -> float:
+    """Seconds after ``start`` at which any job's accuracy first reached ``target``; NaN if none did.
+    (The best accuracy among the jobs first reaches the target exactly when some job's does.)"""
+    hits = [p.time for pts in points.values() for p in pts if p.accuracy >= target]
+    return min(hits) - start if hits else math.nan
+
+
+def job_time_to_accuracy(points: Sequence[AccuracyPoint], target: float, start: float) -> float:
+    """``time_to_accuracy`` of one job."""
+    return time_to_accuracy({0: points}, target, start)
+
+
+def iterations_to_accuracy(points: Sequence[AccuracyPoint], target: float) -> int | None:
+    """The first evaluated iteration at which the job reached ``target`` (None: never)."""
+    its = [p.iteration for p in points if p.accuracy >= target]
+    return min(its) if its else None
+
+
+def best_so_far(points: Mapping[int, Sequence[AccuracyPoint]], start: float = 0.0) -> list[tuple[float, float]]:
+    """The running best accuracy among all jobs: (seconds after ``start``, best) at every improvement."""
+    merged = sorted((p.time - start, p.accuracy) for pts in points.values() for p in pts)
+    out: list[tuple[float, float]] = []
+    best = -math.inf
+    for t, acc in merged:
+        if acc > best:
+            best = acc
+            out.append((t, acc))
+    return out
+
+
+def reduction(base: float, value: float) -> float:
+    """How much less time ``value`` took than ``base``, as a fraction (0.45 = 45 % less); NaN if unknown."""
+    if not (math.isfinite(base) and math.isfinite(value)) or base <= 0:
+        return math.nan
+    return 1.0 - value / base
+
+
+def plot_accuracy(
+    path,
+    curves: Mapping[str, Mapping[int, Sequence[AccuracyPoint]]] | Mapping[int, Sequence[AccuracyPoint]],
+    title: str,
+    start: float | Mapping[str, float] = 0.0,
+    targets: Mapping[str, float] | None = None,
+    labels: Mapping[int, str] | None = None,
+) -> None:
+    """Accuracy vs time: a line per job (``curves`` job -> points), or per series (``curves`` name -> job ->
+    points, each series' jobs merged into its running best). ``targets``: horizontal lines (name -> accuracy)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    colours = plt.get_cmap("tab10")
+    series = all(isinstance(k, str) for k in curves)
+    if series:
+        for i, (name, pts) in enumerate(curves.items()):
+            t0 = start[name] if isinstance(start, Mapping) else start
+            best = best_so_far(pts, t0)  # type: ignore[arg-type]
+            if best:
+                xs, ys = zip(*best, strict=True)
+                ax.step(xs, ys, where="post", color=colours(i % 10), label=name, linewidth=1.8)
+    else:
+        t0 = start if isinstance(start, float | int) else 0.0
+        for job, pts in sorted(curves.items()):  # type: ignore[union-attr]
+            if not pts:
+                continue
+            xs = [p.time - t0 for p in pts]  # type: ignore[union-attr]
+            ys = [p.accuracy for p in pts]  # type: ignore[union-attr]
+            label = (labels or {}).get(job, f"job {job}")  # type: ignore[arg-type]
+            ax.plot(xs, ys, color=colours((int(job) - 1) % 10), label=label, linewidth=1.4, marker=".", markersize=3)
+    for name, acc in (targets or {}).items():
+        ax.axhline(acc, color="grey", linestyle="--", linewidth=0.8)
+        ax.annotate(name, (0, acc), xytext=(2, 2), textcoords="offset points", fontsize="small", color="grey")
+    ax.set_xlabel("time since the start (s)")
+    ax.set_ylabel("validation accuracy" if not series else "best validation accuracy so far")
+    ax.set_ylim(0, 1)
+    ax.set_title(title, fontsize="medium")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
