@@ -18,7 +18,7 @@ from pathlib import Path
 
 import grpc
 
-from mlfc.coordinator.service import TOKEN_HEADER, read_token
+from mlfc.coordinator.api import TOKEN_HEADER, read_token
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import coordinator_pb2_grpc
 
