@@ -21,7 +21,7 @@ import textwrap
 import time
 
 from mlfc.hosts.kernel import KernelMltcpError, loader, namespaces
-from mlfc.hosts.netns import NetnsLab
+from mlfc.testing.netns import NetnsLab
 
 WORKER = textwrap.dedent(
     """

@@ -42,10 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlfc.hosts.kernel import KernelMltcpError, loader, namespaces
-from mlfc.hosts.netns import NetnsLab, in_netns, run
 from mlfc.lab.results import IterationRecord, format_table, plot_timeline, summarise, write_csv
 from mlfc.lab.scenarios import ideal_iteration_times, interleaving_iteration, share_of_ideal_gain
 from mlfc.policy.mltcp import IterationDetection, MltcpParams
+from mlfc.testing.netns import NetnsLab, in_netns, run
 
 MAX_WORKERS = 8
 SERVER_ADDR = "10.80.250.1"

@@ -31,7 +31,7 @@ from mlfc.controller.config import (
     write_config,
 )
 from mlfc.controller.queues import QueueSettings
-from mlfc.coordinator.store import Store
+from mlfc.coordinator.client import CoordinatorClient
 from mlfc.lab.cleanup import end_process
 from mlfc.lab.dataplanes import Dataplane
 from mlfc.lab.jobs import JobSpec, ProgressFn, RunningJob, Transport, WorkerLog, start_job
@@ -240,7 +240,8 @@ def run_jobs(
         errors += _exit_errors(running, run_dir)
         counters = job_counters(ctl.client)
         if not errors:
-            errors += unreported_workers(_coordinator_progress(db, cfg), cfg)
+            with CoordinatorClient(coord_addr, token_file=token) as client:
+                errors += unreported_workers(client.worker_progress(), cfg)
     finally:
         cpu.__exit__()
         for job in running:
@@ -342,15 +343,6 @@ def unreported_workers(progress: dict[int, dict[int, int]], cfg: StackConfig) ->
                 got = "not at all" if rank not in seen else f"up to iteration {seen[rank]}"
                 out.append(f"coordinator saw job {spec.job} worker {rank} {got}, not {last}")
     return out
-
-
-def _coordinator_progress(db: Path, cfg: StackConfig) -> dict[int, dict[int, int]]:
-    # Interim: read the coordinator's store until its RPC API reports worker progress.
-    store = Store(db, readonly=True)
-    try:
-        return {spec.job: store.worker_progress(spec.job) for spec in cfg.jobs}
-    finally:
-        store.close()
 
 
 def _tail(path: Path, n: int = 1500) -> str:

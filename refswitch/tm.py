@@ -106,6 +106,10 @@ class TrafficManager:
         if not 0 <= priority < self.num_priorities:
             raise QueueConfigError(f"priority {priority} out of range 0..{self.num_priorities - 1}")
 
+    def _addressed(self, port: int | None) -> list:
+        """The port queues a command addresses: one port, or (``port`` None) every port known so far."""
+        return list(self._ports.values()) if port is None else [self.port(port)]
+
     def set_rate(self, rate_pps: int, port: int | None = None, priority: int | None = None) -> None:
         """Shared mode: without ``priority`` the port's one rate; with it a cap on that queue alone.
         Per-queue mode: every addressed priority queue gets its own limiter at ``rate_pps``."""
@@ -114,10 +118,7 @@ class TrafficManager:
         with self.lock:
             if port is None:
                 self.default_rate = rate_pps
-                ports = list(self._ports.values())
-            else:
-                ports = [self.port(port)]
-            for pq in ports:
+            for pq in self._addressed(port):
                 if priority is not None:
                     self._check_priority(priority)
                     pq.queues[priority].rate_pps = rate_pps
@@ -133,10 +134,7 @@ class TrafficManager:
         with self.lock:
             if port is None:
                 self.default_depth = depth
-                ports = list(self._ports.values())
-            else:
-                ports = [self.port(port)]
-            for pq in ports:
+            for pq in self._addressed(port):
                 if priority is not None:
                     self._check_priority(priority)
                     pq.queues[priority].capacity = depth

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 import pytest
 
 from mlfc.hosts.kernel import KernelMltcpError, build, cli, libbpf, loader, namespaces, params
-from mlfc.hosts.netns import NetnsLab, in_netns
 from mlfc.policy.mltcp import IterationDetection, MltcpParams, bytes_ratio, mltcp_factor
+from mlfc.testing.netns import NetnsLab, in_netns
 
 
 def _missing() -> str | None:

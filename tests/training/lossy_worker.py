@@ -1,4 +1,4 @@
-"""``mlfc-train worker`` whose push flow loses chunks (test support: mlfc.hosts.lossy on the push socket).
+"""``mlfc-train worker`` whose push flow loses chunks (test support: mlfc.testing.lossy on the push socket).
 
     python tests/training/lossy_worker.py --drop-rate 0.05 [--drop-seed 1] -- worker --job 1 --rank 1 ...
 
@@ -13,10 +13,10 @@ import argparse
 import random
 import sys
 
-from mlfc.hosts.lossy import LossySocket
 from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.training.cli import build_parser, run_worker_command
 from mlfc.hosts.transport import bind_shim_socket
+from mlfc.testing.lossy import LossySocket
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,10 +7,10 @@ import threading
 import numpy as np
 import pytest
 
-from mlfc.hosts.lossy import LossySocket
 from mlfc.hosts.training.client import ClientConfig, WorkerClient, WorkerError
 from mlfc.hosts.training.server import ServerConfig, TrainingError, TrainingServer
 from mlfc.hosts.transport import SenderConfig, bind_shim_socket
+from mlfc.testing.lossy import LossySocket
 from mlfc.wire import IMPORTANCE_PROTECTED
 
 CHUNK = 16  # bytes: 4 float32 per chunk, so a 40-element tensor is 10 chunks

@@ -17,9 +17,9 @@ import pytest
 from mlfc import contract as P
 from mlfc.controller.entries import Lpm, entry
 from mlfc.controller.sync import SwitchConnection
-from mlfc.hosts.netns import NetnsLab, run
 from mlfc.hosts.training.launch import TrainingJob, ps_argv, worker_argv
 from mlfc.launch.switches import RefSwitch
+from mlfc.testing.netns import NetnsLab, run
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 for _module, _why in (("torch", "torch==2.13.0"), ("sklearn", "scikit-learn")):
