@@ -87,8 +87,8 @@ approx: install  ## approximate flow control: full delivery vs selective drop vs
 mltcp-real: install  ## MLTCP's interleaving of two compatible real training jobs, next to the emulator's
 	$(MEASURE) $(PY) -m mlfc.lab.mltcp_real --out results/mltcp-real --rounds $(ROUNDS) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
-bench: install  ## print the benchmark figures (BMV2="path ..." compares simple_switch_grpc builds)
-	$(PY) bench/run_all.py $(foreach b,$(BMV2),--bmv2 $(b))
+bench: install  ## benchmark figures, scaling curves, one summary table (QUICK=1: smaller; BMV2="path ...")
+	$(PY) bench/run_all.py $(if $(QUICK),--quick) $(foreach b,$(BMV2),--bmv2 $(b))
 
 run: install  ## the main job: the full stack on a local Mininet network (TRAINING=1: real PyTorch jobs)
 	$(PY) -m mlfc.lab.run $(if $(TRAINING),--training) $(if $(DATAPLANE),--dataplane $(DATAPLANE))

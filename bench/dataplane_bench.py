@@ -29,6 +29,8 @@ from pathlib import Path
 
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
+from summary import Row, record
+from summary import verdict as verdict_of
 
 from mlfc import contract as names
 from mlfc.contract import P4_BUILD
@@ -160,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
             f"l3fwd.p4 {l3:.0f} pps, ratio {mlfc / l3:.2f} (target >= 0.85)",
             flush=True,
         )
+        record(Row(f"dataplane: mlfc.p4 on BMv2 {binary}, {args.size}-byte frames, median of {args.trials}",
+                   f"{mlfc:,.0f} packets/s", f"l3fwd.p4 {l3:,.0f} packets/s", f"{mlfc / l3:.2f}", ">= 0.85",
+                   verdict_of(mlfc / l3 >= 0.85)))  # fmt: skip
     return 0
 
 

@@ -30,6 +30,9 @@ import sys
 import time
 from pathlib import Path
 
+from summary import Row, record
+from summary import verdict as verdict_of
+
 from mlfc.testing.netns import NetnsLab
 
 CLI = [sys.executable, "-m", "mlfc.hosts.transport_cli"]
@@ -212,11 +215,15 @@ def main() -> int:
             f"| one flow, {r['method']}, 1500 MTU | {r['gbps']:.2f} Gb/s | {anchor} | {ratio} | "
             f">= 3 Gb/s and >= 2x iperf3 UDP: {met} |"
         )
+        record(Row(f"transport: one flow, {r['method']}, 1500 MTU", f"{r['gbps']:.2f} Gb/s", anchor, ratio,
+                   ">= 3 Gb/s and >= 2x iperf3 UDP", verdict_of(met == "met")))  # fmt: skip
     if tcp:
         print(
             f"| path limit (iperf3 TCP, one stream) | {tcp['gbps']:.2f} Gb/s | - | "
             f"best mlfc flow {best['gbps'] / tcp['gbps']:.2f} of it | - |"
         )
+        record(Row("transport: path limit, iperf3 TCP one stream", f"{tcp['gbps']:.2f} Gb/s", "-",
+                   f"best mlfc flow {best['gbps'] / tcp['gbps']:.2f} of it"))  # fmt: skip
     print("\ngoodput: application bytes at the receiver / time (mlfc: first packet to last tensor delivered);")
     print("CPU s/Gb: process CPU time (user + system) per 10^9 bits delivered (iperf3: its own cpu_utilization);")
     print("softirq work the kernel does outside the processes is in neither figure")
