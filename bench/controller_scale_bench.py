@@ -46,19 +46,20 @@ from summary import Row, record
 from mlfc import contract
 from mlfc.controller import compile as cc
 from mlfc.controller import reconcile
-from mlfc.controller.config import load_config
+from mlfc.controller.config import DeploymentConfig, load_config
 from mlfc.controller.entries import Exact, Lpm, Range, TableEntry, Ternary
 from mlfc.controller.pipeline import Pipeline
 from mlfc.launch.daemons import ControllerProcess
 from mlfc.launch.process import free_port
 from mlfc.launch.switches import SWITCHES, bmv2_missing
+from mlfc.policy.ecn import EcnProfile
 from mlfc.proto import intent_pb2 as pb
 
 REPO = Path(__file__).resolve().parents[1]
 SHELL_PY = REPO / ".venv-shell" / "bin" / "python"
-JOB_SHARE = 0.45  # of the entries: jobs (1 job entry + 1 window + 1 flow each); the rest ECN profiles
-MAX_JOBS_FITTING = 340  # 3 entries per job: keeps job_priority (2 per job) and flows (1 per job) inside 1024
-ECN_STEPS = 120  # depth steps per port profile: ~ as many ecn_profile entries per port
+JOB_SHARE = 0.4  # of the entries: jobs (a job entry, a window and two flows each); the rest ECN profiles
+MAX_JOBS_FITTING = 500  # 2 job_priority + 2 flows entries per job: both tables (1024) stay inside their size
+ECN_STEPS = 120  # depth steps per port profile: about as many ecn_profile entries per port
 
 
 # ---- intents of a given size ---------------------------------------------------------------------
@@ -68,11 +69,16 @@ def ecn_profile(steps: int) -> pb.EcnProfile:
     return pb.EcnProfile(kmin=1, kmax=1 + steps, pmax=1.0)
 
 
-def sized_intent(n: int, max_jobs: int | None = MAX_JOBS_FITTING) -> pb.Intent:
-    """An intent that compiles to about ``n`` entries per switch: jobs with a window and a flow, the rest
-    per-port ECN profiles (the compiler decides the exact count; callers report what it says).
-    ``max_jobs=None`` lets jobs grow past the switch's table sizes (for the CPU-only curve)."""
-    jobs = int(n * JOB_SHARE) // 3
+def ecn_entries_for(steps: int) -> int:
+    """Entries one port's profile of ``steps`` compiles to (the compiler is the source of truth)."""
+    return len(cc.ecn_entries({1: EcnProfile(kmin=1, kmax=1 + steps, pmax=1.0)}))
+
+
+def sized_intent(n: int, config: DeploymentConfig, max_jobs: int | None = MAX_JOBS_FITTING) -> pb.Intent:
+    """An intent that compiles to about ``n`` entries per switch of ``config``: jobs with a window and two
+    flows, the rest per-port ECN profiles. ``max_jobs=None`` lets jobs grow past the switch's table sizes
+    (for the CPU-only curve)."""
+    jobs = int(n * JOB_SHARE) // 4
     if max_jobs is not None:
         jobs = min(jobs, max_jobs)
     intent = pb.Intent(source=f"scale-{n}")
@@ -83,15 +89,19 @@ def sized_intent(n: int, max_jobs: int | None = MAX_JOBS_FITTING) -> pb.Intent:
                 job_id=j,
                 priority=1 + j % 5,
                 windows=[pb.IterationWindow(first=0, last=9, priority=6)],
-                flows=[pb.Flow(dst=dst, protocol=17)],
+                flows=[pb.Flow(dst=dst, protocol=17), pb.Flow(dst=dst, protocol=6)],
             )
         )
-    left = n - 3 * jobs - 20  # defaults: drop levels/thresholds and the every-port ECN profile
+    left = n - cc.compile_intent(intent, config).entries_per_switch
     port = 1
-    while left > 4 and port <= contract.MAX_PORT:
-        steps = min(ECN_STEPS, left - 2)
+    while port <= contract.MAX_PORT:
+        steps = ECN_STEPS
+        while steps > 1 and ecn_entries_for(steps) > left:
+            steps -= 1
+        if ecn_entries_for(steps) > left:
+            break
         intent.ecn.append(pb.PortEcn(port=port, profile=ecn_profile(steps)))
-        left -= steps + 2
+        left -= ecn_entries_for(steps)
         port += 1
     return intent
 
@@ -114,8 +124,7 @@ def deployment(tmp: Path, switches: list, name: str = "deployment.yaml") -> Path
     return path
 
 
-def entries_per_switch(intent: pb.Intent, cfg_path: Path) -> int:
-    config = load_config(cfg_path)
+def entries_per_switch(intent: pb.Intent, config: DeploymentConfig) -> int:
     return cc.compile_intent(intent, config).entries_per_switch
 
 
@@ -141,9 +150,10 @@ def converge_curve(kind: str, n_switches: int, sizes: list[int], tmp: Path, rest
         with ControllerProcess(cfg, tmp / f"controller-{kind}-{n_switches}.log", log_level="WARNING") as ctl:
             ctl.client.wait_synced(0, timeout_s=60)
             idle_rss, _ = rss_mib(ctl.pid)
+            config = load_config(cfg)
             for n in sizes:
-                intent = sized_intent(n)
-                per_switch = entries_per_switch(intent, cfg)
+                intent = sized_intent(n, config)
+                per_switch = entries_per_switch(intent, config)
                 t0 = time.perf_counter()
                 reply = ctl.client.apply(intent, timeout_s=600)
                 install_s = time.perf_counter() - t0
@@ -183,7 +193,7 @@ def restart_once(ctl: ControllerProcess, sw, generation: int) -> float:  # type:
     sw.kill()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        st = next(s for s in ctl.client.status().switches if s.grpc_addr == sw.grpc_addr)
+        st = next(s for s in ctl.client.status().switches if s.name == sw.name)
         if not st.connected:
             break
         time.sleep(0.02)
@@ -203,7 +213,7 @@ def cpu_curve(sizes: list[int], tmp: Path) -> list[dict]:
     cfg = load_config(deployment(tmp, [SWITCHES["ref"]("s1", 1)], "cpu.yaml"))
     rows = []
     for n in sizes:
-        intent = sized_intent(n, max_jobs=None)
+        intent = sized_intent(n, cfg, max_jobs=None)
         gc.collect()
         t0 = time.perf_counter()
         compiled = cc.compile_intent(intent, cfg)  # no pipeline: no capacity check
@@ -243,7 +253,7 @@ def refusal(n: int, tmp: Path) -> str:
         with ControllerProcess(cfg, tmp / "refusal-controller.log", log_level="WARNING") as ctl:
             ctl.client.wait_synced(0, timeout_s=60)
             try:
-                ctl.client.apply(sized_intent(n, max_jobs=None), timeout_s=120)
+                ctl.client.apply(sized_intent(n, load_config(cfg), max_jobs=None), timeout_s=120)
             except grpc.RpcError as exc:
                 return f"{exc.code().name}: {exc.details()}"  # type: ignore[attr-defined]
             return "accepted (unexpected: the intent exceeds the tables)"
@@ -276,9 +286,9 @@ def shell_anchor(kind: str, n: int, tmp: Path) -> dict | None:
     if not SHELL_PY.exists():
         print("  p4runtime-shell anchor skipped: .venv-shell missing (make shell-venv)")
         return None
-    intent = sized_intent(n)
     with SWITCHES[kind]("anchor", 1, log_file=tmp / "anchor-shell-switch.log") as sw:
         cfg = deployment(tmp, [sw], "anchor.yaml")
+        intent = sized_intent(n, load_config(cfg))
         entries = cc.compile_intent(intent, load_config(cfg)).entries["s1"]
         spec = tmp / "shell-entries.json"
         spec.write_text(json.dumps([shell_spec(e) for e in entries]))
@@ -385,7 +395,9 @@ def capacity() -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--switches", default="1,2,4,8", help="switch counts (reference switches)")
-    ap.add_argument("--entries", default="1000,3000,6000", help="entries per switch (at most ~7,000 fit)")
+    ap.add_argument(
+        "--entries", default="1000,3000,5500", help="entries per switch (at most ~5,900 fit the generated intent)"
+    )
     ap.add_argument("--kind", choices=sorted(SWITCHES), default="ref", help="switch for the switch-count curve")
     ap.add_argument("--bmv2-switches", default="1,2", help="also run these switch counts on BMv2 ('' to skip)")
     ap.add_argument("--cpu-entries", default="1000,10000,50000", help="entries for the CPU-only curve")
