@@ -49,17 +49,28 @@ def growth_class(k: float) -> str:
     return "quadratic or worse"
 
 
+MIN_STEP = 1.5  # neighbouring sizes closer than this factor say more about noise than about growth
+
+
+def spaced(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points sorted by size, keeping one point per step of at least ``MIN_STEP`` in size."""
+    out: list[tuple[float, float]] = []
+    for x, y in sorted((x, y) for x, y in points if x > 0 and y > 0):
+        if not out or x >= out[-1][0] * MIN_STEP:
+            out.append((x, y))
+    return out
+
+
 def local_slopes(points: Sequence[tuple[float, float]]) -> list[float]:
-    """The slope between each pair of neighbouring points (sorted by size)."""
-    pts = sorted((x, y) for x, y in points if x > 0 and y > 0)
-    return [slope([a, b]) for a, b in itertools.pairwise(pts) if a[0] != b[0]]
+    """The slope between each pair of neighbouring (``spaced``) points."""
+    return [slope([a, b]) for a, b in itertools.pairwise(spaced(points))]
 
 
 def growth(points: Sequence[tuple[float, float]]) -> str:
     """A sentence: the overall class and slope, and the step where growth gets worse than linear, if any."""
     k = slope(points)
     text = f"{growth_class(k)} (cost ~ size^{k:.2f})"
-    pts = sorted((x, y) for x, y in points if x > 0 and y > 0)
+    pts = spaced(points)
     steps = local_slopes(points)
     for i, s in enumerate(steps):
         if s > LINEAR_UP_TO:
@@ -133,6 +144,7 @@ def plot_curves(path: Path, curves: Sequence[Curve], title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     curves = [c for c in curves if c.points]
     if not curves:
@@ -148,6 +160,8 @@ def plot_curves(path: Path, curves: Sequence[Curve], title: str) -> None:
             ax.legend(fontsize=7)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_xticks(xs, [f"{x:g}" for x in xs])  # the measured sizes, not powers of ten
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_xlabel(c.size_label)
         ax.set_ylabel(c.value_label)
         ax.set_title(c.name, fontsize=9)

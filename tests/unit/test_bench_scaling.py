@@ -46,6 +46,13 @@ def test_growth_of_a_clean_linear_curve_names_no_turn() -> None:
     assert text.startswith("linear") and "from" not in text
 
 
+def test_close_sizes_are_not_read_as_a_turn() -> None:
+    # 5,500 and 6,000 entries held differ by noise, not by growth: no "worse from" on that step.
+    pts = [(1000, 3.0), (3000, 4.0), (5500, 8.0), (6000, 16.0), (11000, 13.0)]
+    assert [x for x, _ in scaling.spaced(pts)] == [1000, 3000, 5500, 11000]
+    assert "from 5500" not in scaling.growth(pts)
+
+
 def test_slope_refuses_too_few_or_degenerate_points() -> None:
     with pytest.raises(ValueError):
         scaling.slope([(10, 1.0)])
