@@ -128,6 +128,13 @@ def entries_per_switch(intent: pb.Intent, config: DeploymentConfig) -> int:
     return cc.compile_intent(intent, config).entries_per_switch
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its children so far."""
+    proc = psutil.Process(pid)
+    t = proc.cpu_times()
+    return t.user + t.system + sum(c.cpu_times().user + c.cpu_times().system for c in proc.children(recursive=True))
+
+
 def rss_mib(pid: int) -> tuple[float, float]:
     """(resident now, peak) in MiB."""
     status = Path(f"/proc/{pid}/status").read_text().splitlines()
@@ -154,9 +161,12 @@ def converge_curve(kind: str, n_switches: int, sizes: list[int], tmp: Path, rest
             for n in sizes:
                 intent = sized_intent(n, config)
                 per_switch = entries_per_switch(intent, config)
+                cpu0 = cpu_seconds(ctl.pid), sum(cpu_seconds(sw.pid) for sw in switches)
                 t0 = time.perf_counter()
                 reply = ctl.client.apply(intent, timeout_s=600)
                 install_s = time.perf_counter() - t0
+                daemon_cpu = cpu_seconds(ctl.pid) - cpu0[0]
+                switch_cpu = sum(cpu_seconds(sw.pid) for sw in switches) - cpu0[1]
                 if reply.unconverged:
                     raise RuntimeError(f"{kind} x{n_switches}, {n}: not converged: {reply.unconverged}")
                 ctl.client.wait_synced(reply.generation, timeout_s=60)
@@ -173,12 +183,14 @@ def converge_curve(kind: str, n_switches: int, sizes: list[int], tmp: Path, rest
                     "entries_per_s": per_switch * n_switches / install_s, "delete_s": delete_s,
                     "daemon_rss_mib": rss, "daemon_peak_mib": peak, "daemon_idle_mib": idle_rss,
                     "restart_ms": statistics.median(restart_ms) if restart_ms else float("nan"),
+                    "daemon_cpu_s": daemon_cpu, "switch_cpu_s": switch_cpu,
                 }  # fmt: skip
                 rows.append(row)
                 extra = f", restart -> in sync {row['restart_ms']:.0f} ms (median of {restarts})" if restarts else ""
                 print(
                     f"  {kind} x{n_switches}: {per_switch:5d} entries/switch: converged in {install_s:6.2f} s"
-                    f" = {row['entries_per_s']:7,.0f} entries/s; delete {delete_s:5.2f} s;"
+                    f" = {row['entries_per_s']:7,.0f} entries/s (CPU: daemon {daemon_cpu:.2f} s, switches"
+                    f" {switch_cpu:.2f} s); delete {delete_s:5.2f} s;"
                     f" daemon {rss:.0f} MiB (idle {idle_rss:.0f}){extra}",
                     flush=True,
                 )
@@ -325,11 +337,12 @@ def shell_anchor(kind: str, n: int, tmp: Path) -> dict | None:
 
 
 def report(conv: list[dict], cpu: list[dict], anchor: dict | None, refused: str, out: Path | None) -> None:
-    header = ["switch", "switches", "entries/switch", "entries total", "converge s", "entries/s", "delete s",
-              "daemon RSS MiB", "daemon peak MiB", "restart -> in sync ms"]  # fmt: skip
+    header = ["switch", "switches", "entries/switch", "entries total", "converge s", "entries/s",
+              "daemon CPU s", "switches' CPU s", "delete s", "daemon RSS MiB", "daemon peak MiB",
+              "restart -> in sync ms"]  # fmt: skip
     rows = [[r["kind"], r["switches"], r["entries_per_switch"], r["entries_total"], r["install_s"],
-             r["entries_per_s"], r["delete_s"], r["daemon_rss_mib"], r["daemon_peak_mib"], r["restart_ms"]]
-            for r in conv]  # fmt: skip
+             r["entries_per_s"], r["daemon_cpu_s"], r["switch_cpu_s"], r["delete_s"], r["daemon_rss_mib"],
+             r["daemon_peak_mib"], r["restart_ms"]] for r in conv]  # fmt: skip
     print("\n" + markdown_table(header, rows))
     cpu_header = ["entries", "compile ms", "encode ms", "diff ms", "encode entries/s"]
     cpu_rows = [[r["entries"], r["compile_s"] * 1e3, r["encode_s"] * 1e3, r["diff_s"] * 1e3,
@@ -360,6 +373,15 @@ def report(conv: list[dict], cpu: list[dict], anchor: dict | None, refused: str,
         total = tuple((r["entries"], r["compile_s"] + r["encode_s"] + r["diff_s"]) for r in cpu)
         curves.append(Curve("controller CPU: compile+encode+diff vs entries", "entries", "seconds", total))
     print("\n" + verdicts_table(curves))
+    for kind in sorted({r["kind"] for r in conv}):
+        big = max((r for r in conv if r["kind"] == kind), key=lambda r: r["entries_total"])
+        busy = (big["daemon_cpu_s"] + big["switch_cpu_s"]) / big["install_s"]
+        who = "the switches" if big["switch_cpu_s"] > big["daemon_cpu_s"] else "the daemon"
+        print(
+            f"{kind}, {big['switches']} switches x {big['entries_per_switch']} entries: daemon"
+            f" {big['daemon_cpu_s']:.1f} s CPU, switches {big['switch_cpu_s']:.1f} s CPU in {big['install_s']:.1f} s"
+            f" = {busy:.1f} of {os.cpu_count()} cores busy; most of the work is {who}"
+        )
     print(
         f"\nfirst limit: the switch's tables. mlfc.p4 holds {capacity():,} entries per switch and the daemon refuses"
         " more (above); below that, converge time is set by the switch's write rate (see entries/s vs switches)."

@@ -214,10 +214,10 @@ def background_load(address: str, first_job: int, rate: float, stop: threading.E
 
 def restored(ctl, intent: intent_pb2.Intent) -> bool:  # type: ignore[no-untyped-def]
     """The restarted controller (generations from 0 again) holds ``intent`` and every switch applied it."""
-    got = ctl.get()
+    got = ctl.client.get()
     if got.generation < 1 or got.intent != intent:
         return False
-    return all(s.applied_generation >= got.generation for s in ctl.status().switches)
+    return all(s.applied_generation >= got.generation for s in ctl.client.status().switches)
 
 
 def controller_restarts(tmp: Path, sync: str, restarts: int) -> list[float]:
@@ -225,30 +225,29 @@ def controller_restarts(tmp: Path, sync: str, restarts: int) -> list[float]:
     decision again: a backup P4Runtime client reads the switch's job entries back."""
     import yaml
 
-    from mlfc.controller import pipeline as names
-    from mlfc.controller.bmv2 import free_port
+    from mlfc import contract
     from mlfc.controller.pipeline import Pipeline
-    from mlfc.controller.process import ControllerProcess
     from mlfc.controller.sync import SwitchConnection
-    from mlfc.refswitch.switch import RefSwitch
+    from mlfc.launch.daemons import ControllerProcess
+    from mlfc.launch.process import free_port
+    from mlfc.launch.switches import RefSwitch
 
-    build = Path(__file__).resolve().parents[1] / "p4src/build"
-    p4info, device = build / "mlfc.p4info.txtpb", build / "mlfc.json"
-    pipeline = Pipeline.load(p4info, device)
-    with RefSwitch(name="bench-s1", grpc_port=free_port(), admin_port=free_port()) as sw:
+    pipeline = Pipeline.load()
+    with RefSwitch("bench-s1", 1, log_file=tmp / "refswitch.log") as sw:
         doc = {
             "switches": [
-                {"name": "s1", "grpc_addr": sw.grpc_addr, "device_id": 1, "target": "refswitch", "ports": [1, 2]}
+                {"name": "s1", "grpc_addr": sw.grpc_addr, "device_id": 1, "target": "refswitch",
+                 "thrift_port": sw.queue_port, "ports": [1, 2]}
             ],
-            "pipeline": {"p4info": str(p4info), "device_config": str(device)},
+            "pipeline": {"p4info": str(contract.P4INFO), "device_config": str(contract.BMV2_JSON)},
             "listen": {"intent": f"127.0.0.1:{free_port()}", "metrics": f"127.0.0.1:{free_port()}"},
             "controller": {"reconnect_min_s": 0.05, "reconnect_max_s": 0.5},
-        }
+        }  # fmt: skip
         (tmp / "deployment.yaml").write_text(yaml.safe_dump(doc))
-        ctl = ControllerProcess(tmp / "deployment.yaml", tmp / "controller.log").start()
+        ctl = ControllerProcess(tmp / "deployment.yaml", tmp / "controller.log", log_level="WARNING").start()
         coord = None
         try:
-            ctl.wait_synced(0)
+            ctl.client.wait_synced(0)
             coord, address = start_coordinator(tmp, ctl.intent_addr, sync)
             stub = coordinator_pb2_grpc.CoordinatorStub(grpc.insecure_channel(address))
             for j in (1, 2, 3):
@@ -258,14 +257,14 @@ def controller_restarts(tmp: Path, sync: str, restarts: int) -> list[float]:
 
             def job_entries() -> set:
                 with SwitchConnection(sw.grpc_addr, 1, pipeline=pipeline, election_id=1).connect() as conn:
-                    return set(conn.read_entries([names.JOB_PRIORITY]))
+                    return set(conn.read_entries([contract.JOB_PRIORITY]))
 
             deadline = time.monotonic() + 30
-            while len(ctl.get().intent.jobs) < 3 and time.monotonic() < deadline:
+            while len(ctl.client.get().intent.jobs) < 3 and time.monotonic() < deadline:
                 time.sleep(0.05)
             time.sleep(1.0)  # let the decisions settle
-            held_intent = ctl.get().intent
-            ctl.wait_synced(ctl.get().generation)
+            held_intent = ctl.client.get().intent
+            ctl.client.wait_synced(ctl.client.get().generation)
             held = job_entries()
             out = []
             for _ in range(restarts):
