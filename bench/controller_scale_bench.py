@@ -1,6 +1,6 @@
 """Controller scaling curves (issue 18, item 3): figures printed, tables + plot written, nothing asserted.
 
-    python bench/controller_scale_bench.py [--switches 1,2,4,8] [--entries 1000,3000,6000]
+    python bench/controller_scale_bench.py [--switches 1,2,4,8] [--entries 1000,3000,5500]
         [--kind ref] [--bmv2-switches 1,2] [--restarts 2] [--out results/bench] [--quick]
 
 1. Converge: the daemon (``mlfc-controller run``, a child process) drives S switches; an intent compiling
