@@ -159,7 +159,10 @@ def plot_curves(path: Path, curves: Sequence[Curve], title: str) -> None:
             ax.plot(xs, [ys[0] * x / xs[0] for x in xs], "--", color="grey", label="linear from first point")
             ax.legend(fontsize=7)
         ax.set_xscale("log")
-        ax.set_yscale("log")
+        if c.cost:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)  # a rate: how far from zero matters more than its ratios
         ax.set_xticks(xs, [f"{x:g}" for x in xs])  # the measured sizes, not powers of ten
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_xlabel(c.size_label)
