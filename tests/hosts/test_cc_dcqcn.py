@@ -34,7 +34,7 @@ def test_cnp_cuts_rate_and_updates_alpha():
     assert cc.rc == pytest.approx(LINE * (1 - 1.0 / 2))  # alpha starts at 1
     assert cc.alpha == pytest.approx((1 - 1 / 256) * 1.0 + 1 / 256)
     alpha, rc = cc.alpha, cc.rc
-    cc.on_cnp(1e-6)
+    cc.on_cnp(cc.params.n)  # the next cut allowed (one per N)
     assert cc.rt == rc
     assert cc.rc == pytest.approx(rc * (1 - alpha / 2))
     assert cc.alpha == pytest.approx((1 - 1 / 256) * alpha + 1 / 256)
@@ -105,7 +105,7 @@ def test_rates_capped_and_floored():
         cc.on_timer(i * T + 1e-9)
     assert cc.rc <= LINE and cc.rt <= LINE
     for i in range(5000):
-        cc.on_cnp(1.0 + i * 1e-6)
+        cc.on_cnp(1.0 + i * cc.params.n)
     assert cc.rc == pytest.approx(LINE / 1000)
     cc.on_timeout(2.0)
     assert cc.rc == LINE / 1000
