@@ -63,6 +63,7 @@ class StackConfig:
     cc: str = "reno"
     mltcp: bool = False
     mltcp_params: MltcpParams = field(default_factory=MltcpParams)
+    mltcp_tune: bool = False  # senders tune slope/intercept online, starting from mltcp_params
     priorities: str = "none"  # none | maif | interleave
     bottleneck_pps: int = 1500
     queue_depth: int = 64
@@ -79,7 +80,7 @@ class StackConfig:
 
     @property
     def transport(self) -> Transport:
-        return Transport(self.cc, self.mltcp, self.mltcp_params, self.line_rate)
+        return Transport(self.cc, self.mltcp, self.mltcp_params, self.line_rate, self.mltcp_tune)
 
 
 @dataclass

@@ -197,7 +197,7 @@ class Dcqcn(CongestionControl):
             else:
                 self.rt += f * p.r_ai
             self.rt = min(self.rt, p.line_rate)
-        self.rc = min(self.rt - (self.rt - self.rc) * 2.0 ** -f, p.line_rate)
+        self.rc = min(self.rt - (self.rt - self.rc) * 2.0**-f, p.line_rate)
 
     def describe(self) -> dict[str, float]:
         return {"cwnd": -1.0, "rate": self.rc / 8, "rt": self.rt / 8, "alpha": self.alpha}

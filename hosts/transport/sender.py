@@ -34,6 +34,8 @@ from mlfc.hosts.transport.recovery import FlowRecovery, RttEstimator
 from mlfc.hosts.transport.sockets import ECT0, UDP_IP_OVERHEAD, bind_shim_socket
 from mlfc.hosts.transport.stats import FlowStats
 from mlfc.hosts.transport.transmit import Transmitter
+from mlfc.hosts.transport.tuning import OnlineF
+from mlfc.policy.mltcp import MltcpParams
 from mlfc.wire import MsgType, ShimError, is_shim_port, unpack_shim
 
 _TRANSIENT_SEND_ERRORS = (errno.ENOBUFS, errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
@@ -78,6 +80,9 @@ class Sender:
         self._fbuf = bytearray(4096)
         self._fbmv = memoryview(self._fbuf)
         self.transmit = Transmitter(self._sock, cfg, self.progress, self.cc, self.recovery, self.stats)
+        # MLTCP's slope/intercept tuned from this flow's iteration times (SenderConfig.mltcp_tune)
+        self.online_f = None if cfg.mltcp_tune is None or cfg.mltcp is None else OnlineF(cfg.mltcp, cfg.mltcp_tune)
+        self._iterations_seen = 0
 
     @property
     def local_address(self) -> tuple[str, int]:
@@ -96,6 +101,22 @@ class Sender:
     def start_iteration(self, expected_bytes: int | None = None) -> None:
         """The training loop's explicit iteration boundary; ``expected_bytes`` = bytes it will send."""
         self.progress.start_iteration(expected_bytes)
+        self._on_boundary()
+
+    @property
+    def mltcp_params(self) -> MltcpParams | None:
+        """F's parameters in use now (they move under SenderConfig.mltcp_tune); None without MLTCP."""
+        return None if self.cc.mltcp is None else self.cc.mltcp.params
+
+    def _on_boundary(self) -> None:
+        """After any iteration boundary (explicit, new iteration number, idle gap): feed the F tuner."""
+        if self.progress.iterations_started == self._iterations_seen:
+            return
+        self._iterations_seen = self.progress.iterations_started
+        if self.online_f is not None:
+            moved = self.online_f.iteration_started(self._clock(), self.stats.payload_bytes_sent)
+            if moved is not None:
+                self.cc.mltcp = Mltcp(moved, self.progress)
 
     # -- API -----------------------------------------------------------------------------------
 
@@ -122,6 +143,7 @@ class Sender:
         t = outgoing.prepare(self.config, job, iteration, tensor_id, buffer, importance, layer_index, num_layers,
                              loss_bound, batched=self.transmit.batching)  # fmt: skip
         self.progress.note_iteration(iteration)
+        self._on_boundary()
         t.started = now = self._clock()  # after the importance classes, as the transfer's clock starts
         self.transmit.start(t)
         # send_tensor returns only when everything is acknowledged, so between calls nothing is in flight.

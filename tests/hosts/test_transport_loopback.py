@@ -22,6 +22,7 @@ from mlfc.hosts.transport import (
 )
 from mlfc.hosts.transport.packet import HEADER_LEN, DataHeader, build_ack, pack_data_header_into
 from mlfc.policy.mltcp import MltcpParams
+from mlfc.policy.mltcp_tuning import TuningParams
 from mlfc.testing.lossy import LossySocket
 from mlfc.wire import IMPORTANCE_PROTECTED, SHIM_PORT_BASE, Flags, MsgType, Shim
 
@@ -290,4 +291,17 @@ def test_window_restarts_after_an_idle_gap_longer_than_the_rto(receiver, restart
     assert tx.stats.idle_restarts == (1 if restart else 0)
     if restart:
         assert tx.cc.cwnd < grown
+    tx.close()
+
+
+def test_sender_tunes_f_from_its_iteration_times(receiver):
+    """SenderConfig.mltcp_tune: every iteration boundary feeds the tuner, and the controller's F moves with it."""
+    tx, _ = sender_to(receiver, mltcp=MltcpParams(2.0, 0.5), mltcp_tune=TuningParams(window=1, settle=0))
+    assert tx.mltcp_params == MltcpParams(2.0, 0.5)
+    for it in range(3):
+        tx.start_iteration(20 * CHUNK)  # and the iteration number changes too: still one boundary
+        tx.send_tensor(1, it, 0, grads(20 * CHUNK))
+        receiver.recv(timeout=2)
+    assert len(tx.online_f.tuner.history) == 2
+    assert tx.mltcp_params == tx.online_f.params == tx.cc.mltcp.params != MltcpParams(2.0, 0.5)
     tx.close()
