@@ -19,12 +19,12 @@ spacing never binds (one packet per 0.7 ms), and each of those CNPs cuts again, 
 rate, from which only R_AI steps climb back: the flow spends most of its communication phase there.
 
 MLTCP (mlfc's rule; the paper, arXiv 2402.09589, scales only ``F * R_AI`` and ``F * R_HAI``): a flow
-further into its iteration reacts F times less to congestion and recovers F times faster, in
-log-rate terms, so it wins the contention within one communication phase:
+further into its iteration reacts F times less to congestion (in log-rate terms) and grows F times
+faster, so it wins the contention within one communication phase:
 
 * cut:            ``R_C = R_C * (1 - alpha / 2) ** (1 / F)``
-* fast recovery:  each increase event closes ``1 - 2 ** -F`` of the gap to R_T (F halvings)
-* increases:      ``F * R_AI``, ``F * R_HAI``
+* increases:      ``F * R_AI``, ``F * R_HAI``; fast recovery keeps DCQCN's halving (scaling it by F
+  too, ``1 - 2 ** -F`` of the gap, overflowed the lab's queue: docs/results.md)
 
 F = 1 is exactly DCQCN. Why not the increases alone: here a communication phase lasts ~10 increase
 periods and every CNP restarts fast recovery, which is F-free, so an F on R_AI changes a flow's rate by
@@ -189,7 +189,7 @@ class Dcqcn(CongestionControl):
     def _increase(self) -> None:
         p = self.params
         f_steps = p.fast_recovery_steps
-        f = self.factor()
+        f = self.factor()  # MLTCP's F (not the fast-recovery count)
         if max(self.t_count, self.bc_count) > f_steps:
             low = min(self.t_count, self.bc_count)
             if low > f_steps:
@@ -197,7 +197,7 @@ class Dcqcn(CongestionControl):
             else:
                 self.rt += f * p.r_ai
             self.rt = min(self.rt, p.line_rate)
-        self.rc = min(self.rt - (self.rt - self.rc) * 2.0**-f, p.line_rate)
+        self.rc = min((self.rt + self.rc) / 2, p.line_rate)
 
     def describe(self) -> dict[str, float]:
         return {"cwnd": -1.0, "rate": self.rc / 8, "rt": self.rt / 8, "alpha": self.alpha}

@@ -150,15 +150,15 @@ def test_mltcp_scales_the_cut(ratio):
 
 
 @pytest.mark.parametrize("ratio", [0.0, 1.0])
-def test_mltcp_scales_fast_recovery(ratio):
-    params = MltcpParams(slope=2.0, intercept=0.5)
-    f = mltcp_factor(ratio, params)
-    cc = fresh(Mltcp(params, ratio_source(ratio)), byte_counter=1e12)
+def test_fast_recovery_stays_dcqcns_halving_under_mltcp(ratio):
+    """F acts on the cut and the increases, not on fast recovery: scaling it too made a flow near the end of
+    its iteration return to its pre-cut rate within one period, which overflowed the lab's queue."""
+    cc = fresh(Mltcp(MltcpParams(slope=2.0, intercept=0.5), ratio_source(ratio)), byte_counter=1e12)
     cc.on_cnp(0.0)
     rt, rc = cc.rt, cc.rc
-    cc.on_timer(T + 1e-9)  # one fast-recovery step: F halvings of the gap to R_T
+    cc.on_timer(T + 1e-9)
     assert cc.rt == rt
-    assert cc.rc == pytest.approx(rt - (rt - rc) * 2**-f)
+    assert cc.rc == pytest.approx((rt + rc) / 2)
 
 
 def test_f_of_one_is_plain_dcqcn():
@@ -207,5 +207,5 @@ def test_the_flow_further_into_its_iteration_wins_the_contention():
     a, b = contend(0.8, 0.1, None)
     assert a == pytest.approx(b, rel=1e-9)
     lead, late = contend(0.8, 0.1, MltcpParams())
-    assert lead > 1.2 * late
+    assert lead > 1.1 * late
     assert lead + late == pytest.approx(a + b, rel=0.1)  # the link stays about as used as without MLTCP
