@@ -14,8 +14,9 @@ paces at its rate in 0.1 ms steps. Solo, an iteration takes 1.0 s: that is the i
 Rules (the controller as of this commit is ``mlfc``):
   paper       cut on every CNP, the paper's MLTCP (F x R_AI, F x R_HAI only)
   cut         paper + MLTCP's cut exponent 1/F
-  cut+rec     cut + fast recovery closing 1 - 2^-F of the gap
-  mlfc        cut+rec and at most one cut per N (hosts/cc/dcqcn.py)
+  cut+rec     cut + fast recovery closing 1 - 2^-F of the gap (F halvings)
+  cut+rec+N   cut+rec and at most one cut per N (the first rule tried in the lab)
+  mlfc        cut and at most one cut per N (hosts/cc/dcqcn.py)
   line-reset  paper + every phase restarts at the line rate (as a NIC that released its rate limiter)
 """
 
@@ -35,35 +36,35 @@ PPS = 1500
 CHUNK = 1428
 DEPTH = 64
 DT = 1e-4
-RULES = ("paper", "cut", "cut+rec", "mlfc", "line-reset")
+RULES = ("paper", "cut", "cut+rec", "cut+rec+N", "mlfc", "line-reset")
 
 
 def controller(rule: str, mltcp: Mltcp | None, line: float) -> Dcqcn:
     """A Dcqcn whose cut, recovery and idle behaviour follow ``rule``."""
 
+    gated = rule in ("mlfc", "cut+rec+N")  # at most one cut per N
+    cut_f = rule not in ("paper", "line-reset")  # the cut exponent 1/F
+    recovery_f = rule in ("cut+rec", "cut+rec+N")  # F halvings per fast-recovery step
+
     class Rule(Dcqcn):
         def _may_cut(self, now: float) -> bool:
-            return True if rule != "mlfc" else super()._may_cut(now)
+            return super()._may_cut(now) if gated else True
 
         def _cut(self, now: float) -> None:
-            if rule in ("paper", "line-reset"):
-                f = self.mltcp
+            f = self.mltcp
+            if not cut_f:
                 self.mltcp = None  # the cut without F
-                super()._cut(now)
-                self.mltcp = f
-            else:
-                super()._cut(now)
+            super()._cut(now)
+            self.mltcp = f
 
         def _increase(self) -> None:
-            if rule not in ("paper", "cut", "line-reset"):
-                super()._increase()
-                return
-            p, f = self.params, self.factor()  # DCQCN's step with the paper's MLTCP: F on R_AI, R_HAI only
+            p, f = self.params, self.factor()  # F on R_AI, R_HAI as in the paper and hosts/cc/dcqcn.py
             if max(self.t_count, self.bc_count) > p.fast_recovery_steps:
                 low = min(self.t_count, self.bc_count)
                 step = (low - p.fast_recovery_steps) * p.r_hai if low > p.fast_recovery_steps else p.r_ai
                 self.rt = min(self.rt + f * step, p.line_rate)
-            self.rc = min((self.rt + self.rc) / 2, p.line_rate)
+            keep = 2.0**-f if recovery_f else 0.5
+            self.rc = min(self.rt - (self.rt - self.rc) * keep, p.line_rate)
 
         def on_idle_restart(self, now: float) -> None:
             if rule == "line-reset":
