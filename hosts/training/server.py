@@ -12,6 +12,9 @@ PS answers each (WELCOME, and in PS mode the initial parameters) and the job run
 
 Pulls are lossless (loss bound 0) and protected: replicas must receive identical parameters/means, and a
 zero-filled weight would be a corrupted model rather than a noisy update.
+
+One file (over 400 lines): both modes share the handshake, the per-worker pull threads and the loss
+accounting; splitting them would split the one connection state machine.
 """
 
 from __future__ import annotations
