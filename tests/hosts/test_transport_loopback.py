@@ -93,7 +93,9 @@ def test_ce_marks_give_ece_to_window_cc_and_rate_limited_cnps_to_dcqcn():
         rx.recv(timeout=2)
         assert dcqcn.stats.cnps == dcqcn.cc.cnps > 0
         rates = [rate for _, _, rate, *_ in dcqcn.stats.samples]
-        assert rates[0] == 1e9 / 8 and min(rates) <= 0.5 * 1e9 / 8  # cut by alpha / 2 = 1/2 on the first CNP
+        # The first CNP cuts by alpha / 2; alpha starts at 1 and decays every K (2.2 ms at 1 Gb/s) until
+        # that CNP arrives, so the cut is a little under half (the exact rule: tests/hosts/test_cc_dcqcn.py).
+        assert rates[0] == 1e9 / 8 and min(rates) <= 0.6 * 1e9 / 8
         clean, _ = sender_to(rx, cc="dcqcn", line_rate=1e9)
         clean.send_tensor(1, 0, 2, grads(400_000))
         rx.recv(timeout=2)
