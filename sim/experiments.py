@@ -589,6 +589,20 @@ def class_over_time(decisions: Sequence[tuple[float, dict[int, int]]], job: int,
     return sum(d * c for d, c in spans) / total, sum(d for d, c in spans if c == top) / total
 
 
+def line_rate_time(topo: SimTopology, jobs: Sequence[SimJob], iterations: int, q: float) -> float:
+    """The bound on the search's time to ``q`` A*: every configuration's iterations at their no-contention
+    minimum (compute plus its pushes into and pulls out of the PS host's link at line rate; ECMP luck aside,
+    no run alone can beat it), for the configuration that gets there first that way."""
+    a_star = max(synthetic_accuracy(iterations - 1, j.acc_max, j.tau) for j in jobs)
+    best = math.inf
+    for j in jobs:
+        it = next((i for i in range(iterations) if synthetic_accuracy(i, j.acc_max, j.tau) >= q * a_star), None)
+        if it is not None:
+            wire_s = 8 * len(j.workers) * (j.push_bytes + j.pull_bytes) / topo.rates[topo.host_link(j.ps)]
+            best = min(best, (it + 1) * (j.compute_s + wire_s))
+    return best
+
+
 def maif_search(ctx: Context, configs: int = 16) -> str:
     """A hyper-parameter search: ``configs`` configurations of one model (learning curves of the lab's
     model, acc_max and tau drawn per configuration) share an oversubscribed fabric. The switch is FIFO
@@ -627,15 +641,8 @@ def maif_search(ctx: Context, configs: int = 16) -> str:
                          st.lead_iterations, lead_iter, cls, top])  # fmt: skip
             if seed == ctx.seeds[0]:
                 curves[treatment] = _best_so_far(r.records, jobs)
-        # The bound: the lead configuration's iterations at their no-contention minimum, compute plus its pushes
-        # into and pulls out of the PS host's link at line rate (ECMP luck aside, no run alone can beat it).
-        a_star = max(synthetic_accuracy(iterations - 1, j.acc_max, j.tau) for j in jobs)
-        acc_l = [synthetic_accuracy(i, lj.acc_max, lj.tau) for i in range(iterations)]
-        host_bps = topo.rates[topo.host_link(lj.ps)]
-        ideal_iter = lj.compute_s + 8 * len(lj.workers) * (lj.push_bytes + lj.pull_bytes) / host_bps
         start = min(x.start for x in r.records)
-        bounds.append([seed, *(start + (next(i for i, a in enumerate(acc_l) if a >= q * a_star) + 1) * ideal_iter
-                               for q in TTA_TARGETS)])  # fmt: skip
+        bounds.append([seed, *(start + line_rate_time(topo, jobs, iterations, q) for q in TTA_TARGETS)])
     _write_table(ctx.dir(exp) / "maif.csv", headers, rows)
     n_t = len(TTA_TARGETS)
     fifo = {r[1]: r for r in rows if r[0] == "fifo"}

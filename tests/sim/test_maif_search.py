@@ -8,7 +8,7 @@ import math
 import pytest
 
 from mlfc.policy.maif import MaifParams
-from mlfc.sim.experiments import MAIF_FABRIC, class_over_time, maif_params, search_jobs, search_times
+from mlfc.sim.experiments import MAIF_FABRIC, class_over_time, line_rate_time, maif_params, search_jobs, search_times
 from mlfc.sim.jobs import SimJob
 from mlfc.sim.lab import IterationRecord, synthetic_accuracy
 from mlfc.sim.topology import leaf_spine
@@ -55,3 +55,21 @@ def test_maif_horizon_follows_the_time_scale_and_configs_fill_every_host() -> No
     assert sorted(workers) == sorted(list(topo.hosts) * 2)  # two workers on every host
     assert sorted(j.ps for j in jobs) == sorted(topo.hosts)  # one PS on every host
     assert search_jobs(topo, 16, 1, 0.02) == jobs and search_jobs(topo, 16, 2, 0.02) != jobs
+
+
+def test_line_rate_bound_takes_the_configuration_that_gets_there_first() -> None:
+    topo = leaf_spine(**MAIF_FABRIC)
+    # 1 MB each way per worker over the PS's 100 Gb/s link: 2 x 2 x 8e6 / 1e11 = 0.32 ms a step on the wire
+    quick = SimJob(1, "quick", 1_000_000, 1_000_000, 0.001, ("l1h1", "l2h1"), "l3h2", acc_max=0.8, tau=1.0)
+    best = SimJob(2, "best", 1_000_000, 1_000_000, 0.001, ("l1h2", "l2h2"), "l3h3", acc_max=0.9, tau=10.0)
+    its = 30
+    a_star = synthetic_accuracy(its - 1, 0.9, 10.0)
+    for q in (0.85, 0.95):
+        first = min(
+            next(i for i in range(its) if synthetic_accuracy(i, j.acc_max, j.tau) >= q * a_star)
+            for j in (quick, best)
+            if synthetic_accuracy(its - 1, j.acc_max, j.tau) >= q * a_star
+        )
+        assert line_rate_time(topo, (quick, best), its, q) == pytest.approx((first + 1) * (0.001 + 0.00032))
+    # 0.85 A* = 0.725: quick (final 0.8) gets there at iteration 2; 0.95 A* is beyond it: only best counts
+    assert line_rate_time(topo, (quick, best), its, 0.85) == pytest.approx(3 * 0.00132)
