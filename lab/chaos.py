@@ -738,6 +738,87 @@ def chaos_job(iterations: int, checkpoint: Path, eval_every: int) -> TrainingJob
     )
 
 
+@dataclass
+class Outcome:
+    seed: int
+    faults: list[Fault]
+    run: RunResult
+    base: RunResult | None
+    rows: list[FaultRow]
+    text: str
+    out: Path
+
+    def accuracy_delta_pp(self) -> float | None:
+        acc = final_accuracy(self.run.records)
+        bacc = final_accuracy(self.base.records) if self.base is not None else None
+        return None if acc is None or bacc is None else 100 * (acc[1] - bacc[1])
+
+    @property
+    def ok(self) -> bool:
+        """Every target met: completed, every fault fired and measured, nothing acknowledged lost, the
+        switches back on the latest decision within 1 s each time, accuracy within 0.5 pp (with a baseline)."""
+        delta = self.accuracy_delta_pp()
+        return (
+            self.run.completed
+            and len(self.rows) == len(self.faults)
+            and not any(self.run.lost_acked().values())
+            and all(r.entries_ok for r in self.rows)
+            and (delta is None or abs(delta) <= ACCURACY_TARGET_PP)
+        )
+
+
+def run_chaos(
+    seed: int,
+    n_faults: int,
+    iterations: int,
+    plane: dataplanes.Dataplane,
+    out_root: Path,
+    *,
+    baseline: bool = True,
+    eval_every: int = 5,
+    bottleneck_pps: int = 1500,
+    check_bottleneck: bool = True,
+    timeout: float = 1200.0,
+) -> Outcome:
+    """The undisturbed run (if ``baseline``) and the chaos run on one network; writes OUT/<plane>/seed<N>/."""
+    topo = dumbbell(1, WORKERS)
+    faults = schedule(seed, n_faults, iterations, sorted(topo.switches))
+    for f in faults:
+        say(f"  scheduled {f.index:2d}: {f.target:<11} at iteration {f.at_iteration:4d}, down {f.outage_s:.2f} s")
+    out = out_root / plane.name / f"seed{seed}"
+    cfg = StackConfig(
+        "chaos",
+        jobs=(),
+        iterations=iterations,
+        priorities="maif",
+        bottleneck_pps=bottleneck_pps,
+        check_bottleneck=check_bottleneck,
+    )
+    preexisting = set(leftovers())
+    base = None
+    try:
+        with network_with_control(topo, cfg, out / "stack", plane) as ctl:
+            if baseline:
+                say("undisturbed run")
+                d = out / "undisturbed"
+                base = ChaosRun(ctl, topo, chaos_job(iterations, d / "ps.ckpt", eval_every), d, "undisturbed").run(
+                    [], timeout
+                )
+                if not base.completed:
+                    say(f"the undisturbed run did not complete: {base.errors}")
+            say(f"chaos run: {len(faults)} faults")
+            d = out / "chaos"
+            run = ChaosRun(ctl, topo, chaos_job(iterations, d / "ps.ckpt", eval_every), d, "chaos").run(faults, timeout)
+    finally:
+        stray = set(leftovers()) - preexisting
+        if stray:
+            say(f"left behind: {sorted(stray)}")
+    rows = fault_rows(run)
+    text = summary_text(seed, dataplanes.describe(plane), faults, run, base, rows)
+    write_outputs(out, run, rows, text)
+    return Outcome(seed, faults, run, base, rows, text, out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=None, help="the schedule's seed (default: a random one, printed)")
@@ -766,52 +847,27 @@ def main(argv: list[str] | None = None) -> int:
     except dataplanes.DataplaneMissing as exc:
         print(f"cannot run: {exc}", file=sys.stderr)
         return 2
-    topo = dumbbell(1, WORKERS)
     try:
-        faults = schedule(seed, args.faults, args.iterations, sorted(topo.switches))
+        outcome = run_chaos(
+            seed,
+            args.faults,
+            args.iterations,
+            plane,
+            args.out,
+            baseline=not args.no_baseline,
+            eval_every=args.eval_every,
+            bottleneck_pps=args.bottleneck_pps,
+            timeout=args.timeout,
+        )
     except ValueError as exc:
         print(f"chaos: {exc}", file=sys.stderr)
         return 2
-    for f in faults:
-        say(f"  scheduled {f.index:2d}: {f.target:<11} at iteration {f.at_iteration:4d}, down {f.outage_s:.2f} s")
-    out = args.out / plane.name / f"seed{seed}"
-    cfg = StackConfig(
-        "chaos", jobs=(), iterations=args.iterations, priorities="maif", bottleneck_pps=args.bottleneck_pps
-    )
-    preexisting = set(leftovers())
-    try:
-        with network_with_control(topo, cfg, out / "stack", plane) as ctl:
-            base = None
-            if not args.no_baseline:
-                say("undisturbed run")
-                d = out / "undisturbed"
-                base = ChaosRun(
-                    ctl, topo, chaos_job(args.iterations, d / "ps.ckpt", args.eval_every), d, "undisturbed"
-                ).run([], args.timeout)
-                if not base.completed:
-                    print(f"the undisturbed run did not complete: {base.errors}", file=sys.stderr)
-            say(f"chaos run: {len(faults)} faults")
-            d = out / "chaos"
-            run = ChaosRun(ctl, topo, chaos_job(args.iterations, d / "ps.ckpt", args.eval_every), d, "chaos").run(
-                faults, args.timeout
-            )
     except StackError as exc:
         print(f"chaos: {exc}", file=sys.stderr)
         return 1
-    finally:
-        stray = set(leftovers()) - preexisting
-        if stray:
-            print(f"left behind: {sorted(stray)}", file=sys.stderr)
-    rows = fault_rows(run)
-    text = summary_text(seed, dataplanes.describe(plane), faults, run, base, rows)
-    write_outputs(out, run, rows, text)
-    print(text)
-    print(f"written to {out}/")
-    ok = run.completed and not any(run.lost_acked().values()) and all(r.entries_ok for r in rows)
-    acc, bacc = final_accuracy(run.records), final_accuracy(base.records) if base else None
-    if acc and bacc:
-        ok = ok and abs(100 * (acc[1] - bacc[1])) <= ACCURACY_TARGET_PP
-    return 0 if ok and len(rows) == len(faults) else 1
+    print(outcome.text)
+    print(f"written to {outcome.out}/")
+    return 0 if outcome.ok else 1
 
 
 if __name__ == "__main__":
