@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import ipaddress
 import itertools
 import json
 import logging
@@ -62,7 +63,7 @@ from mlfc.lab.stack import Control, StackConfig, StackError, network_with_contro
 from mlfc.launch.daemons import Daemon, tool
 from mlfc.launch.process import ManagedProcess, free_port
 from mlfc.proto import intent_pb2 as ipb
-from mlfc.topology import Topology, dumbbell
+from mlfc.topology import Host, Topology
 
 COMPONENTS = ("switch", "controller", "coordinator", "agent", "ps", "worker")
 JOB = 1
@@ -78,6 +79,23 @@ class Fault:
     target: str  # s1, s2, controller, coordinator, agent0, ps, worker1
     at_iteration: int  # fire once the job reached this iteration (and the previous fault recovered)
     outage_s: float  # seconds between the kill and the restart
+
+
+def chaos_topology() -> Topology:
+    """The dumbbell of one job (workers on one switch, the PS on the other, the bottleneck between), with
+    names of its own: Mininet's interfaces live in the root namespace (``s1-eth1``), so another experiment's
+    network on this machine would collide with ours under the usual names."""
+    topo = Topology(f"chaos-dumbbell-1x{WORKERS}")
+    topo.add_switch("ks1")
+    topo.add_switch("ks2")
+    topo.connect("ks1", "ks2", bottleneck=True)
+    base = ipaddress.IPv4Address("10.0.0.0") + (JOB << 8)
+    members = [("worker", w) for w in range(WORKERS)] + [("ps", 100)]
+    for i, (role, index) in enumerate(members, start=1):
+        name = f"kj{JOB}ps" if role == "ps" else f"kj{JOB}w{index}"
+        topo.add_host(Host(name, str(base + index + 1), f"00:00:00:00:0c:{i:02x}", JOB, role))
+        topo.connect(name, "ks1" if role == "worker" else "ks2")
+    return topo
 
 
 def schedule(seed: int, faults: int, iterations: int, switches: list[str]) -> list[Fault]:
@@ -781,7 +799,7 @@ def run_chaos(
     timeout: float = 1200.0,
 ) -> Outcome:
     """The undisturbed run (if ``baseline``) and the chaos run on one network; writes OUT/<plane>/seed<N>/."""
-    topo = dumbbell(1, WORKERS)
+    topo = chaos_topology()
     faults = schedule(seed, n_faults, iterations, sorted(topo.switches))
     for f in faults:
         say(f"  scheduled {f.index:2d}: {f.target:<11} at iteration {f.at_iteration:4d}, down {f.outage_s:.2f} s")
