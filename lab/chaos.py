@@ -803,7 +803,7 @@ def run_chaos(
     faults = schedule(seed, n_faults, iterations, sorted(topo.switches))
     for f in faults:
         say(f"  scheduled {f.index:2d}: {f.target:<11} at iteration {f.at_iteration:4d}, down {f.outage_s:.2f} s")
-    out = out_root / plane.name / f"seed{seed}"
+    out = out_root.resolve() / plane.name / f"seed{seed}"  # the deployment file names paths relative to itself
     cfg = StackConfig(
         "chaos",
         jobs=(),
@@ -828,7 +828,8 @@ def run_chaos(
             d = out / "chaos"
             run = ChaosRun(ctl, topo, chaos_job(iterations, d / "ps.ckpt", eval_every), d, "chaos").run(faults, timeout)
     finally:
-        stray = set(leftovers()) - preexisting
+        ours = ("ks1-", "ks2-", f"kj{JOB}", str(out))  # other experiments on this machine come and go meanwhile
+        stray = [x for x in set(leftovers()) - preexisting if any(o in x for o in ours)]
         if stray:
             say(f"left behind: {sorted(stray)}")
     rows = fault_rows(run)

@@ -80,6 +80,7 @@ class WorkerClient:
         self.welcome: dict = {}
         self.compressor = Compressor(cfg.compression)
         self.reconnects = 0
+        self._rejoins_seen: set[int] = set()  # REJOIN sessions acted on (its sender retransmits until acked)
         self._open()
 
     def _open(self, rx_port: int | None = None, tx_port: int | None = None) -> None:
@@ -129,8 +130,10 @@ class WorkerClient:
                 return
             with self._cv:
                 if d.tensor_id == proto.REJOIN:
+                    if d.iteration in self._rejoins_seen:
+                        continue
                     try:
-                        self._rejoin = proto.decode(d.data, "REJOIN")
+                        self._rejoin = {**proto.decode(d.data, "REJOIN"), "session": d.iteration}
                     except proto.ProtocolError:
                         continue
                 else:
@@ -148,6 +151,7 @@ class WorkerClient:
             if self._error is not None:
                 raise WorkerError(f"pull receiver failed: {self._error}") from self._error
             if key not in self._box and self._rejoin is not None:
+                self._rejoins_seen.add(self._rejoin["session"])
                 raise PsRestarted(
                     f"job {self.cfg.job} worker {self.cfg.rank}: the PS restarted at iteration "
                     f"{self._rejoin.get('iteration')}"
@@ -171,7 +175,9 @@ class WorkerClient:
         hello = proto.encode(hello)
         self.session = proto.new_session()
         with self._cv:
-            self._rejoin = None  # this HELLO answers it
+            if self._rejoin is not None:  # this HELLO answers it
+                self._rejoins_seen.add(self._rejoin["session"])
+                self._rejoin = None
         end = time.monotonic() + cfg.connect_timeout
         while True:
             try:
