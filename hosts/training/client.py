@@ -136,6 +136,7 @@ class WorkerClient:
                         self._rejoin = {**proto.decode(d.data, "REJOIN"), "session": d.iteration}
                     except proto.ProtocolError:
                         continue
+                    self.tx.abort()  # a push to the old PS would wait for the peer timeout
                 else:
                     self._box[(d.iteration, d.tensor_id)] = d
                 self._cv.notify_all()
@@ -180,6 +181,10 @@ class WorkerClient:
                 self._rejoin = None
         end = time.monotonic() + cfg.connect_timeout
         while True:
+            with self._cv:  # a REJOIN while knocking (it aborts the knock) is answered by the next knock
+                if self._rejoin is not None:
+                    self._rejoins_seen.add(self._rejoin["session"])
+                    self._rejoin = None
             try:
                 self.tx.send_tensor(
                     cfg.job,
@@ -229,6 +234,10 @@ class WorkerClient:
     ) -> PushResult:
         """Push one float32 gradient tensor; blocks until the PS has it (or accepted it within the loss bound)."""
         cfg = self.cfg
+        with self._cv:
+            if self._rejoin is not None:
+                self._rejoins_seen.add(self._rejoin["session"])
+                raise PsRestarted(f"job {cfg.job} worker {cfg.rank}: the PS restarted; not pushing to it")
         buf = np.ascontiguousarray(grad, dtype=np.float32).reshape(-1)
         chunk = self.tx.config.chunk_size
         if cfg.compression.active:

@@ -121,6 +121,7 @@ class TrainingServer:
         self.pull_failures = 0  # pulls to a worker that failed (it was gone; it re-joins or the job times out)
         self.on_step = on_step
         self._stashed: list[DeliveredTensor] = []
+        self._deferred: list[DeliveredTensor] = []
         self._rejoin_roster: dict[int, tuple[str, int]] = {}
         self.rx = Receiver((cfg.bind, cfg.port), ReceiverConfig(deadline=cfg.deadline, jobs=frozenset({cfg.job})))
 
@@ -131,6 +132,8 @@ class TrainingServer:
     # -- set-up --------------------------------------------------------------------------------
 
     def _recv(self, what: str) -> DeliveredTensor:
+        if self._deferred:  # read while the pulls ran
+            return self._deferred.pop(0)
         try:
             return self.rx.recv(timeout=self.cfg.timeout)
         except TimeoutError:
@@ -445,6 +448,7 @@ class TrainingServer:
             t_step = time.time()
             loss = self.ledger.of(it)
             pulls = {w.rank: w.pool.submit(self._pull_params, w, it, loss) for w in self.workers.values()}  # type: ignore[union-attr]
+            self._watch_pulls(pulls)
             for rank, f in pulls.items():
                 exc = f.exception()
                 if exc is not None:  # the worker is gone: it gets the parameters when it connects again
@@ -473,6 +477,27 @@ class TrainingServer:
                         "lost_elements": sum(loss.lost_elements.values()),
                     }
                 )
+
+    def _watch_pulls(self, pulls: dict[int, Future]) -> None:
+        """Wait for the pulls, reading what arrives meanwhile (kept for the next iteration): a HELLO from a
+        rank whose pull is still running means that worker restarted, and the pull to its old process
+        would only end at the peer timeout: abort it (the new process gets the parameters on re-joining)."""
+        while not all(f.done() for f in pulls.values()):
+            try:
+                d = self.rx.recv(timeout=0.05)
+            except TimeoutError:
+                continue
+            self._deferred.append(d)
+            if d.tensor_id != proto.HELLO:
+                continue
+            try:
+                rank = int(proto.decode(d.data, "HELLO")["rank"])
+            except (proto.ProtocolError, KeyError, TypeError, ValueError):
+                continue
+            f, w = pulls.get(rank), self.workers.get(rank)
+            if f is not None and not f.done() and w is not None and w.sender is not None:
+                log.warning("job %d: worker %d says HELLO while its pull runs: aborting the pull", self.cfg.job, rank)
+                w.sender.abort()
 
     def _pull_params(self, w: _Worker, it: int, loss) -> None:
         assert self.params is not None and w.sender is not None
