@@ -6,6 +6,7 @@ Loss and CE marks are injected on the sender's socket (mlfc.testing.lossy), so e
 from __future__ import annotations
 
 import socket
+import threading
 import time
 
 import numpy as np
@@ -17,6 +18,7 @@ from mlfc.hosts.transport import (
     ReceiverConfig,
     Sender,
     SenderConfig,
+    TransferAborted,
     TransferRejected,
     bind_shim_socket,
 )
@@ -184,6 +186,26 @@ def test_vanished_peer_raises_peer_timeout(receiver):
     with pytest.raises(PeerTimeout, match="no feedback"):
         tx.send_tensor(1, 0, 1, grads(50 * CHUNK))
     assert time.monotonic() - start < 1.5
+
+
+def test_abort_ends_a_blocked_transfer_at_once_and_the_next_one_runs(receiver):
+    tx, _ = sender_to(receiver, peer_timeout=30.0)
+    receiver.close()  # nobody answers: without abort() the transfer would wait the 30 s peer timeout
+    timer = threading.Timer(0.3, tx.abort)
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(TransferAborted, match="aborted"):
+        tx.send_tensor(1, 0, 1, grads(50 * CHUNK))
+    took = time.monotonic() - start
+    assert 0.25 < took < 2.0, took  # within one RTO (max_rto 1 s) of the abort
+    rx2 = Receiver(("127.0.0.1", 0))
+    try:
+        tx2, _ = sender_to(rx2)
+        tx2.abort()  # an abort between transfers does not touch the next one
+        tx2.send_tensor(1, 0, 2, grads(4 * CHUNK))
+        assert rx2.recv(timeout=5).tensor_id == 2
+    finally:
+        rx2.close()
 
 
 def test_bad_input_is_rejected(receiver):
