@@ -156,6 +156,7 @@ def _mac(text: str) -> int:
 @contextlib.contextmanager
 def network_with_control(topo: Topology, cfg: StackConfig, run_dir: Path, plane: Dataplane) -> Iterator[Control]:
     """Mininet network + switches + controller daemon (pipeline loaded, routes and queues installed)."""
+    run_dir = run_dir.resolve()  # the deployment file resolves relative paths against its own folder
     run_dir.mkdir(parents=True, exist_ok=True)
     with mininet_network(topo, plane.switch) as (net, switches):
         (run_dir / CONTROLLER_STATE).unlink(missing_ok=True)  # a new network starts from the defaults

@@ -20,7 +20,7 @@ from mlfc.hosts.cc import CongestionControl, Mltcp, make_cc
 from mlfc.hosts.progress import IterationProgress
 from mlfc.hosts.transport import outgoing
 from mlfc.hosts.transport.config import SenderConfig
-from mlfc.hosts.transport.errors import PeerTimeout
+from mlfc.hosts.transport.errors import PeerTimeout, TransferAborted
 from mlfc.hosts.transport.gso import batch_size, should_defer
 from mlfc.hosts.transport.outgoing import Transfer
 from mlfc.hosts.transport.pacing import DeliveryRate, TokenBucket
@@ -63,6 +63,7 @@ class Sender:
         self._clock = clock
         self._sock = sock if sock is not None else bind_shim_socket(*bind)
         self._owns_sock = sock is None
+        self._abort = False
         self._sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)
         self._sock.connect(peer)
         self._sock.setblocking(False)
@@ -87,6 +88,12 @@ class Sender:
     @property
     def local_address(self) -> tuple[str, int]:
         return self._sock.getsockname()
+
+    def abort(self) -> None:
+        """Make the ``send_tensor`` in progress (from another thread) raise TransferAborted within one
+        RTO (at most ``max_rto``), e.g. when the caller learnt that its peer restarted and forgot the
+        transfer. Later transfers run normally."""
+        self._abort = True
 
     def close(self) -> None:
         if self._owns_sock:
@@ -144,6 +151,7 @@ class Sender:
                              loss_bound, batched=self.transmit.batching)  # fmt: skip
         self.progress.note_iteration(iteration)
         self._on_boundary()
+        self._abort = False
         t.started = now = self._clock()  # after the importance classes, as the transfer's clock starts
         self.transmit.start(t)
         # send_tensor returns only when everything is acknowledged, so between calls nothing is in flight.
@@ -180,6 +188,11 @@ class Sender:
                 self._sample(now)
             if t.done:
                 return
+            if self._abort:
+                raise TransferAborted(
+                    f"aborted: job {t.job} iteration {t.iteration} tensor {t.tensor_id} to {self.peer[0]}:"
+                    f"{self.peer[1]} ({t.board.acked_count}/{t.board.n} chunks acked)"
+                )
             if now - last_feedback > cfg.peer_timeout:
                 raise PeerTimeout(
                     f"no feedback from {self.peer[0]}:{self.peer[1]} for {cfg.peer_timeout:.3g} s (job {t.job} "
