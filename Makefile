@@ -14,7 +14,7 @@ SHELL_VENV ?= .venv-shell
 GRPC_ADDR ?= 127.0.0.1:50051
 DEVICE_ID ?= 1
 
-.PHONY: help install install-sim bpf kernel-mltcp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep hpsearch approx mltcp-real bench run sim sim-scale lint shell shell-venv clean
+.PHONY: help install install-sim bpf kernel-mltcp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep hpsearch approx mltcp-real chaos bench run sim sim-scale lint shell shell-venv clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -86,6 +86,9 @@ approx: install  ## approximate flow control: full delivery vs selective drop vs
 
 mltcp-real: install  ## MLTCP's interleaving of two compatible real training jobs, next to the emulator's
 	$(MEASURE) $(PY) -m mlfc.lab.mltcp_real --out results/mltcp-real --rounds $(ROUNDS) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+
+chaos: install  ## real training while a seeded schedule kills -9 and restarts every component (SEED=N FAULTS=10 DATAPLANE=ref|bmv2)
+	$(MEASURE) $(PY) -m mlfc.lab.chaos --out results/chaos --faults $(or $(FAULTS),10) $(if $(SEED),--seed $(SEED)) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 bench: install  ## benchmark figures, scaling curves, one summary table (QUICK=1: smaller; BMV2="path ...")
 	$(PY) bench/run_all.py $(if $(QUICK),--quick) $(foreach b,$(BMV2),--bmv2 $(b))

@@ -194,6 +194,8 @@ class SwitchAgent:
             finally:
                 await self.client.close()
                 self._set_link(False)
+            if not self._stopping and not await self.client.listening():
+                continue  # the switch is gone: the probe above notices it back, no backoff to wait out
             delay = backoff.next()
             LOG.debug("%s: reconnecting in %.2gs", self.name, delay)
             await asyncio.sleep(delay)

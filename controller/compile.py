@@ -12,6 +12,9 @@ so the every-port ranges never leak into a port with its own profile.
 Queue depths are compiled in packets; for a Tofino switch every depth range is converted into 80-byte
 cells with ``mlfc.policy.depth.packets_to_cells`` (``cells`` > 1), so the same intent gives the same
 entries on both targets apart from the depth values.
+
+One file (over 400 lines) on purpose: validation and compilation share the checked ``Policy`` type,
+and each table's compile step is a short function next to the rule that orders its priorities.
 """
 
 from __future__ import annotations

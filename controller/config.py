@@ -3,6 +3,9 @@
 Loaded from YAML and validated completely before anything touches a switch; every error names the
 offending field (``switches[1].grpc_addr: ...``). Unknown keys are errors too (a typo must not
 silently fall back to a default). configs/example.yaml documents every field.
+
+One file (over 400 lines) on purpose: the reader and the writer (``config_document``) of one schema
+stay side by side, so a field added to one is seen missing in the other.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,9 +116,12 @@ class Agent:
         backoff_initial_s: float = 0.05,
         backoff_max_s: float = 5.0,
         finish_timeout_s: float = 5.0,
+        on_ack: Callable[[list[pb.IterationReport], bool], None] | None = None,
     ) -> None:
         """``register=False`` for per-host agents of a job that another agent registers: they only report.
-        ``worker`` is the default worker rank of ``report``."""
+        ``worker`` is the default worker rank of ``report``. ``on_ack(reports, committed)`` is called (on the
+        background thread) with every batch the coordinator answered: committed (it holds them now, in its
+        durable store) or rejected (invalid, dropped)."""
         if not 1 <= job_id <= MAX_JOB_ID:
             raise ValueError(f"job_id={job_id} out of range 1..{MAX_JOB_ID}")
         if metric not in ("accuracy", "loss"):
@@ -151,6 +154,7 @@ class Agent:
             ],
         )
         self._register, self._replace, self._worker = register, replace, worker
+        self._on_ack = on_ack
         self._ranks = {w.rank for w in workers}
         self._metadata = ((TOKEN_HEADER, token),)
         self._batch, self._timeout = batch_size, rpc_timeout_s
@@ -377,11 +381,17 @@ class Agent:
         return None
 
     def _ack(self, seq: int, accepted: int = 0, duplicates: int = 0, rejected: int = 0) -> None:
+        done: list[pb.IterationReport] = []
         with self._cv:
             while self._buf and self._buf[0][0] <= seq:
-                self._buf.popleft()
+                done.append(self._buf.popleft()[1])
             self._sent += accepted
             self._dups += duplicates
             self._rejected += rejected
             self._connected = True
             self._cv.notify_all()
+        if self._on_ack is not None and done:
+            try:
+                self._on_ack(done, rejected == 0)
+            except Exception:  # an audit hook must not stop the reporting
+                log.exception("job %d: on_ack failed", self.job_id)

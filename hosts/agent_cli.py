@@ -22,6 +22,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -132,9 +133,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pattern", help="regex with named groups iteration, metric, compute, comm, bytes, worker")
     p.add_argument("--buffer", type=int, default=10_000, help="reports buffered while the coordinator is down")
     p.add_argument("--finish-timeout", type=float, default=5.0, help="seconds to flush at exit")
+    p.add_argument(
+        "--ack-log",
+        default=None,
+        metavar="FILE",
+        help="append one JSON line per batch the coordinator answered: {job, committed, reports: [[worker, "
+        "iteration], ...]} (an audit of what was acknowledged; survives this agent being killed)",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     return p
+
+
+def _ack_logger(path: str, job: int):
+    out = open(path, "a", buffering=1)  # noqa: SIM115  # one line per write, open for the agent's lifetime
+
+    def log_ack(reports, committed: bool) -> None:
+        row = {"job": job, "time": time.time(), "committed": committed,
+               "reports": [[r.worker, r.iteration] for r in reports]}  # fmt: skip
+        out.write(json.dumps(row) + "\n")
+
+    return log_ack
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -169,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             worker=args.report_worker,
             buffer_size=args.buffer,
             finish_timeout_s=args.finish_timeout,
+            on_ack=_ack_logger(args.ack_log, args.job) if args.ack_log else None,
         )
     except (OSError, ValueError) as e:
         print(f"mlfc-agent: {e}", file=sys.stderr)

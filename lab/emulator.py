@@ -30,6 +30,7 @@ import numpy as np
 from mlfc.hosts.training.protocol import PS_PORT, PS_TX_PORT_BASE, WORKER_RX_PORT, WORKER_TX_PORT
 from mlfc.hosts.transport import Receiver, ReceiverConfig, Sender, SenderConfig
 from mlfc.policy.mltcp import MltcpParams
+from mlfc.policy.mltcp_tuning import TuningParams
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,11 @@ def synthetic_accuracy(iteration: int, acc_max: float, tau: float) -> float:
 
 def _sender_config(args: argparse.Namespace) -> SenderConfig:
     mltcp = MltcpParams(args.slope, args.intercept) if args.mltcp else None
+    tune = TuningParams() if args.mltcp and args.mltcp_tune else None
     return SenderConfig(
-        cc=args.cc, mltcp=mltcp, line_rate=args.line_rate, peer_timeout=args.peer_timeout, idle_gap=None
-    )
+        cc=args.cc, mltcp=mltcp, mltcp_tune=tune, line_rate=args.line_rate, peer_timeout=args.peer_timeout,
+        idle_gap=None,
+    )  # fmt: skip
 
 
 def gradients(nbytes: int, seed: int) -> bytes:
@@ -100,6 +103,7 @@ def run_worker(args: argparse.Namespace) -> int:
                 timeout=args.timeout,
             )
             push_end = time.time()  # every pushed chunk acknowledged: the pull direction takes over
+            f = tx.mltcp_params  # what this push ran with (it moves under --mltcp-tune)
             pulled = rx.recv(timeout=args.timeout)
             while pulled.iteration != it:  # a late duplicate of an earlier pull
                 pulled = rx.recv(timeout=args.timeout)
@@ -121,6 +125,7 @@ def run_worker(args: argparse.Namespace) -> int:
                         "end": end,
                         "retransmits": res.retransmits,
                         "zero_filled": len(pulled.loss.missing_chunks),
+                        "mltcp_f": "" if f is None else f"{f.slope:g}:{f.intercept:g}",
                     }
                 ),
                 flush=True,
@@ -192,6 +197,7 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--mltcp", action="store_true", help="MLTCP augmentation on")
         p.add_argument("--slope", type=float, default=MltcpParams().slope)
         p.add_argument("--intercept", type=float, default=MltcpParams().intercept)
+        p.add_argument("--mltcp-tune", action="store_true", help="tune slope/intercept online (starting there)")
         p.add_argument("--line-rate", type=float, default=100e6, help="host NIC rate, bits/s (DCQCN start rate)")
         p.add_argument("--importance", type=int, default=None, help="one class for every chunk (default: by magnitude)")
         p.add_argument("--loss-bound", type=float, default=0.0)

@@ -188,7 +188,7 @@ def run_solos(s: Search, ctl, topo) -> None:
         if run.errors:
             raise RuntimeError(f"solo run of {cfg.name} failed: {'; '.join(run.errors)}")
         stem = s.out / "solo" / cfg.name.replace(" ", "_")
-        write_csv(stem.with_suffix(".csv"), run.records)
+        write_csv(stem.parent / f"{stem.name}.csv", run.records)  # not with_suffix: "lr0.1" has a dot
         it, comm = mean_iter(run.records)
         solo = Solo(cfg, run, final_accuracy(run.points().get(1, [])), it, comm)
         s.solos.append(solo)

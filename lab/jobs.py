@@ -66,6 +66,7 @@ class Transport:
     mltcp: bool = False
     mltcp_params: MltcpParams = field(default_factory=MltcpParams)
     line_rate: float = 100e6
+    mltcp_tune: bool = False  # every sender tunes slope/intercept online from mltcp_params (emulator jobs)
 
 
 @dataclass
@@ -83,6 +84,8 @@ def emulator_args(spec: JobSpec, iterations: int, transport: Transport) -> list[
     if transport.mltcp:
         p = transport.mltcp_params
         args += ["--mltcp", "--slope", str(p.slope), "--intercept", str(p.intercept)]
+        if transport.mltcp_tune:
+            args.append("--mltcp-tune")
     if spec.importance is not None:
         args += ["--importance", str(spec.importance)]
     return args
@@ -239,6 +242,7 @@ class WorkerLog:
             row["push_end"] - t0 if "push_end" in row else None,
             float(row["accuracy"]) if row.get("accuracy") is not None else None,
             int(row.get("lost_chunks", 0)),
+            str(row.get("mltcp_f") or ""),
         )
 
     def describe(self, iterations: int) -> str:

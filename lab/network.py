@@ -9,8 +9,11 @@ Switch processes run in the root namespace; gRPC and Thrift/admin bind 127.0.0.1
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +38,33 @@ def mininet_missing() -> str | None:
 
 SwitchClass = type[SwitchProcess]
 
+# Two networks on one machine collide on interface names (s1-eth1 ...) and on Mininet's namespaces:
+# every mlfc network holds this lock for its lifetime, and a second one waits for it.
+NETWORK_LOCK = Path(os.environ.get("MLFC_NETWORK_LOCK", "/tmp/mlfc-mininet.lock"))
+
+
+@contextlib.contextmanager
+def network_lock(path: Path = NETWORK_LOCK) -> Iterator[None]:
+    """Exclusive use of the machine's Mininet: waits (saying for whom) while another network runs."""
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            print(f"waiting for another Mininet network on this machine to end ({holder})", file=sys.stderr)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}: {' '.join(sys.argv)[:200]}\n")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fh.seek(0)
+            fh.truncate()
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
 
 def cleanup_leftovers() -> None:
     """Remove what an earlier, killed run may have left (Mininet's own `mn -c`)."""
@@ -54,58 +84,60 @@ def mininet_network(
     from mininet.node import Host as MnHost
     from mininet.node import Switch as MnSwitch
 
-    class ExternalSwitch(MnSwitch):
-        """A Mininet switch whose dataplane is a process mlfc starts itself after the links exist."""
+    with network_lock():
 
-        def start(self, controllers) -> None:
-            pass
+        class ExternalSwitch(MnSwitch):
+            """A Mininet switch whose dataplane is a process mlfc starts itself after the links exist."""
 
-        def stop(self, deleteIntfs: bool = True) -> None:
-            super().stop(deleteIntfs)
+            def start(self, controllers) -> None:
+                pass
 
-    net = Mininet(
-        controller=None,
-        switch=ExternalSwitch,
-        host=MnHost,
-        link=MnLink,
-        autoSetMacs=False,
-        autoStaticArp=False,
-        build=False,
-    )
-    handles: dict[str, SwitchProcess] = {}
-    try:
-        for sw in topo.switches.values():
-            net.addSwitch(sw.name, dpid=f"{sw.device_id:016x}")
-        for host in topo.hosts.values():
-            net.addHost(host.name, ip=f"{host.ip}/8", mac=host.mac)
-        for lk in topo.links:
-            kwargs = {}
-            if lk.a in topo.switches:
-                kwargs["port1"] = lk.a_port
-                kwargs["intfName1"] = f"{lk.a}-eth{lk.a_port}"
-            if lk.b in topo.switches:
-                kwargs["port2"] = lk.b_port
-                kwargs["intfName2"] = f"{lk.b}-eth{lk.b_port}"
-            net.addLink(lk.a, lk.b, **kwargs)
-        net.build()
-        net.start()
-        for host in net.hosts:
-            _quiet_host(host)
-        net.staticArp()
-        for sw in topo.switches.values():
-            for iface in topo.switch_ports(sw.name).values():
-                _quiet_root_iface(iface)
-            log = log_dir / f"{sw.name}.log" if log_dir else None
-            proc = switch_class(sw.name, sw.device_id, topo.switch_ports(sw.name), log_file=log)
-            handles[sw.name] = proc
-            proc.start()
-        yield net, handles
-    finally:
-        for proc in reversed(handles.values()):
+            def stop(self, deleteIntfs: bool = True) -> None:
+                super().stop(deleteIntfs)
+
+        net = Mininet(
+            controller=None,
+            switch=ExternalSwitch,
+            host=MnHost,
+            link=MnLink,
+            autoSetMacs=False,
+            autoStaticArp=False,
+            build=False,
+        )
+        handles: dict[str, SwitchProcess] = {}
+        try:
+            for sw in topo.switches.values():
+                net.addSwitch(sw.name, dpid=f"{sw.device_id:016x}")
+            for host in topo.hosts.values():
+                net.addHost(host.name, ip=f"{host.ip}/8", mac=host.mac)
+            for lk in topo.links:
+                kwargs = {}
+                if lk.a in topo.switches:
+                    kwargs["port1"] = lk.a_port
+                    kwargs["intfName1"] = f"{lk.a}-eth{lk.a_port}"
+                if lk.b in topo.switches:
+                    kwargs["port2"] = lk.b_port
+                    kwargs["intfName2"] = f"{lk.b}-eth{lk.b_port}"
+                net.addLink(lk.a, lk.b, **kwargs)
+            net.build()
+            net.start()
+            for host in net.hosts:
+                _quiet_host(host)
+            net.staticArp()
+            for sw in topo.switches.values():
+                for iface in topo.switch_ports(sw.name).values():
+                    _quiet_root_iface(iface)
+                log = log_dir / f"{sw.name}.log" if log_dir else None
+                proc = switch_class(sw.name, sw.device_id, topo.switch_ports(sw.name), log_file=log)
+                handles[sw.name] = proc
+                proc.start()
+            yield net, handles
+        finally:
+            for proc in reversed(handles.values()):
+                with contextlib.suppress(Exception):
+                    proc.stop()
             with contextlib.suppress(Exception):
-                proc.stop()
-        with contextlib.suppress(Exception):
-            net.stop()
+                net.stop()
 
 
 def _quiet_host(host) -> None:

@@ -28,6 +28,7 @@ class IterationRecord:
     push_end: float | None = None
     accuracy: float | None = None  # validation accuracy after this iteration, where the job measured it
     lost_chunks: int = 0  # chunks of this iteration's push the PS zero-filled (real training)
+    mltcp_f: str = ""  # "slope:intercept" the worker's sender used for this iteration's push ("" without MLTCP)
 
     @property
     def duration(self) -> float:
@@ -123,6 +124,7 @@ def read_csv(path: Path) -> list[IterationRecord]:
                     push_end=float(row["push_end"]) if row.get("push_end") else None,
                     accuracy=float(row["accuracy"]) if row.get("accuracy") else None,
                     lost_chunks=int(row.get("lost_chunks") or 0),
+                    mltcp_f=row.get("mltcp_f") or "",
                 )
             )
     return out

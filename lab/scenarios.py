@@ -52,6 +52,7 @@ class Treatment:
     mltcp: bool = False
     priorities: str = "none"  # none | maif | interleave
     baseline: str = "baseline"  # the treatment this one is compared with
+    tune: bool = False  # MLTCP's slope/intercept tuned online by every sender (SenderConfig.mltcp_tune)
 
 
 TREATMENTS: dict[str, Treatment] = {
@@ -61,6 +62,7 @@ TREATMENTS: dict[str, Treatment] = {
         Treatment("cubic", "cubic"),
         Treatment("dcqcn", "dcqcn"),
         Treatment("mltcp-reno", "reno", mltcp=True),
+        Treatment("mltcp-reno-tune", "reno", mltcp=True, tune=True),
         Treatment("mltcp-cubic", "cubic", mltcp=True, baseline="cubic"),
         Treatment("mltcp-dcqcn", "dcqcn", mltcp=True, baseline="dcqcn"),
         Treatment("maif", "reno", priorities="maif"),
@@ -135,6 +137,7 @@ def stack_config(
         cc=treatment.cc,
         mltcp=treatment.mltcp,
         mltcp_params=mltcp_params or MltcpParams(),
+        mltcp_tune=treatment.tune,
         priorities=treatment.priorities,
         bottleneck_pps=bottleneck_pps,
     )

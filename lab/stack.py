@@ -63,6 +63,7 @@ class StackConfig:
     cc: str = "reno"
     mltcp: bool = False
     mltcp_params: MltcpParams = field(default_factory=MltcpParams)
+    mltcp_tune: bool = False  # senders tune slope/intercept online, starting from mltcp_params
     priorities: str = "none"  # none | maif | interleave
     bottleneck_pps: int = 1500
     queue_depth: int = 64
@@ -79,7 +80,7 @@ class StackConfig:
 
     @property
     def transport(self) -> Transport:
-        return Transport(self.cc, self.mltcp, self.mltcp_params, self.line_rate)
+        return Transport(self.cc, self.mltcp, self.mltcp_params, self.line_rate, self.mltcp_tune)
 
 
 @dataclass
@@ -155,6 +156,7 @@ def _mac(text: str) -> int:
 @contextlib.contextmanager
 def network_with_control(topo: Topology, cfg: StackConfig, run_dir: Path, plane: Dataplane) -> Iterator[Control]:
     """Mininet network + switches + controller daemon (pipeline loaded, routes and queues installed)."""
+    run_dir = run_dir.resolve()  # the deployment file resolves relative paths against its own folder
     run_dir.mkdir(parents=True, exist_ok=True)
     with mininet_network(topo, plane.switch) as (net, switches):
         (run_dir / CONTROLLER_STATE).unlink(missing_ok=True)  # a new network starts from the defaults

@@ -2,15 +2,17 @@
 
     python -m mlfc.lab.sweep [--mix two-compatible] [--cc reno] [--grid 1:0.5,4:0.25 ...]
                                     [--iterations 12] [--repeat 1] [--dataplane auto|bmv2|ref]
-                                    [--out results/sweep]
+                                    [--tune [SLOPE:INTERCEPT]] [--out results/sweep]
 
 The network comes up once; the jobs run alone (the ideal), then under the unmodified controller
 (the baseline) and once per (slope, intercept) point with MLTCP on; --repeat N runs that round N
 times (rounds, not points, are repeated, so slow drift of the machine hits every point alike). One
 row per point, averaged over the rounds: average and p99 iteration time, the speed-up over the
 baseline beside the ideal one, the share of the ideal gain (with its spread over the rounds) and the
-iteration from which the jobs stay interleaved in each round. Each run's CSV and timeline PNG, the
-table (sweep.md) and a plot of the gain per point (sweep.png) go to OUT/<mix>/.
+iteration from which the jobs stay interleaved in each round. --tune adds a row where every sender tunes
+slope/intercept online (SenderConfig.mltcp_tune), starting from the given point (default MltcpParams()).
+Each run's CSV and timeline PNG, the table (sweep.md) and a plot of the gain per point (sweep.png) go
+to OUT/<mix>/.
 """
 
 from __future__ import annotations
@@ -45,14 +47,16 @@ DEFAULT_GRID = ((1.0, 0.5), (2.0, 0.5), (4.0, 0.5), (4.0, 0.25), (8.0, 0.25), (1
 
 @dataclass
 class SweepRow(Rounds):
-    """A sweep point: ``params`` None is the baseline (MLTCP off)."""
+    """A sweep point: ``params`` None is the baseline (MLTCP off); ``tune``: F tuned online from params."""
 
     params: MltcpParams | None = None
+    tune: bool = False
 
 
-def sweep_row(params: MltcpParams | None, cc: str) -> SweepRow:
-    treatment = Treatment(f"mltcp-{cc}" if params else "baseline", cc, mltcp=params is not None)
-    return SweepRow(label(params), treatment, params=params)
+def sweep_row(params: MltcpParams | None, cc: str, tune: bool = False) -> SweepRow:
+    name = f"mltcp-{cc}-tune" if tune else f"mltcp-{cc}" if params else "baseline"
+    treatment = Treatment(name, cc, mltcp=params is not None, tune=tune)
+    return SweepRow(f"tune@{label(params)}" if tune else label(params), treatment, params=params, tune=tune)
 
 
 def parse_grid(text: str) -> list[MltcpParams]:
@@ -77,7 +81,12 @@ def sweep_table(rows: list[SweepRow], ideal_avg: float) -> str:
     """The rounds table of the points, with each point's range of F."""
     table = rounds_table(rows, ideal_avg).splitlines()
     f_ranges = ["F", "-"] + [
-        "-" if r.params is None else f"{r.params.intercept:g}..{r.params.slope + r.params.intercept:g}" for r in rows
+        "-"
+        if r.params is None
+        else "online"
+        if r.tune
+        else f"{r.params.intercept:g}..{r.params.slope + r.params.intercept:g}"
+        for r in rows
     ]
     width = max(len(f) for f in f_ranges)
     return "\n".join(f"{f.ljust(width)}  {line}" for f, line in zip(f_ranges, table, strict=True))
@@ -96,7 +105,7 @@ def plot_sweep(path: Path, rows: list[SweepRow], ideal_avg: float, title: str) -
         gains = [100 * g for g in row.gains(base.avg, ideal_avg)]
         ax.bar(i, statistics.fmean(gains), color="tab:blue")
         ax.plot([i] * len(gains), gains, "k.", markersize=5)  # each round
-    ax.set_xticks(range(len(points)), [label(r.params) for r in points])
+    ax.set_xticks(range(len(points)), [r.label for r in points])
     ax.axhline(80, color="tab:red", linestyle="--", linewidth=1, label="target 80 %")
     ax.set_xlabel("slope:intercept")
     ax.set_ylabel("share of ideal gain (%)")
@@ -115,6 +124,7 @@ def run_sweep(
     plane: dataplanes.Dataplane,
     out: Path,
     repeat: int = 1,
+    tune_from: MltcpParams | None = None,
 ) -> str:
     mix = MIXES[mix_name]
     topo = mix.build_topology()
@@ -125,6 +135,8 @@ def run_sweep(
         ideal = ideal_iteration_times(solo_t, solo_comm, solo_push)
         ideal_avg = sum(ideal.values()) / len(ideal)
         rows = [sweep_row(params, cc) for params in [None, *grid]]
+        if tune_from is not None:
+            rows.append(sweep_row(tune_from, cc, tune=True))
         runs = len(rows) * repeat
         for rnd in range(repeat):
             for i, row in enumerate(rows):
@@ -133,7 +145,7 @@ def run_sweep(
                 treatment = row.treatment
                 cfg = stack_config(mix, treatment, iterations, mltcp_params=row.params)
                 suffix = "" if repeat == 1 else f"-r{rnd + 1}"
-                stem = run_dir / f"{cc}-{name.replace(':', '_')}{suffix}"
+                stem = run_dir / f"{cc}-{name.replace(':', '_').replace('@', '-')}{suffix}"
                 title = f"{mix.name} / {cc} MLTCP {name} on {plane.label}: communication phases"
                 result = run_treatment(ctl, topo, cfg, treatment, stem, title)
                 if result.run.errors:
@@ -176,6 +188,14 @@ def main(argv: list[str] | None = None) -> int:
         default=[MltcpParams(s, i) for s, i in DEFAULT_GRID],
         help=f"SLOPE:INTERCEPT points, comma-separated (default: {','.join(f'{s:g}:{i:g}' for s, i in DEFAULT_GRID)})",
     )
+    ap.add_argument(
+        "--tune",
+        nargs="?",
+        const=f"{MltcpParams().slope:g}:{MltcpParams().intercept:g}",
+        type=lambda text: parse_grid(text)[0],
+        metavar="SLOPE:INTERCEPT",
+        help="add a row with F tuned online by every sender, starting from this point (default: MltcpParams())",
+    )
     ap.add_argument("--iterations", type=int, default=12)
     ap.add_argument("--repeat", type=int, default=1, help="rounds over the grid (default 1)")
     ap.add_argument("--dataplane", default="auto", choices=("auto", "bmv2", "ref"))
@@ -196,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     preexisting = set(leftovers())
     say(f"dataplane: {dataplanes.describe(plane)}")
     try:
-        text = run_sweep(args.mix, args.cc, args.grid, args.iterations, plane, args.out, args.repeat)
+        text = run_sweep(args.mix, args.cc, args.grid, args.iterations, plane, args.out, args.repeat, args.tune)
     except (BottleneckNotCarried, StackError) as exc:
         print(f"make sweep stopped: {exc}", file=sys.stderr)
         return 2

@@ -10,6 +10,9 @@ body). ``Layout`` derives the codec from a table: the struct format, a generated
 ``unpack_from`` for the hot path (one ``struct`` call) and range-checked ``pack``; the scapy classes
 are generated from the same tables, and a test checks p4src/shared/header.p4 against ``SHIM_FIELDS``
 field for field. The transport's DATA descriptor is another ``Layout`` (mlfc.hosts.transport.packet).
+
+One file (over 400 lines) on purpose: it is the single definition of the format; the field tables,
+the Layout that derives codecs from them and the scapy classes must not drift apart.
 """
 
 from __future__ import annotations

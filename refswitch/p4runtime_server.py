@@ -6,6 +6,9 @@ announced to all streams (OK "Is primary" / ALREADY_EXISTS "Is backup", carrying
 Write and SetForwardingPipelineConfig need the primary's election id (none at all is accepted while
 no stream is open, as PI does). A Write reports per-update errors the P4Runtime way: status UNKNOWN
 whose details hold one p4.v1.Error per update. docs/refswitch.md lists the error codes.
+
+One file (over 400 lines): the RPC handlers share arbitration state; the codec (``codec.py``), the
+tables and the pipeline already live apart.
 """
 
 from __future__ import annotations

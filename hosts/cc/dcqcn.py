@@ -9,14 +9,33 @@ events of each kind since the last cut:
 * hyper increase when min(T_count, BC) > F:    ``R_T += (min - F) * R_HAI``, then ``R_C = (R_T + R_C) / 2``
 * otherwise additive increase:                 ``R_T += R_AI``,             then ``R_C = (R_T + R_C) / 2``
 
-rates capped at the line rate. MLTCP multiplies the target-rate increases: ``F * R_AI`` and
-``F * R_HAI`` (arXiv 2402.09589).
+rates capped at the line rate.
+
+At most one rate cut per ``N`` (the paper's CNP interval, 50 us, scaled like K and T below; NICs have
+the same knob as a rate-reduction monitor period): CNPs and losses arriving within N of the last cut
+are counted but change nothing. Without it, a 64-packet queue draining at 1,500 packets/s keeps
+delivering CE-marked packets for ~40 ms after the sender has already cut, the receiver's 50 us CNP
+spacing never binds (one packet per 0.7 ms), and each of those CNPs cuts again, down to the minimum
+rate, from which only R_AI steps climb back: the flow spends most of its communication phase there.
+
+MLTCP (mlfc's rule; the paper, arXiv 2402.09589, scales only ``F * R_AI`` and ``F * R_HAI``): a flow
+further into its iteration reacts F times less to congestion (in log-rate terms) and grows F times
+faster, so it wins the contention within one communication phase:
+
+* cut:            ``R_C = R_C * (1 - alpha / 2) ** (1 / F)``
+* increases:      ``F * R_AI``, ``F * R_HAI``; fast recovery keeps DCQCN's halving (scaling it by F
+  too, ``1 - 2 ** -F`` of the gap, overflowed the lab's queue: docs/results.md)
+
+F = 1 is exactly DCQCN. Why not the increases alone: here a communication phase lasts ~10 increase
+periods and every CNP restarts fast recovery, which is F-free, so an F on R_AI changes a flow's rate by
+under 1 % per phase (docs/transport.md).
 
 Defaults: g = 1/256, K = T = 55 us, B = 10 MB, F = 5 (paper, at 40 Gb/s). Here the line rate is lower
 (and a Python sender's control loop slower), so time scales with it: K and T are multiplied by
 40 Gb/s / line_rate, which keeps a timer period at the same number of packet times as in the paper
 (~180 MTU packets: 2.2 ms at 1 Gb/s); B stays 10 MB, also the same number of packets; R_AI = line / 1000
-(the paper's 40 Mb/s at 40 Gb/s). R_HAI = 10 * R_AI is our choice (unverified; sweep it). Without the
+(the paper's 40 Mb/s at 40 Gb/s); N = 50 us x the same factor. R_HAI = 10 * R_AI is our choice
+(unverified; sweep it). Without the
 scaling, fast recovery would restore the rate within ~0.3 ms, before a Python sender even sees the next
 CNP. A loss (this transport runs over lossy IP, unlike RoCE) is handled like a CNP; an RTO also drops
 the rate to ``min_rate``. The transport calls ``on_timer`` whenever its loop runs; timer events that
@@ -45,6 +64,7 @@ class DcqcnParams:
     rate_ai: float | None = None  # bits/s; None: line_rate / 1000
     rate_hai: float | None = None  # bits/s; None: 10 * rate_ai
     min_rate: float | None = None  # bits/s; None: line_rate / 1000
+    cut_interval: float | None = None  # N, s: at most one rate cut per N; None: 50 us * time_scale
     max_catch_up: int = 256
     window_segments: int = 4096  # in-flight cap so the transport's bookkeeping stays bounded
 
@@ -59,6 +79,10 @@ class DcqcnParams:
     @property
     def t(self) -> float:
         return self.increase_timer if self.increase_timer is not None else 55e-6 * self.time_scale
+
+    @property
+    def n(self) -> float:
+        return self.cut_interval if self.cut_interval is not None else 50e-6 * self.time_scale
 
     @property
     def b(self) -> float:
@@ -96,6 +120,8 @@ class Dcqcn(CongestionControl):
         self.last_alpha_update = now
         self.last_increase = now
         self.cnps = 0
+        self.ignored_cuts = 0  # CNPs/losses within N of the last cut
+        self.last_cut: float | None = None
 
     @property
     def cwnd(self) -> float:
@@ -107,8 +133,9 @@ class Dcqcn(CongestionControl):
 
     def _cut(self, now: float) -> None:
         p = self.params
+        self.last_cut = now
         self.rt = self.rc
-        self.rc = max(p.r_min, self.rc * (1 - self.alpha / 2))
+        self.rc = max(p.r_min, self.rc * (1 - self.alpha / 2) ** (1 / self.factor()))
         self.alpha = (1 - p.g) * self.alpha + p.g
         self.t_count = 0
         self.bc_count = 0
@@ -116,12 +143,20 @@ class Dcqcn(CongestionControl):
         self.last_alpha_update = now
         self.last_increase = now
 
+    def _may_cut(self, now: float) -> bool:
+        if self.last_cut is not None and now - self.last_cut < self.params.n:
+            self.ignored_cuts += 1
+            return False
+        return True
+
     def on_cnp(self, now: float) -> None:
         self.cnps += 1
-        self._cut(now)
+        if self._may_cut(now):
+            self._cut(now)
 
     def on_loss(self, now: float) -> None:
-        self._cut(now)
+        if self._may_cut(now):
+            self._cut(now)
 
     def on_timeout(self, now: float) -> None:
         self._cut(now)
@@ -154,12 +189,13 @@ class Dcqcn(CongestionControl):
     def _increase(self) -> None:
         p = self.params
         f_steps = p.fast_recovery_steps
+        f = self.factor()  # MLTCP's F (not the fast-recovery count)
         if max(self.t_count, self.bc_count) > f_steps:
             low = min(self.t_count, self.bc_count)
             if low > f_steps:
-                self.rt += self.factor() * (low - f_steps) * p.r_hai
+                self.rt += f * (low - f_steps) * p.r_hai
             else:
-                self.rt += self.factor() * p.r_ai
+                self.rt += f * p.r_ai
             self.rt = min(self.rt, p.line_rate)
         self.rc = min((self.rt + self.rc) / 2, p.line_rate)
 

@@ -16,6 +16,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.transport import SenderConfig
@@ -91,6 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--weight-decay", type=float, default=0.0)
             p.add_argument("--seed", type=int, default=0, help="model init and data order")
             p.add_argument(
+                "--checkpoint",
+                default=None,
+                metavar="FILE",
+                help="keep the model, optimizer and iteration here (written atomically); a PS started with an "
+                "existing FILE resumes from it and calls its workers back",
+            )
+            p.add_argument("--checkpoint-every", type=int, default=1, help="save after every k-th step (%(default)s)")
+            p.add_argument(
                 "--metrics",
                 default=None,
                 metavar="[HOST:]PORT",
@@ -144,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run_ps(args: argparse.Namespace) -> int:
     from mlfc.hosts.training.accounting import start_metrics_server
-    from mlfc.hosts.training.loop import TrainConfig, make_parameter_server
+    from mlfc.hosts.training.loop import Checkpoint, TrainConfig, make_parameter_server
     from mlfc.hosts.training.server import ServerConfig
     from mlfc.hosts.training.tasks import load_task
 
@@ -166,7 +175,11 @@ def _run_ps(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         sender=_sender_config(args),
     )
-    with make_parameter_server(task, train, scfg) as srv:
+    ckpt = Checkpoint(Path(args.checkpoint), args.checkpoint_every) if args.checkpoint else None
+    with make_parameter_server(task, train, scfg, checkpoint=ckpt) as srv:
+        if srv.iteration:
+            print(f"mlfc-train ps: job {args.job} resumed from {args.checkpoint} at iteration {srv.iteration}",
+                  file=sys.stderr, flush=True)  # fmt: skip
         if args.metrics:
             _server, port = start_metrics_server(srv.ledger, args.metrics)
             print(f"mlfc-train ps: metrics on port {port}", file=sys.stderr, flush=True)
@@ -176,7 +189,17 @@ def _run_ps(args: argparse.Namespace) -> int:
         srv.accept()
         srv.run(args.iterations)
         print(
-            json.dumps({"summary": True, "ps": True, "job": args.job, **srv.ledger.totals(), "stray": srv.stray}),
+            json.dumps(
+                {
+                    "summary": True,
+                    "ps": True,
+                    "job": args.job,
+                    **srv.ledger.totals(),
+                    "stray": srv.stray,
+                    "rejoins": srv.rejoins,
+                    "pull_failures": srv.pull_failures,
+                }
+            ),
             flush=True,
         )
     return 0

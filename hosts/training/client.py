@@ -31,6 +31,10 @@ class WorkerError(RuntimeError):
     """The PS refused this worker, or stopped answering."""
 
 
+class PsRestarted(WorkerError):
+    """The PS restarted (from its checkpoint) and asks this worker to connect again (REJOIN)."""
+
+
 @dataclass(frozen=True)
 class ClientConfig:
     job: int
@@ -72,9 +76,20 @@ class WorkerClient:
     def __init__(self, cfg: ClientConfig, *, push_sock=None) -> None:
         """``push_sock``: a socket-like object for the push flow (e.g. a loss-injecting wrapper in tests)."""
         self.cfg = cfg
-        self.rx = Receiver((cfg.bind, cfg.rx_port), ReceiverConfig(deadline=cfg.deadline, jobs=frozenset({cfg.job})))
+        self._push_sock = push_sock
+        self.welcome: dict = {}
+        self.compressor = Compressor(cfg.compression)
+        self.reconnects = 0
+        self._rejoins_seen: set[int] = set()  # REJOIN sessions acted on (its sender retransmits until acked)
+        self._open()
+
+    def _open(self, rx_port: int | None = None, tx_port: int | None = None) -> None:
+        cfg = self.cfg
+        rx_port = cfg.rx_port if rx_port is None else rx_port
+        tx_port = cfg.tx_port if tx_port is None else tx_port
+        self.rx = Receiver((cfg.bind, rx_port), ReceiverConfig(deadline=cfg.deadline, jobs=frozenset({cfg.job})))
         try:
-            self.tx = Sender(cfg.ps, (cfg.bind, cfg.tx_port), cfg.sender, sock=push_sock)
+            self.tx = Sender(cfg.ps, (cfg.bind, tx_port), cfg.sender, sock=self._push_sock)
         except BaseException:
             self.rx.close()
             raise
@@ -82,10 +97,19 @@ class WorkerClient:
         self._box: dict[tuple[int, int], DeliveredTensor] = {}
         self._closing = False
         self._error: BaseException | None = None
+        self._rejoin: dict | None = None
+        self.session = 0
         self._thread = threading.Thread(target=self._dispatch, name=f"mlfc-pull-rx-{cfg.rank}", daemon=True)
         self._thread.start()
-        self.welcome: dict = {}
-        self.compressor = Compressor(cfg.compression)
+
+    def reconnect(self) -> None:
+        """Drop both flows and open them again on the same ports (the PS knows this worker by them): what
+        was in flight belongs to the old connection. ``connect`` follows."""
+        # the same ports, even if the config said "any" (a given push socket is reused as it is)
+        ports = self.rx.address[1], None if self._push_sock is not None else self.tx.local_address[1]
+        self.close()
+        self.reconnects += 1
+        self._open(*ports)
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -105,7 +129,16 @@ class WorkerClient:
                     self._cv.notify_all()
                 return
             with self._cv:
-                self._box[(d.iteration, d.tensor_id)] = d
+                if d.tensor_id == proto.REJOIN:
+                    if d.iteration in self._rejoins_seen:
+                        continue
+                    try:
+                        self._rejoin = {**proto.decode(d.data, "REJOIN"), "session": d.iteration}
+                    except proto.ProtocolError:
+                        continue
+                    self.tx.abort()  # a push to the old PS would wait for the peer timeout
+                else:
+                    self._box[(d.iteration, d.tensor_id)] = d
                 self._cv.notify_all()
 
     def wait(self, iteration: int, tensor_id: int, timeout: float | None = None) -> DeliveredTensor:
@@ -113,9 +146,17 @@ class WorkerClient:
         timeout = self.cfg.timeout if timeout is None else timeout
         key = (iteration, tensor_id)
         with self._cv:
-            ok = self._cv.wait_for(lambda: key in self._box or self._error is not None, timeout)
+            ok = self._cv.wait_for(
+                lambda: key in self._box or self._error is not None or self._rejoin is not None, timeout
+            )
             if self._error is not None:
                 raise WorkerError(f"pull receiver failed: {self._error}") from self._error
+            if key not in self._box and self._rejoin is not None:
+                self._rejoins_seen.add(self._rejoin["session"])
+                raise PsRestarted(
+                    f"job {self.cfg.job} worker {self.cfg.rank}: the PS restarted at iteration "
+                    f"{self._rejoin.get('iteration')}"
+                )
             if not ok:
                 raise WorkerError(
                     f"job {self.cfg.job} worker {self.cfg.rank}: tensor {tensor_id} of iteration "
@@ -133,12 +174,21 @@ class WorkerClient:
         if cfg.compression.active:  # a PS without compression refuses the worker (unknown size of its pushes)
             hello["compression"] = cfg.compression.spec()
         hello = proto.encode(hello)
+        self.session = proto.new_session()
+        with self._cv:
+            if self._rejoin is not None:  # this HELLO answers it
+                self._rejoins_seen.add(self._rejoin["session"])
+                self._rejoin = None
         end = time.monotonic() + cfg.connect_timeout
         while True:
+            with self._cv:  # a REJOIN while knocking (it aborts the knock) is answered by the next knock
+                if self._rejoin is not None:
+                    self._rejoins_seen.add(self._rejoin["session"])
+                    self._rejoin = None
             try:
                 self.tx.send_tensor(
                     cfg.job,
-                    0,
+                    self.session,
                     proto.HELLO,
                     hello,
                     importance=proto.CONTROL_IMPORTANCE,
@@ -152,7 +202,7 @@ class WorkerClient:
                     ) from None
                 time.sleep(0.2)
         # The PS answers once every worker has connected: wait as long as we would knock.
-        d = self.wait(0, proto.WELCOME, timeout=max(cfg.timeout, cfg.connect_timeout))
+        d = self.wait(self.session, proto.WELCOME, timeout=max(cfg.timeout, cfg.connect_timeout))
         self.welcome = proto.decode(d.data, "WELCOME")
         if self.welcome.get("error"):
             raise WorkerError(f"the parameter server refused worker {cfg.rank}: {self.welcome['error']}")
@@ -161,8 +211,9 @@ class WorkerClient:
         return self.welcome
 
     def initial_parameters(self) -> np.ndarray:
-        """PS mode: every parameter, concatenated (sent right after WELCOME)."""
-        return np.frombuffer(self.wait(0, proto.INITIAL).data, dtype=np.float32)
+        """PS mode: every parameter, concatenated (sent right after WELCOME): the parameters of the
+        iteration the WELCOME names."""
+        return np.frombuffer(self.wait(self.session, proto.INITIAL).data, dtype=np.float32)
 
     def push_bytes(self, numels: Sequence[int]) -> int:
         """Bytes one iteration's pushes of tensors of ``numels`` elements take on the wire (compressed or not)."""
@@ -183,6 +234,10 @@ class WorkerClient:
     ) -> PushResult:
         """Push one float32 gradient tensor; blocks until the PS has it (or accepted it within the loss bound)."""
         cfg = self.cfg
+        with self._cv:
+            if self._rejoin is not None:
+                self._rejoins_seen.add(self._rejoin["session"])
+                raise PsRestarted(f"job {cfg.job} worker {cfg.rank}: the PS restarted; not pushing to it")
         buf = np.ascontiguousarray(grad, dtype=np.float32).reshape(-1)
         chunk = self.tx.config.chunk_size
         if cfg.compression.active:

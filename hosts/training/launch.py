@@ -55,6 +55,8 @@ class TrainingJob:
     deadline: float = 0.02
     timeout: float = 60.0
     peer_timeout: float = 10.0
+    checkpoint: str | None = None  # PS: its checkpoint file (resumes from it when restarted)
+    checkpoint_every: int = 1
     extra_ps: tuple[str, ...] = ()
     extra_worker: tuple[str, ...] = ()
 
@@ -116,6 +118,8 @@ def ps_argv(
         args += ["--lr", str(job.lr)]
     if metrics:
         args += ["--metrics", metrics]
+    if job.checkpoint:
+        args += ["--checkpoint", job.checkpoint, "--checkpoint-every", str(job.checkpoint_every)]
     return [*args, *job.extra_ps]
 
 

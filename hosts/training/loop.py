@@ -17,14 +17,17 @@ record per iteration (the emulator's fields and more, see ``docs/training.md``):
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from mlfc.hosts.training.client import PushResult, WorkerClient
+from mlfc.hosts.training.client import PsRestarted, PushResult, WorkerClient, WorkerError
 from mlfc.hosts.training.server import TrainingServer
 from mlfc.hosts.training.tasks import Task, batches, shard, tensors
 
@@ -60,8 +63,11 @@ def parameter_views(model: torch.nn.Module) -> list[np.ndarray]:
     return views
 
 
-def make_parameter_server(task: Task, cfg: TrainConfig, server_cfg, *, emit=emit_json) -> TrainingServer:
-    """A PS-mode ``TrainingServer`` holding a fresh model of ``task`` (seeded) and its SGD optimizer."""
+def make_parameter_server(
+    task: Task, cfg: TrainConfig, server_cfg, *, emit=emit_json, checkpoint: Checkpoint | None = None
+) -> TrainingServer:
+    """A PS-mode ``TrainingServer`` holding a fresh model of ``task`` (seeded) and its SGD optimizer.
+    With ``checkpoint``: resumed from its file when there is one, and saved after every ``every``-th step."""
     torch.set_num_threads(1)
     torch.manual_seed(cfg.seed)
     model = task.make_model()
@@ -73,10 +79,63 @@ def make_parameter_server(task: Task, cfg: TrainConfig, server_cfg, *, emit=emit
             p.grad = torch.from_numpy(m).view_as(p)
         opt.step()
 
+    identity = {"job": server_cfg.job, "task": task.name, "workers": server_cfg.workers, "seed": cfg.seed}
+    srv: TrainingServer
+
+    def on_step(next_iteration: int) -> None:
+        assert checkpoint is not None
+        if next_iteration % checkpoint.every == 0 or next_iteration == cfg.iterations:
+            checkpoint.save(
+                {**identity, "iteration": next_iteration, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                 "roster": {str(r): list(rx) for r, rx in srv.roster().items()}}
+            )  # fmt: skip
+
     info = {"iterations": cfg.iterations, "seed": cfg.seed, "task": task.name}
-    srv = TrainingServer(server_cfg, parameters=parameter_views(model), apply=apply, emit=emit, info=info)
+    srv = TrainingServer(server_cfg, parameters=parameter_views(model), apply=apply, emit=emit, info=info,
+                         on_step=on_step if checkpoint is not None else None)  # fmt: skip
     srv.model = model  # type: ignore[attr-defined]  # for callers that evaluate the PS's copy
+    state = checkpoint.load() if checkpoint is not None else None
+    if state is not None:
+        assert checkpoint is not None
+        mine = {k: state.get(k) for k in identity}
+        if mine != identity:
+            srv.close()
+            raise ValueError(f"checkpoint {checkpoint.path} is of another job ({mine}), this PS runs {identity}")
+        with torch.no_grad():
+            model.load_state_dict(state["model"])  # in place: the server's numpy views stay valid
+        opt.load_state_dict(state["optimizer"])
+        srv.resume(int(state["iteration"]), {int(r): (rx[0], int(rx[1])) for r, rx in state["roster"].items()})
+        srv.resumed_from = int(state["iteration"])  # type: ignore[attr-defined]
     return srv
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where the PS keeps its state: the model, the optimizer (momentum) and the next iteration, written
+    atomically (a temporary file renamed over the old one) so a crash at any moment leaves either the
+    previous checkpoint or the new one. It survives a killed process; a power cut may lose the last
+    writes (no fsync per iteration)."""
+
+    path: Path
+    every: int = 1  # save after every k-th optimizer step (and after the last)
+
+    def __post_init__(self) -> None:
+        if self.every < 1:
+            raise ValueError(f"checkpoint every {self.every} iterations: must be >= 1")
+
+    def save(self, state: dict) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, self.path)
+
+    def load(self) -> dict | None:
+        """The saved state, or None when there is no checkpoint yet."""
+        if not self.path.exists():
+            return None
+        try:
+            return torch.load(self.path, weights_only=True)
+        except Exception as exc:  # not a checkpoint of ours: say so instead of training from scratch silently
+            raise ValueError(f"checkpoint {self.path} unreadable: {exc}") from None
 
 
 def run_parameter_server(task: Task, cfg: TrainConfig, server_cfg, *, emit=emit_json) -> dict[str, int]:
@@ -143,71 +202,36 @@ def run_worker(
     iterations = cfg.iterations or int(welcome.get("iterations", 0))
     if iterations < 1:
         raise ValueError("number of iterations unknown: give --iterations (the PS did not say)")
+    start_it = int(welcome.get("iteration", 0))
     _load_flat(params, client.initial_parameters())
-    data = batches(shard(task.train, rank, world, seed), cfg.batch_size or task.batch_size, seed + 1 + rank)
+    batch_size = cfg.batch_size or task.batch_size
+    my_shard = shard(task.train, rank, world, seed)
+
+    def data_from(iteration: int):
+        """The batches from ``iteration`` on: the same ones an uninterrupted worker would take there."""
+        gen = batches(my_shard, batch_size, seed + 1 + rank)
+        for _ in range(iteration):
+            next(gen)
+        return gen
+
+    data = data_from(start_it)
     xv, yv = tensors(task.val)
     evaluates = cfg.eval_all or rank == 0
     delay = start_at - time.time()
-    if delay > 0:
+    if delay > 0 and start_it == 0:
         time.sleep(delay)
     t_begin = time.time()
-    n = len(params)
     acc: float | None = None
     lost_total = retx_total = 0
-    for it in range(iterations):
-        start = time.time()
-        x, y = next(data)
-        model.zero_grad(set_to_none=False)
-        out = model(x)
-        train_loss = task.loss(out, y)
-        train_loss.backward()
-        real = time.time() - start
-        pad = max(0.0, cfg.compute_s - real)
-        if pad:
-            time.sleep(pad)
-        comm_start = time.time()
-        client.start_iteration(push_bytes)
-        push = PushResult()
-        for t, p in enumerate(params):
-            g = p.grad if p.grad is not None else torch.zeros_like(p)
-            client.push(it, t, g.detach().reshape(-1).numpy(), layer_index=t, num_layers=n, result=push)
-        push_end = time.time()
-        zero_filled = 0
-        with torch.no_grad():
-            for t, p in enumerate(params):
-                d = client.wait(it, t)
-                zero_filled += len(d.loss.missing_chunks)
-                p.copy_(torch.from_numpy(np.frombuffer(d.data, dtype=np.float32)).view_as(p))
-        stats = client.stats(it)
-        end = time.time()
-        record = {
-            "iteration": it,
-            "train_loss": round(float(train_loss.detach()), 5),
-            "compute_s": round(comm_start - start, 5),
-            "compute_real_s": round(real, 5),
-            "pad_s": round(pad, 5),
-            "comm_s": round(end - comm_start, 5),
-            "bytes": push.bytes,
-            "pull_bytes": views_bytes,
-            "worker": rank,
-            "job": client.cfg.job,
-            "start": start,
-            "comm_start": comm_start,
-            "push_end": push_end,
-            "comm_end": end,
-            "end": end,
-            "retransmits": push.retransmits,
-            "zero_filled": zero_filled,
-            "chunks": push.chunks,
-            "protected_chunks": push.protected_chunks,
-            "tolerated_chunks": push.tolerated_chunks,
-            "lost_chunks": stats["lost_chunks"],
-            "job_lost_chunks": stats["job_lost_chunks"],
-            "lost_by_tensor": stats["lost_by_tensor"],
-            "lost_elements": stats["lost_elements"],
-        }
-        lost_total += stats["lost_chunks"]
-        retx_total += push.retransmits
+    it = start_it
+    while it < iterations:
+        try:
+            record = _iteration(task, client, cfg, model, params, data, it, push_bytes, views_bytes)
+        except (WorkerError, TimeoutError) as exc:  # the PS restarted or vanished: connect again (or give up)
+            it, data = _rejoin(client, params, exc, data_from)
+            continue
+        lost_total += record["lost_chunks"]
+        retx_total += record["retransmits"]
         if evaluates and ((it + 1) % cfg.eval_every == 0 or it == iterations - 1):
             e0 = time.time()
             acc, val_loss = evaluate(model, task, xv, yv)
@@ -216,4 +240,93 @@ def run_worker(
             emit(record)
         if report is not None:
             report(record)
+        it += 1
     return WorkerSummary(iterations, acc, lost_total, retx_total, time.time() - t_begin)
+
+
+def _rejoin(client: WorkerClient, params: list[torch.Tensor], exc: BaseException, data_from) -> tuple[int, object]:
+    """Connect to the PS again (its restarted self, or the same one after an outage) and take its current
+    parameters; returns the iteration to continue at and the batches from there. A PS that does not answer
+    within the connect timeout ends the worker (WorkerError)."""
+    t0 = time.time()
+    rank = client.cfg.rank
+    print(f"mlfc-train worker {rank}: lost the PS ({exc}); connecting again", file=sys.stderr, flush=True)
+    while True:
+        client.reconnect()
+        try:
+            welcome = client.connect([p.numel() for p in params])
+            _load_flat(params, client.initial_parameters())
+            break
+        except PsRestarted:  # it restarted (again) while we knocked: knock at the new one
+            continue
+    it = int(welcome.get("iteration", 0))
+    print(f"mlfc-train worker {rank}: re-joined at iteration {it} after {time.time() - t0:.2f} s",
+          file=sys.stderr, flush=True)  # fmt: skip
+    return it, data_from(it)
+
+
+def _iteration(
+    task: Task,
+    client: WorkerClient,
+    cfg: TrainConfig,
+    model: torch.nn.Module,
+    params: list[torch.Tensor],
+    data,
+    it: int,
+    push_bytes: int,
+    views_bytes: int,
+) -> dict:
+    """One synchronous iteration: compute, push every gradient, take the pulled parameters and STATS."""
+    rank, n = client.cfg.rank, len(params)
+    start = time.time()
+    x, y = next(data)
+    model.zero_grad(set_to_none=False)
+    out = model(x)
+    train_loss = task.loss(out, y)
+    train_loss.backward()
+    real = time.time() - start
+    pad = max(0.0, cfg.compute_s - real)
+    if pad:
+        time.sleep(pad)
+    comm_start = time.time()
+    client.start_iteration(push_bytes)
+    push = PushResult()
+    for t, p in enumerate(params):
+        g = p.grad if p.grad is not None else torch.zeros_like(p)
+        client.push(it, t, g.detach().reshape(-1).numpy(), layer_index=t, num_layers=n, result=push)
+    push_end = time.time()
+    zero_filled = 0
+    with torch.no_grad():
+        for t, p in enumerate(params):
+            d = client.wait(it, t)
+            zero_filled += len(d.loss.missing_chunks)
+            p.copy_(torch.from_numpy(np.frombuffer(d.data, dtype=np.float32)).view_as(p))
+    stats = client.stats(it)
+    end = time.time()
+    record = {
+        "iteration": it,
+        "train_loss": round(float(train_loss.detach()), 5),
+        "compute_s": round(comm_start - start, 5),
+        "compute_real_s": round(real, 5),
+        "pad_s": round(pad, 5),
+        "comm_s": round(end - comm_start, 5),
+        "bytes": push.bytes,
+        "pull_bytes": views_bytes,
+        "worker": rank,
+        "job": client.cfg.job,
+        "start": start,
+        "comm_start": comm_start,
+        "push_end": push_end,
+        "comm_end": end,
+        "end": end,
+        "retransmits": push.retransmits,
+        "zero_filled": zero_filled,
+        "chunks": push.chunks,
+        "protected_chunks": push.protected_chunks,
+        "tolerated_chunks": push.tolerated_chunks,
+        "lost_chunks": stats["lost_chunks"],
+        "job_lost_chunks": stats["job_lost_chunks"],
+        "lost_by_tensor": stats["lost_by_tensor"],
+        "lost_elements": stats["lost_elements"],
+    }
+    return record

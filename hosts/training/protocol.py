@@ -8,12 +8,18 @@ use the top tensor ids (JSON bodies, or the initial parameters), sent protected 
 =========== =========== ========= =====================================================================
 tensor id   direction   iteration body
 =========== =========== ========= =====================================================================
-HELLO       worker->PS  0         {"rank", "rx": [ip, port], "numels": [...], "mode", "compression"?}
-WELCOME     PS->worker  0         {"mode", "workers", "tensors", "error"?}
-INITIAL     PS->worker  0         every parameter, float32, concatenated in tensor order (PS mode)
+HELLO       worker->PS  session   {"rank", "rx": [ip, port], "numels": [...], "mode", "compression"?}
+WELCOME     PS->worker  session   {"mode", "workers", "tensors", "iteration", "error"?}
+INITIAL     PS->worker  session   every parameter, float32, concatenated in tensor order (PS mode)
 STATS       PS->worker  i         what the PS did with iteration i's pushes (lost chunks, timings)
 BYE         worker->PS  0         {"rank"}: the worker is done (aggregate mode ends when all said it)
+REJOIN      PS->worker  session   {"iteration"}: a restarted PS (from its checkpoint): connect again
 =========== =========== ========= =====================================================================
+
+``session`` is a random number a worker picks for each connection (and a restarted PS for its REJOINs):
+the receivers remember finished tensors by (peer, job, iteration, tensor id), so a second HELLO from the
+same address must not look like a retransmission of the first. WELCOME's ``iteration`` is where the worker
+starts (0, or the PS's current iteration when it joins a running job or a PS that resumed).
 
 Ports follow the lab's layout (the emulator's PS_PORT etc., same values) so a scenario can run real
 training in place of the emulator; 0 anywhere picks a free shim-range port.
@@ -22,6 +28,7 @@ training in place of the emulator; 0 anywhere picks a free shim-range port.
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 from mlfc.wire import IMPORTANCE_LEVELS, SHIM_PORT_BASE
@@ -36,11 +43,18 @@ WELCOME = 0xFFFF
 INITIAL = 0xFFFE
 STATS = 0xFFFD
 BYE = 0xFFFC
+REJOIN = 0xFFFB
 MAX_TENSORS = 0xFFF0  # data tensor ids are 0..MAX_TENSORS-1
 CONTROL_IMPORTANCE = IMPORTANCE_LEVELS - 1  # control messages are protected: never dropped selectively
 
 MODES = ("ps", "aggregate")  # PS: pull = updated parameters; aggregate: pull = mean gradient (DDP hook)
 PROTOCOL_VERSION = 1
+MAX_SESSION = (1 << 31) - 1
+
+
+def new_session() -> int:
+    """A fresh session number (the control messages' iteration field), never 0."""
+    return secrets.randbelow(MAX_SESSION) + 1
 
 
 class ProtocolError(RuntimeError):

@@ -12,12 +12,16 @@ PS answers each (WELCOME, and in PS mode the initial parameters) and the job run
 
 Pulls are lossless (loss bound 0) and protected: replicas must receive identical parameters/means, and a
 zero-filled weight would be a corrupted model rather than a noisy update.
+
+One file (over 400 lines): both modes share the handshake, the per-worker pull threads and the loss
+accounting; splitting them would split the one connection state machine.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -70,6 +74,7 @@ class _Worker:
     compression: Compression = NONE
     sender: Sender | None = None
     pool: ThreadPoolExecutor | None = None
+    session: int = 0  # its HELLO's iteration field: WELCOME and INITIAL carry it back
 
 
 def _emit(record: dict) -> None:
@@ -85,11 +90,14 @@ class TrainingServer:
         apply: Callable[[int, list[np.ndarray]], None] | None = None,
         emit: Callable[[dict], None] | None = _emit,
         info: dict | None = None,
+        on_step: Callable[[int], None] | None = None,
     ) -> None:
         """PS mode needs ``parameters`` (float32 arrays the caller's optimizer updates in place, e.g. views
         of torch parameters) and ``apply(iteration, mean_gradients)``. ``emit`` gets one dict per
         iteration (PS mode) or per aggregated tensor (aggregate mode); None: silent. ``info`` goes to
-        every worker in the WELCOME (e.g. the number of iterations and the data seed)."""
+        every worker in the WELCOME (e.g. the number of iterations and the data seed). ``on_step(next)`` runs
+        after each optimizer step, before the pulls (``next`` = the iteration a restart would resume at):
+        the place to checkpoint."""
         if cfg.mode == "ps" and (parameters is None or apply is None):
             raise ValueError("PS mode needs parameters and apply")
         self.cfg = cfg
@@ -111,6 +119,13 @@ class TrainingServer:
         self._inflight: list[Future] = []
         self.stray = 0  # deliveries from unknown peers or for finished iterations
         self.compression = NONE  # the workers' push compression (from their HELLOs; all must agree)
+        self.iteration = 0  # PS mode: the iteration being served (resume() sets where to start)
+        self.rejoins = 0  # workers that connected again while the job ran
+        self.pull_failures = 0  # pulls to a worker that failed (it was gone; it re-joins or the job times out)
+        self.on_step = on_step
+        self._stashed: list[DeliveredTensor] = []
+        self._deferred: list[DeliveredTensor] = []
+        self._rejoin_roster: dict[int, tuple[str, int]] = {}
         self.rx = Receiver((cfg.bind, cfg.port), ReceiverConfig(deadline=cfg.deadline, jobs=frozenset({cfg.job})))
 
     @property
@@ -120,6 +135,8 @@ class TrainingServer:
     # -- set-up --------------------------------------------------------------------------------
 
     def _recv(self, what: str) -> DeliveredTensor:
+        if self._deferred:  # read while the pulls ran
+            return self._deferred.pop(0)
         try:
             return self.rx.recv(timeout=self.cfg.timeout)
         except TimeoutError:
@@ -130,63 +147,162 @@ class TrainingServer:
             ) from None
 
     def accept(self) -> None:
-        """Wait for every worker's HELLO, check they agree on the model, answer each."""
+        """Wait for every worker's HELLO, check they agree on the model, answer each. After ``resume``
+        the workers the checkpoint names are asked to connect again first (REJOIN)."""
         cfg = self.cfg
+        knocks = self._send_rejoins()
         while len(self.workers) < cfg.workers:
             d = self._recv(f"{cfg.workers - len(self.workers)} more worker(s) to connect")
-            if d.tensor_id != proto.HELLO or d.iteration != 0:
-                self.stray += 1
+            if d.tensor_id != proto.HELLO:
+                self._stash(d)
                 continue
-            try:
-                msg = proto.decode(d.data, "HELLO")
-                rank = int(msg["rank"])
-                rx_ip, rx_port = msg["rx"]
-                numels = [int(n) for n in msg.get("numels", [])]
-                compression = parse(msg.get("compression"))
-            except (proto.ProtocolError, KeyError, TypeError, ValueError) as exc:
-                log.warning("job %d: unusable HELLO from %s:%d: %s", cfg.job, *d.peer, exc)
-                self.stray += 1
-                continue
-            if msg.get("mode") != cfg.mode:
-                self._refuse(d, f"worker {rank} runs in {msg.get('mode')!r} mode, this PS in {cfg.mode!r} mode")
-                continue
-            if not 0 <= rank < cfg.workers:
-                self._refuse(d, f"rank {rank} outside 0..{cfg.workers - 1}")
-                continue
-            if compression.active and cfg.mode != "ps":
-                self._refuse(d, f"worker {rank} compresses its pushes ({compression.spec()}): PS mode only")
-                continue
-            others = {w.compression for r, w in self.workers.items() if r != rank}
-            if others and compression not in others:
-                self._refuse(
-                    d,
-                    f"worker {rank} compresses with {compression.spec()}, the others with "
-                    f"{', '.join(sorted(c.spec() for c in others))}: a job uses one scheme",
-                )
-                continue
-            old = self.workers.get(rank)
-            if old is not None and old.push_peer != d.peer:
-                self._refuse(d, f"rank {rank} is already connected from {old.push_peer[0]}:{old.push_peer[1]}")
-                continue
-            if rx_ip in ("", "0.0.0.0"):
-                rx_ip = d.peer[0]
-            w = _Worker(rank, d.peer, (rx_ip, int(rx_port)), numels, compression)
-            self.workers[rank] = w
-            self.compression = compression
-            self._by_peer[d.peer] = w
-            log.info("job %d: worker %d connected from %s:%d", cfg.job, rank, *d.peer)
+            self._admit(d)
+        for th in knocks:
+            th.join(timeout=0.1)
         error = self._check_models()
         for w in self.workers.values():
-            port = 0 if cfg.tx_port_base is None else cfg.tx_port_base + w.rank
-            w.sender = Sender(w.rx, (cfg.bind, port), cfg.sender)
-            w.pool = ThreadPoolExecutor(1, thread_name_prefix=f"mlfc-pull-{w.rank}")
-        welcome = proto.encode(
-            {**self.info, "mode": cfg.mode, "workers": cfg.workers, "tensors": len(self._numels()), "error": error}
-        )
-        futures = [w.pool.submit(self._send_welcome, w, welcome) for w in self.workers.values()]
+            self._open_pull_flow(w)
+        futures = [w.pool.submit(self._send_welcome, w, self._welcome(error)) for w in self.workers.values()]  # type: ignore[union-attr]
         self._wait(futures)
         if error:
             raise TrainingError(error)
+        self._claim_stashed()
+
+    def _admit(self, d: DeliveredTensor) -> _Worker | None:
+        """A HELLO: the worker it describes (filed under its rank, replacing an earlier connection of that
+        rank: a restarted worker), or None when refused or unusable."""
+        cfg = self.cfg
+        try:
+            msg = proto.decode(d.data, "HELLO")
+            rank = int(msg["rank"])
+            rx_ip, rx_port = msg["rx"]
+            numels = [int(n) for n in msg.get("numels", [])]
+            compression = parse(msg.get("compression"))
+        except (proto.ProtocolError, KeyError, TypeError, ValueError) as exc:
+            log.warning("job %d: unusable HELLO from %s:%d: %s", cfg.job, *d.peer, exc)
+            self.stray += 1
+            return None
+        if msg.get("mode") != cfg.mode:
+            self._refuse(d, f"worker {rank} runs in {msg.get('mode')!r} mode, this PS in {cfg.mode!r} mode")
+            return None
+        if not 0 <= rank < cfg.workers:
+            self._refuse(d, f"rank {rank} outside 0..{cfg.workers - 1}")
+            return None
+        if compression.active and cfg.mode != "ps":
+            self._refuse(d, f"worker {rank} compresses its pushes ({compression.spec()}): PS mode only")
+            return None
+        others = {w.compression for r, w in self.workers.items() if r != rank}
+        if others and compression not in others:
+            self._refuse(
+                d,
+                f"worker {rank} compresses with {compression.spec()}, the others with "
+                f"{', '.join(sorted(c.spec() for c in others))}: a job uses one scheme",
+            )
+            return None
+        if rx_ip in ("", "0.0.0.0"):
+            rx_ip = d.peer[0]
+        old = self.workers.get(rank)
+        if old is not None:  # the newest connection of a rank wins: the old process crashed or gave up
+            log.warning("job %d: worker %d connected again from %s:%d (was %s:%d)", cfg.job, rank, *d.peer,
+                        *old.push_peer)  # fmt: skip
+            self._by_peer.pop(old.push_peer, None)
+            self._close_worker(old)
+            self.rejoins += 1
+        w = _Worker(rank, d.peer, (rx_ip, int(rx_port)), numels, compression, session=d.iteration)
+        self.workers[rank] = w
+        self.compression = compression
+        self._by_peer[d.peer] = w
+        log.info("job %d: worker %d connected from %s:%d", cfg.job, rank, *d.peer)
+        return w
+
+    def _welcome(self, error: str | None = None) -> bytes:
+        cfg = self.cfg
+        return proto.encode(
+            {**self.info, "mode": cfg.mode, "workers": cfg.workers, "tensors": len(self._numels()),
+             "iteration": self.iteration, "error": error}
+        )  # fmt: skip
+
+    def _open_pull_flow(self, w: _Worker) -> None:
+        port = 0 if self.cfg.tx_port_base is None else self.cfg.tx_port_base + w.rank
+        w.sender = Sender(w.rx, (self.cfg.bind, port), self.cfg.sender)
+        w.pool = ThreadPoolExecutor(1, thread_name_prefix=f"mlfc-pull-{w.rank}")
+
+    def _close_worker(self, w: _Worker) -> None:
+        if w.pool is not None:
+            w.pool.shutdown(wait=True, cancel_futures=True)
+        if w.sender is not None:
+            w.sender.close()
+
+    def _rejoin(self, d: DeliveredTensor) -> None:
+        """A HELLO while the job runs (PS mode): a restarted worker, or one that lost the PS for a while.
+        It gets the current parameters and starts at the current iteration; what its rank already pushed
+        of this iteration stays (the same values: same parameters, same batch)."""
+        error = None
+        w = self._admit(d)
+        if w is None:
+            return
+        if w.numels != self._numels():
+            error = self._check_models()
+        self._open_pull_flow(w)
+        try:
+            self._wait([w.pool.submit(self._send_welcome, w, self._welcome(error))])  # type: ignore[union-attr]
+        except TrainingError as exc:  # gone again before it got the parameters: it will knock again
+            log.warning("job %d: worker %d re-joined but did not take the parameters: %s", self.cfg.job, w.rank, exc)
+            return
+        if error is None:
+            log.warning("job %d: worker %d re-joined at iteration %d", self.cfg.job, w.rank, self.iteration)
+            self._claim_stashed()
+
+    def _stash(self, d: DeliveredTensor) -> None:
+        """A push from a peer that has not said HELLO (yet): a worker that was pushing when this PS
+        restarted. Its transport finished the tensor here, so its re-push after the HELLO would be taken
+        as a duplicate: keep it for when the peer's HELLO names its rank."""
+        ps_push = self.cfg.mode == "ps" and d.tensor_id < proto.MAX_TENSORS
+        if ps_push and d.iteration >= self.iteration and len(self._stashed) < 4096:
+            self._stashed.append(d)
+        else:
+            self.stray += 1
+
+    def _claim_stashed(self) -> None:
+        keep = []
+        for d in self._stashed:
+            if d.peer in self._by_peer:
+                if d.iteration < self.iteration or not self._place(d):
+                    self.stray += 1
+            else:
+                keep.append(d)
+        self._stashed = keep
+
+    def roster(self) -> dict[int, tuple[str, int]]:
+        """Where each worker receives its pulls (what a checkpoint keeps, to call them back after a restart)."""
+        return {r: w.rx for r, w in sorted(self.workers.items())}
+
+    def resume(self, iteration: int, roster: dict[int, tuple[str, int]] | None = None) -> None:
+        """Continue a job at ``iteration`` (from a checkpoint; the caller restored the parameters and the
+        optimizer): ``accept`` sends REJOIN to every worker of ``roster`` and ``run`` starts there."""
+        if iteration < 0:
+            raise ValueError(f"iteration {iteration} < 0")
+        self.iteration = iteration
+        self._rejoin_roster = dict(roster or {})
+
+    def _send_rejoins(self) -> list[threading.Thread]:
+        """Best effort, in parallel: a worker that is gone too will connect when it is restarted."""
+        session = proto.new_session()
+        body = proto.encode({"iteration": self.iteration})
+
+        def knock(rank: int, rx: tuple[str, int]) -> None:
+            try:
+                with Sender(rx, (self.cfg.bind, 0), self.cfg.sender) as tx:
+                    tx.send_tensor(self.cfg.job, session, proto.REJOIN, body, importance=proto.CONTROL_IMPORTANCE,
+                                   timeout=min(10.0, self.cfg.timeout))  # fmt: skip
+            except Exception as exc:
+                log.info("job %d: REJOIN to worker %d at %s:%d not delivered: %s", self.cfg.job, rank, *rx, exc)
+
+        threads = [threading.Thread(target=knock, args=(r, tuple(rx)), daemon=True, name=f"mlfc-rejoin-{r}")
+                   for r, rx in self._rejoin_roster.items()]  # fmt: skip
+        for th in threads:
+            th.start()
+        return threads
 
     def _refuse(self, d: DeliveredTensor, reason: str) -> None:
         """Tell a worker it cannot join (the connected ones carry on waiting for the right one)."""
@@ -198,7 +314,7 @@ class TrainingServer:
             with Sender(rx, (self.cfg.bind, 0), self.cfg.sender) as tx:
                 tx.send_tensor(
                     self.cfg.job,
-                    0,
+                    d.iteration,  # the HELLO's session: what the worker waits for
                     proto.WELCOME,
                     proto.encode({"error": reason}),
                     importance=proto.CONTROL_IMPORTANCE,
@@ -226,13 +342,14 @@ class TrainingServer:
     def _send_welcome(self, w: _Worker, welcome: bytes) -> None:
         tx = w.sender
         assert tx is not None
+        s = w.session
         tx.send_tensor(
-            self.cfg.job, 0, proto.WELCOME, welcome, importance=proto.CONTROL_IMPORTANCE, timeout=self.cfg.timeout
+            self.cfg.job, s, proto.WELCOME, welcome, importance=proto.CONTROL_IMPORTANCE, timeout=self.cfg.timeout
         )
         if self.params is not None and json.loads(welcome).get("error") is None:
             flat = np.concatenate(self.params) if self.params else np.zeros(1, np.float32)
             tx.send_tensor(
-                self.cfg.job, 0, proto.INITIAL, flat, importance=proto.CONTROL_IMPORTANCE, timeout=self.cfg.timeout
+                self.cfg.job, s, proto.INITIAL, flat, importance=proto.CONTROL_IMPORTANCE, timeout=self.cfg.timeout
             )
 
     def _wait(self, futures: Sequence[Future]) -> None:
@@ -307,14 +424,21 @@ class TrainingServer:
         """Serve ``iterations`` synchronous iterations (after ``accept``)."""
         assert self.params is not None and self.apply is not None
         n_tensors = len(self.params)
-        for it in range(iterations):
+        for it in range(self.iteration, iterations):
+            self.iteration = it
             t0 = time.time()
             pending = self._pending[it]
             while len(pending) < n_tensors or any(len(r) < self.cfg.workers for r in pending.values()):
                 have = sum(len(r) for r in pending.values())
                 d = self._recv(f"iteration {it}'s pushes ({have}/{n_tensors * self.cfg.workers} tensors in)")
+                if d.tensor_id == proto.HELLO:
+                    self._rejoin(d)
+                    continue
                 if d.iteration < it:
                     self.stray += 1  # a late duplicate of an earlier iteration
+                    continue
+                if d.peer not in self._by_peer:
+                    self._stash(d)
                     continue
                 self._place(d)
             t_in = time.time()
@@ -322,10 +446,19 @@ class TrainingServer:
             means = [self._aggregate(it, t, pending[t]) for t in range(n_tensors)]
             t_agg = time.time()
             self.apply(it, means)
+            if self.on_step is not None:
+                self.on_step(it + 1)
             t_step = time.time()
             loss = self.ledger.of(it)
-            futures = [w.pool.submit(self._pull_params, w, it, loss) for w in self.workers.values()]  # type: ignore[union-attr]
-            self._wait(futures)
+            pulls = {w.rank: w.pool.submit(self._pull_params, w, it, loss) for w in self.workers.values()}  # type: ignore[union-attr]
+            self._watch_pulls(pulls)
+            for rank, f in pulls.items():
+                exc = f.exception()
+                if exc is not None:  # the worker is gone: it gets the parameters when it connects again
+                    self.pull_failures += 1
+                    log.warning("job %d: pull of iteration %d to worker %d failed (%s); waiting for it to re-join",
+                                self.cfg.job, it, rank, exc)  # fmt: skip
+            self.iteration = it + 1
             self.ledger.finished(it)
             t_out = time.time()
             if self.emit is not None:
@@ -347,6 +480,27 @@ class TrainingServer:
                         "lost_elements": sum(loss.lost_elements.values()),
                     }
                 )
+
+    def _watch_pulls(self, pulls: dict[int, Future]) -> None:
+        """Wait for the pulls, reading what arrives meanwhile (kept for the next iteration): a HELLO from a
+        rank whose pull is still running means that worker restarted, and the pull to its old process
+        would only end at the peer timeout: abort it (the new process gets the parameters on re-joining)."""
+        while not all(f.done() for f in pulls.values()):
+            try:
+                d = self.rx.recv(timeout=0.05)
+            except TimeoutError:
+                continue
+            self._deferred.append(d)
+            if d.tensor_id != proto.HELLO:
+                continue
+            try:
+                rank = int(proto.decode(d.data, "HELLO")["rank"])
+            except (proto.ProtocolError, KeyError, TypeError, ValueError):
+                continue
+            f, w = pulls.get(rank), self.workers.get(rank)
+            if f is not None and not f.done() and w is not None and w.sender is not None:
+                log.warning("job %d: worker %d says HELLO while its pull runs: aborting the pull", self.cfg.job, rank)
+                w.sender.abort()
 
     def _pull_params(self, w: _Worker, it: int, loss) -> None:
         assert self.params is not None and w.sender is not None
@@ -423,10 +577,7 @@ class TrainingServer:
 
     def close(self) -> None:
         for w in self.workers.values():
-            if w.pool is not None:
-                w.pool.shutdown(wait=True, cancel_futures=True)
-            if w.sender is not None:
-                w.sender.close()
+            self._close_worker(w)
         self.rx.close()
 
     def __enter__(self) -> TrainingServer:

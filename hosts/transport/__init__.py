@@ -20,7 +20,7 @@ progress tag and MLTCP's bytes_ratio) is mlfc.hosts.progress.
 from __future__ import annotations
 
 from mlfc.hosts.transport.config import DEFAULT_CHUNK, ReceiverConfig, SenderConfig
-from mlfc.hosts.transport.errors import PeerTimeout, TransferRejected, TransportError
+from mlfc.hosts.transport.errors import PeerTimeout, TransferAborted, TransferRejected, TransportError
 from mlfc.hosts.transport.outgoing import SendResult
 from mlfc.hosts.transport.packet import HEADER_LEN, MAX_CHUNK_PAYLOAD
 from mlfc.hosts.transport.reassembly import LossReport
@@ -47,6 +47,7 @@ __all__ = [
     "SendResult",
     "Sender",
     "SenderConfig",
+    "TransferAborted",
     "TransferRejected",
     "TransportError",
     "bind_shim_socket",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from mlfc.hosts.cc import ALGORITHMS
 from mlfc.hosts.transport.packet import MAX_CHUNK_PAYLOAD, MAX_TENSOR_BYTES
 from mlfc.policy.mltcp import EWMA_WEIGHT, MltcpParams
+from mlfc.policy.mltcp_tuning import TuningParams
 
 DEFAULT_CHUNK = 1400  # payload bytes; + 28 header + 28 UDP/IP = 1456 < 1500 MTU
 
@@ -16,6 +17,9 @@ class SenderConfig:
     chunk_size: int = DEFAULT_CHUNK  # payload bytes per chunk
     cc: str = "reno"
     mltcp: MltcpParams | None = None  # None: plain congestion control
+    # Online tuning of MLTCP's slope/intercept from this flow's iteration time (mlfc.policy.mltcp_tuning),
+    # starting from ``mltcp``; None: F stays as configured.
+    mltcp_tune: TuningParams | None = None
     idle_gap: float | None = 0.1  # s without new data that starts a new iteration (MLTCP)
     ewma_weight: float = EWMA_WEIGHT  # bytes-per-iteration EWMA
     line_rate: float = 1e9  # bits/s; DCQCN's line rate and start rate
@@ -48,6 +52,8 @@ class SenderConfig:
             raise ValueError("peer_timeout must be > 0")
         if not 0 < self.max_tensor_bytes <= MAX_TENSOR_BYTES:
             raise ValueError(f"max_tensor_bytes must be in 1..{MAX_TENSOR_BYTES}")
+        if self.mltcp_tune is not None and self.mltcp is None:
+            raise ValueError("mltcp_tune needs mltcp (the point the tuning starts from)")
 
 
 @dataclass(frozen=True)

@@ -13,3 +13,7 @@ class TransferRejected(TransportError, ValueError):
 
 class PeerTimeout(TransportError, TimeoutError):
     """The peer stopped answering, or the transfer missed its overall timeout."""
+
+
+class TransferAborted(PeerTimeout):
+    """``Sender.abort()`` ended the transfer: the caller knows the peer is gone (e.g. it restarted)."""

@@ -20,7 +20,7 @@ from mlfc.hosts.cc import CongestionControl, Mltcp, make_cc
 from mlfc.hosts.progress import IterationProgress
 from mlfc.hosts.transport import outgoing
 from mlfc.hosts.transport.config import SenderConfig
-from mlfc.hosts.transport.errors import PeerTimeout
+from mlfc.hosts.transport.errors import PeerTimeout, TransferAborted
 from mlfc.hosts.transport.gso import batch_size, should_defer
 from mlfc.hosts.transport.outgoing import Transfer
 from mlfc.hosts.transport.pacing import DeliveryRate, TokenBucket
@@ -34,6 +34,8 @@ from mlfc.hosts.transport.recovery import FlowRecovery, RttEstimator
 from mlfc.hosts.transport.sockets import ECT0, UDP_IP_OVERHEAD, bind_shim_socket
 from mlfc.hosts.transport.stats import FlowStats
 from mlfc.hosts.transport.transmit import Transmitter
+from mlfc.hosts.transport.tuning import OnlineF
+from mlfc.policy.mltcp import MltcpParams
 from mlfc.wire import MsgType, ShimError, is_shim_port, unpack_shim
 
 _TRANSIENT_SEND_ERRORS = (errno.ENOBUFS, errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
@@ -61,6 +63,7 @@ class Sender:
         self._clock = clock
         self._sock = sock if sock is not None else bind_shim_socket(*bind)
         self._owns_sock = sock is None
+        self._abort = False
         self._sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)
         self._sock.connect(peer)
         self._sock.setblocking(False)
@@ -78,10 +81,19 @@ class Sender:
         self._fbuf = bytearray(4096)
         self._fbmv = memoryview(self._fbuf)
         self.transmit = Transmitter(self._sock, cfg, self.progress, self.cc, self.recovery, self.stats)
+        # MLTCP's slope/intercept tuned from this flow's iteration times (SenderConfig.mltcp_tune)
+        self.online_f = None if cfg.mltcp_tune is None or cfg.mltcp is None else OnlineF(cfg.mltcp, cfg.mltcp_tune)
+        self._iterations_seen = 0
 
     @property
     def local_address(self) -> tuple[str, int]:
         return self._sock.getsockname()
+
+    def abort(self) -> None:
+        """Make the ``send_tensor`` in progress (from another thread) raise TransferAborted within one
+        RTO (at most ``max_rto``), e.g. when the caller learnt that its peer restarted and forgot the
+        transfer. Later transfers run normally."""
+        self._abort = True
 
     def close(self) -> None:
         if self._owns_sock:
@@ -96,6 +108,22 @@ class Sender:
     def start_iteration(self, expected_bytes: int | None = None) -> None:
         """The training loop's explicit iteration boundary; ``expected_bytes`` = bytes it will send."""
         self.progress.start_iteration(expected_bytes)
+        self._on_boundary()
+
+    @property
+    def mltcp_params(self) -> MltcpParams | None:
+        """F's parameters in use now (they move under SenderConfig.mltcp_tune); None without MLTCP."""
+        return None if self.cc.mltcp is None else self.cc.mltcp.params
+
+    def _on_boundary(self) -> None:
+        """After any iteration boundary (explicit, new iteration number, idle gap): feed the F tuner."""
+        if self.progress.iterations_started == self._iterations_seen:
+            return
+        self._iterations_seen = self.progress.iterations_started
+        if self.online_f is not None:
+            moved = self.online_f.iteration_started(self._clock(), self.stats.payload_bytes_sent)
+            if moved is not None:
+                self.cc.mltcp = Mltcp(moved, self.progress)
 
     # -- API -----------------------------------------------------------------------------------
 
@@ -122,6 +150,8 @@ class Sender:
         t = outgoing.prepare(self.config, job, iteration, tensor_id, buffer, importance, layer_index, num_layers,
                              loss_bound, batched=self.transmit.batching)  # fmt: skip
         self.progress.note_iteration(iteration)
+        self._on_boundary()
+        self._abort = False
         t.started = now = self._clock()  # after the importance classes, as the transfer's clock starts
         self.transmit.start(t)
         # send_tensor returns only when everything is acknowledged, so between calls nothing is in flight.
@@ -158,6 +188,11 @@ class Sender:
                 self._sample(now)
             if t.done:
                 return
+            if self._abort:
+                raise TransferAborted(
+                    f"aborted: job {t.job} iteration {t.iteration} tensor {t.tensor_id} to {self.peer[0]}:"
+                    f"{self.peer[1]} ({t.board.acked_count}/{t.board.n} chunks acked)"
+                )
             if now - last_feedback > cfg.peer_timeout:
                 raise PeerTimeout(
                     f"no feedback from {self.peer[0]}:{self.peer[1]} for {cfg.peer_timeout:.3g} s (job {t.job} "

@@ -235,3 +235,23 @@ def test_agent_cli_custom_pattern_and_loss() -> None:
     pat = re.compile(r"epoch (?P<iteration>\d+) .*val_loss (?P<metric>[\d.]+)")
     assert agent_cli.parse_line("epoch 4 train 0.3 val_loss 0.25", "loss", pat) == {"iteration": 4, "metric": 0.25}
     assert agent_cli.parse_line("step: 7, loss: 1.25", "loss") == {"iteration": 7, "metric": 1.25}
+
+
+def test_on_ack_names_every_committed_report_once(make_coordinator) -> None:  # type: ignore[no-untyped-def]
+    """The acknowledgement audit (``mlfc-agent --ack-log``): what the callback calls committed is in the store,
+    each report once, across a coordinator outage."""
+    port = free_port()
+    acked: list[tuple[int, int, bool]] = []
+    agent = _agent(port, on_ack=lambda reps, ok: acked.extend((r.worker, r.iteration, ok) for r in reps)).start()
+    for i in range(50):
+        agent.report(i, 0.1 + i / 1000)
+    coord = make_coordinator(listen=f"127.0.0.1:{port}")
+    assert agent.flush(timeout=10)
+    coord.stop(0)
+    for i in range(50, 80):
+        agent.report(i, 0.1 + i / 1000)
+    coord = make_coordinator(listen=f"127.0.0.1:{port}")  # the same database file (durable store)
+    assert agent.flush(timeout=10)
+    agent.close()
+    assert sorted(acked) == [(0, i, True) for i in range(80)]
+    assert {(w, i) for w, i, _ in _stored(coord, 1)} == {(w, i) for w, i, _ in acked}

@@ -34,7 +34,7 @@ def test_cnp_cuts_rate_and_updates_alpha():
     assert cc.rc == pytest.approx(LINE * (1 - 1.0 / 2))  # alpha starts at 1
     assert cc.alpha == pytest.approx((1 - 1 / 256) * 1.0 + 1 / 256)
     alpha, rc = cc.alpha, cc.rc
-    cc.on_cnp(1e-6)
+    cc.on_cnp(cc.params.n)  # the next cut allowed (one per N)
     assert cc.rt == rc
     assert cc.rc == pytest.approx(rc * (1 - alpha / 2))
     assert cc.alpha == pytest.approx((1 - 1 / 256) * alpha + 1 / 256)
@@ -105,7 +105,7 @@ def test_rates_capped_and_floored():
         cc.on_timer(i * T + 1e-9)
     assert cc.rc <= LINE and cc.rt <= LINE
     for i in range(5000):
-        cc.on_cnp(1.0 + i * 1e-6)
+        cc.on_cnp(1.0 + i * cc.params.n)
     assert cc.rc == pytest.approx(LINE / 1000)
     cc.on_timeout(2.0)
     assert cc.rc == LINE / 1000
@@ -116,3 +116,96 @@ def test_timer_catch_up_is_bounded():
     cc.on_cnp(0.0)
     cc.on_timer(10.0)  # a 10 s stall would be 180k events
     assert cc.t_count == cc.params.max_catch_up
+
+
+def ratio_source(ratio: float) -> SimpleNamespace:
+    return SimpleNamespace(ratio=ratio)  # any bytes_ratio source (the transport's: IterationProgress)
+
+
+def test_at_most_one_cut_per_n():
+    p = DcqcnParams(line_rate=LINE)
+    assert p.n == pytest.approx(50e-6 * 40)  # the paper's CNP interval, scaled like K and T
+    assert DcqcnParams(line_rate=40e9).n == pytest.approx(50e-6)
+    cc = fresh()
+    cc.on_cnp(0.0)
+    rc, rt, alpha = cc.rc, cc.rt, cc.alpha
+    cc.on_cnp(0.5 * p.n)  # CE marks still draining from the queue: no second cut
+    cc.on_loss(0.9 * p.n)
+    assert (cc.rc, cc.rt, cc.alpha) == (rc, rt, alpha)
+    assert cc.cnps == 2 and cc.ignored_cuts == 2
+    cc.on_cnp(p.n)
+    assert cc.rc == pytest.approx(rc * (1 - alpha / 2)) and cc.ignored_cuts == 2
+    cc.on_timeout(p.n + 1e-6)  # an RTO is never ignored
+    assert cc.rc == LINE / 1000
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.5, 1.0])
+def test_mltcp_scales_the_cut(ratio):
+    params = MltcpParams(slope=2.0, intercept=0.5)
+    f = mltcp_factor(ratio, params)
+    cc = fresh(Mltcp(params, ratio_source(ratio)))
+    cc.on_cnp(0.0)  # alpha = 1
+    assert cc.rt == LINE
+    assert cc.rc == pytest.approx(LINE * 0.5 ** (1 / f))  # F = 0.5: to a quarter; F = 2.5: to 76 %
+
+
+@pytest.mark.parametrize("ratio", [0.0, 1.0])
+def test_fast_recovery_stays_dcqcns_halving_under_mltcp(ratio):
+    """F acts on the cut and the increases, not on fast recovery: scaling it too made a flow near the end of
+    its iteration return to its pre-cut rate within one period, which overflowed the lab's queue."""
+    cc = fresh(Mltcp(MltcpParams(slope=2.0, intercept=0.5), ratio_source(ratio)), byte_counter=1e12)
+    cc.on_cnp(0.0)
+    rt, rc = cc.rt, cc.rc
+    cc.on_timer(T + 1e-9)
+    assert cc.rt == rt
+    assert cc.rc == pytest.approx((rt + rc) / 2)
+
+
+def test_f_of_one_is_plain_dcqcn():
+    one = Mltcp(MltcpParams(slope=0.0, intercept=1.0), ratio_source(0.7))
+    plain, unit = fresh(byte_counter=20_000.0), fresh(one, byte_counter=20_000.0)
+    t = 0.0
+    for step in range(400):
+        t += T / 3
+        for cc in (plain, unit):
+            if step % 7 == 0:
+                cc.on_cnp(t)
+            cc.on_sent(3000, t)
+            cc.on_timer(t)
+        assert unit.rc == pytest.approx(plain.rc) and unit.rt == pytest.approx(plain.rt)
+        assert unit.alpha == pytest.approx(plain.alpha)
+
+
+def contend(lead_ratio: float, late_ratio: float, params: MltcpParams | None) -> tuple[float, float]:
+    """Two flows through one marking queue for 40 increase periods: both get a CNP whenever the sum of
+    their rates is above the link (a synchronised cut, the worst case for interleaving). Returns their
+    mean rates (bits/s)."""
+    link = 0.2 * LINE
+    flows = [
+        fresh(None if params is None else Mltcp(params, ratio_source(r)), byte_counter=1e12)
+        for r in (lead_ratio, late_ratio)
+    ]
+    for cc in flows:
+        cc.rc = cc.rt = link / 2
+    sums = [0.0, 0.0]
+    steps = 400
+    for i in range(1, steps + 1):
+        t = i * T / 10
+        congested = sum(cc.rc for cc in flows) > link
+        for k, cc in enumerate(flows):
+            if congested:
+                cc.on_cnp(t)
+            cc.on_timer(t)
+            sums[k] += cc.rc / steps
+    return sums[0], sums[1]
+
+
+def test_the_flow_further_into_its_iteration_wins_the_contention():
+    """Plain DCQCN shares the link evenly; with MLTCP the flow that has sent 80 % of its iteration takes
+    the larger share from one that has sent 10 %, within one communication phase (~40 increase periods
+    here), even when every CNP cuts both."""
+    a, b = contend(0.8, 0.1, None)
+    assert a == pytest.approx(b, rel=1e-9)
+    lead, late = contend(0.8, 0.1, MltcpParams())
+    assert lead > 1.1 * late
+    assert lead + late == pytest.approx(a + b, rel=0.1)  # the link stays about as used as without MLTCP

@@ -10,7 +10,7 @@ import pytest
 
 from mlfc.lab.jobs import emulator_args
 from mlfc.lab.scenarios import MIXES, TREATMENTS, share_of_ideal_gain, stack_config
-from mlfc.lab.sweep import parse_grid
+from mlfc.lab.sweep import parse_grid, sweep_row
 from mlfc.policy.mltcp import MltcpParams
 
 
@@ -72,3 +72,15 @@ def test_sweep_table_averages_rounds_and_shows_the_spread(tmp_path) -> None:
     assert "2:0.5" in row and "0.5..2.5" in row and "71 % (42..100)" in row and "3/-" in row
     plot_sweep(tmp_path / "s.png", [base, point], 1.0, "t")
     assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_tuned_f_reaches_the_emulator_as_an_opt_in() -> None:
+    mix = MIXES["two-compatible"]
+    tuned = stack_config(mix, TREATMENTS["mltcp-reno-tune"], 12)
+    assert tuned.mltcp and tuned.mltcp_tune and tuned.transport.mltcp_tune
+    args = emulator_args(mix.jobs[0], 12, tuned.transport)
+    assert "--mltcp-tune" in args and args[args.index("--slope") + 1] == str(MltcpParams().slope)
+    fixed = stack_config(mix, TREATMENTS["mltcp-reno"], 12)
+    assert "--mltcp-tune" not in emulator_args(mix.jobs[0], 12, fixed.transport)
+    row = sweep_row(MltcpParams(4, 0.25), "reno", tune=True)
+    assert row.label == "tune@4:0.25" and row.treatment.tune and row.treatment.mltcp

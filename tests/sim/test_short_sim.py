@@ -1,5 +1,5 @@
 """Short ns-3 runs with exact expectations: one flow alone fills its link, two unmodified flows share
-a bottleneck fairly, MLTCP's F inside a running simulation is the policy's F, MAIF decides."""
+a bottleneck fairly, MLTCP's F inside a running simulation is the policy's F, MAIF ranks and the switches follow."""
 
 from __future__ import annotations
 
@@ -68,15 +68,26 @@ def test_mltcp_factor_in_a_running_simulation_is_the_policy_factor(sim_env) -> N
     assert res.restarts >= 4 * 2  # every connection restarted its window after each idle compute phase
 
 
-def test_maif_decisions_reach_the_switches(sim_env) -> None:
-    topo = from_lab(dumbbell(2), 100 * GBPS, 10 * GBPS, 1e-6)
+def test_maif_ranks_by_the_curves_and_the_switches_serve_the_top_job_first(sim_env) -> None:
+    """Two jobs share a 10 Gb/s bottleneck. Job 1's curve is flat from the start (tau 0.05: at acc_max after one
+    iteration), job 2 keeps improving (tau 40). The engine explores both first (equal priors: job order), and once
+    both have min_points iterations it puts job 1 on the plateau (bottom class) and job 2 alone in the top class.
+    From that decision on the switches serve job 2's pushes at the bottleneck's full rate (sharing it, as both do
+    before, gives each about half)."""
+    rate = 10 * GBPS
+    topo = from_lab(dumbbell(2), 100 * GBPS, rate, 1e-6)
     jobs = (
-        SimJob(1, "fast", 2_000_000, 2_000_000, 0.002, ("j1w0",), "j1ps", acc_max=0.9, tau=3),
-        SimJob(2, "slow", 2_000_000, 2_000_000, 0.002, ("j2w0",), "j2ps", acc_max=0.9, tau=40),
+        SimJob(1, "flat", 2_000_000, 2_000_000, 0.002, ("j1w0",), "j1ps", acc_max=0.9, tau=0.05),
+        SimJob(2, "improving", 2_000_000, 2_000_000, 0.002, ("j2w0",), "j2ps", acc_max=0.9, tau=40),
     )
-    params = MaifParams(horizon_s=0.05)
-    res = run(SimConfig("maif", topo, jobs, 12, priorities="maif", maif=params, tcp=TCP), progress=None)
-    assert res.decisions, "the coordinator made no decision"
-    classes = {c for _, d in res.decisions for c in d.values()}
-    assert classes <= set(range(params.bottom_class, params.top_class + 1))
-    assert len(res.records) == 24
+    p = MaifParams(horizon_s=0.05)
+    res = run(SimConfig("maif", topo, jobs, 8, priorities="maif", maif=p, tcp=TCP), progress=None)
+    assert len(res.records) == 16
+    assert res.decisions[0][1] == {1: p.top_class, 2: p.top_class - 1}
+    ranked = [t for t, d in res.decisions if d == {1: p.bottom_class, 2: p.top_class}]
+    assert ranked, f"no decision put job 1 on the plateau and job 2 first: {res.decisions}"
+    assert all(d.get(2, p.top_class) == p.top_class for t, d in res.decisions if t >= ranked[0])
+    before = [r for r in res.records if r.job == 2 and r.iteration == 1]
+    after = [r for r in res.records if r.job == 2 and r.comm_start > ranked[0]]
+    assert after and all(push_rate(r) >= 0.9 * goodput_limit(rate) for r in after), [push_rate(r) for r in after]
+    assert all(push_rate(r) < 0.6 * goodput_limit(rate) for r in before)  # both pushed at once, sharing the link

@@ -1,0 +1,27 @@
+"""The chaos schedule (lab/chaos.py): seeded, every component in turn, spread over the run's middle."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlfc.lab.chaos import COMPONENTS, schedule
+
+
+def test_same_seed_same_schedule_and_every_component_in_each_cycle() -> None:
+    a = schedule(16, 12, 150, ["s1", "s2"])
+    assert a == schedule(16, 12, 150, ["s1", "s2"])
+    assert a != schedule(17, 12, 150, ["s1", "s2"])
+    for cycle in (a[:6], a[6:]):
+        assert sorted(f.component for f in cycle) == sorted(COMPONENTS)
+    its = [f.at_iteration for f in a]
+    assert its == sorted(its) and len(set(its)) == len(its)
+    assert its[0] >= 15 and its[-1] <= 120, "faults leave iterations before the first and after the last"
+    assert all(0.2 <= f.outage_s <= 2.0 for f in a)
+    assert {f.target for f in a if f.component == "switch"} <= {"s1", "s2"}
+
+
+def test_too_few_iterations_for_the_faults_is_refused() -> None:
+    with pytest.raises(ValueError, match="too few"):
+        schedule(1, 10, 20, ["s1"])
+    with pytest.raises(ValueError):
+        schedule(1, 0, 100, ["s1"])
