@@ -32,8 +32,6 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import os
-import signal
 import statistics
 import sys
 import time
@@ -41,15 +39,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mlfc.lab import dataplanes
-from mlfc.lab.cleanup import leftovers
+from mlfc.lab.cleanup import interrupt_on_sigterm
 from mlfc.lab.jobs import JobSpec
-from mlfc.lab.realjobs import RealRun, real_compute_s, run_real, say, start_lead, training_spec
+from mlfc.lab.realjobs import RealRun, real_compute_s, run_experiment, run_real, say, start_lead, training_spec
 from mlfc.lab.results import format_table, percentile, write_csv
 from mlfc.lab.rounds import spread
 from mlfc.lab.scenarios import TREATMENTS
-from mlfc.lab.stack import StackConfig, StackError, network_with_control
+from mlfc.lab.stack import StackConfig, network_with_control
 from mlfc.lab.tta import AccuracyPoint, final_accuracy, job_time_to_accuracy, plot_accuracy, reduction
-from mlfc.lab.validity import BottleneckNotCarried
 from mlfc.policy.drop import DropPolicy
 from mlfc.topology import dumbbell
 
@@ -501,12 +498,8 @@ def run_plane(args: argparse.Namespace, plane: dataplanes.Dataplane) -> str:
     return summary(e, names)
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupt_on_sigterm()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", default="digits")
     ap.add_argument("--jobs", type=int, default=3)
@@ -536,33 +529,12 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("the rigid baseline needs a compression")
     except ValueError as exc:
         ap.error(f"--rigid: {exc}")
-    if os.geteuid() != 0:
-        print("make approx needs root (Mininet)", file=sys.stderr)
-        return 2
-    try:
-        planes = dataplanes.select(args.dataplane)
-    except dataplanes.DataplaneMissing as exc:
-        print(f"cannot run: {exc}", file=sys.stderr)
-        return 2
-    preexisting = set(leftovers())
-    texts = []
-    try:
-        for plane in planes:
-            say(f"dataplane: {dataplanes.describe(plane)}")
-            texts.append(run_plane(args, plane))
-    except (BottleneckNotCarried, StackError, RuntimeError) as exc:
-        print(f"make approx stopped: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: torn down; partial results stay in the output folder", file=sys.stderr)
-        return 130
-    print("\n\n".join(texts))
-    print(f"written: {args.out}/<dataplane>/summary.md, approx.csv, accuracy-r*.png, sweep.png, per-run CSV/PNG")
-    left = sorted(set(leftovers()) - preexisting)
-    if left:
-        print("left behind: " + "; ".join(left), file=sys.stderr)
-        return 1
-    return 0
+    return run_experiment(
+        "approx",
+        args.dataplane,
+        lambda plane: run_plane(args, plane),
+        f"{args.out}/<dataplane>/summary.md, approx.csv, accuracy-r*.png, sweep.png, per-run CSV/PNG",
+    )
 
 
 if __name__ == "__main__":

@@ -68,3 +68,13 @@ def _tagged(pid: str, tag: str) -> bool:
     except OSError:
         return False  # gone meanwhile, or not ours to read
     return f"{RUN_TAG_VAR}={tag}".encode() in env
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt, so a run's teardown (switches, namespaces, jobs) runs on it as on
+    Ctrl-C."""
+
+    def _interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, _interrupt)

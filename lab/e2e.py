@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import time
 from pathlib import Path
 
 from mlfc.lab import dataplanes
-from mlfc.lab.cleanup import leftovers
+from mlfc.lab.cleanup import interrupt_on_sigterm, leftovers
 from mlfc.lab.results import format_table, plot_timeline, summarise, write_csv
 from mlfc.lab.rounds import Rounds, TreatmentResult, rounds_table
 from mlfc.lab.scenarios import (
@@ -170,12 +169,8 @@ def _speedup_table(mix: Mix, rows: dict[str, Rounds], ideal: dict[int, float], r
     ]
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)  # teardown runs on SIGTERM as on Ctrl-C
+    interrupt_on_sigterm()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("results"))
     ap.add_argument("--mix", action="append", choices=sorted(MIXES), help="mix to run (repeatable; default all)")

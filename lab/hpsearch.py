@@ -31,9 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import os
 import random
-import signal
 import statistics
 import sys
 import time
@@ -43,12 +41,21 @@ from pathlib import Path
 
 from mlfc.lab import dataplanes
 from mlfc.lab import decisions as dec
-from mlfc.lab.cleanup import leftovers
-from mlfc.lab.realjobs import RealRun, real_compute_s, run_real, same_curve, say, start_lead, training_spec
+from mlfc.lab.cleanup import interrupt_on_sigterm
+from mlfc.lab.realjobs import (
+    RealRun,
+    real_compute_s,
+    run_experiment,
+    run_real,
+    same_curve,
+    say,
+    start_lead,
+    training_spec,
+)
 from mlfc.lab.results import format_table, write_csv
 from mlfc.lab.rounds import spread
 from mlfc.lab.scenarios import BOTTLENECK_PPS, TREATMENTS, Treatment
-from mlfc.lab.stack import StackConfig, StackError, network_with_control
+from mlfc.lab.stack import StackConfig, network_with_control
 from mlfc.lab.tta import (
     a_star,
     final_accuracy,
@@ -57,7 +64,6 @@ from mlfc.lab.tta import (
     reduction,
     time_to_accuracy,
 )
-from mlfc.lab.validity import BottleneckNotCarried
 from mlfc.topology import dumbbell
 
 FRACTIONS = (0.90, 0.95)
@@ -439,12 +445,8 @@ def run_plane(args: argparse.Namespace, configs: list[Config], plane: dataplanes
     return s
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupt_on_sigterm()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", default="digits", help="digits | synthetic (%(default)s)")
     ap.add_argument(
@@ -485,34 +487,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("the treatments must include baseline (the times are compared with it)")
     if len(args.grid) < 2:
         ap.error("a search needs at least 2 configurations")
-    if os.geteuid() != 0:
-        print("make hpsearch needs root (Mininet)", file=sys.stderr)
-        return 2
-    try:
-        planes = dataplanes.select(args.dataplane)
-    except dataplanes.DataplaneMissing as exc:
-        print(f"cannot run: {exc}", file=sys.stderr)
-        return 2
-    preexisting = set(leftovers())
-    texts = []
-    try:
-        for plane in planes:
-            say(f"dataplane: {dataplanes.describe(plane)}")
-            s = run_plane(args, args.grid, plane)
-            texts.append(summary(s, args.treatments))
-    except (BottleneckNotCarried, StackError, RuntimeError) as exc:
-        print(f"make hpsearch stopped: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: torn down; partial results stay in the output folder", file=sys.stderr)
-        return 130
-    left = sorted(set(leftovers()) - preexisting)
-    print("\n\n".join(texts))
-    print(f"written: {args.out}/<dataplane>/summary.md, hpsearch.csv, per-run CSV/PNG")
-    if left:
-        print("left behind: " + "; ".join(left), file=sys.stderr)
-        return 1
-    return 0
+    return run_experiment(
+        "hpsearch",
+        args.dataplane,
+        lambda plane: summary(run_plane(args, args.grid, plane), args.treatments),
+        f"{args.out}/<dataplane>/summary.md, hpsearch.csv, per-run CSV/PNG",
+    )
 
 
 if __name__ == "__main__":

@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import os
-import signal
 import statistics
 import sys
 import time
@@ -31,10 +29,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mlfc.lab import dataplanes
-from mlfc.lab.cleanup import leftovers
+from mlfc.lab.cleanup import interrupt_on_sigterm
 from mlfc.lab.emulator import JobProfile
 from mlfc.lab.jobs import JobSpec
-from mlfc.lab.realjobs import real_compute_s, run_real, say, start_lead, training_spec
+from mlfc.lab.realjobs import real_compute_s, run_experiment, run_real, say, start_lead, training_spec
 from mlfc.lab.results import plot_timeline, summarise, write_csv
 from mlfc.lab.rounds import Rounds, TreatmentResult, rounds_table, spread
 from mlfc.lab.scenarios import (
@@ -44,9 +42,8 @@ from mlfc.lab.scenarios import (
     interleaving_iteration,
     share_of_ideal_gain,
 )
-from mlfc.lab.stack import StackConfig, StackError, network_with_control
+from mlfc.lab.stack import StackConfig, network_with_control
 from mlfc.lab.tta import accuracy_points, final_accuracy
-from mlfc.lab.validity import BottleneckNotCarried
 from mlfc.topology import dumbbell
 
 WORKLOADS = ("training", "emulator")
@@ -294,12 +291,8 @@ def run_plane(args, plane) -> str:
     return summary(args, plane, probe, loads, names, padding)
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupt_on_sigterm()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", default="digits")
     ap.add_argument("--width", type=int, default=16)
@@ -324,33 +317,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown treatment(s) {', '.join(bad)}")
     if args.treatments[0] != "baseline":
         ap.error("the first treatment must be baseline (the gains are against it)")
-    if os.geteuid() != 0:
-        print("make mltcp-real needs root (Mininet)", file=sys.stderr)
-        return 2
-    try:
-        planes = dataplanes.select(args.dataplane)
-    except dataplanes.DataplaneMissing as exc:
-        print(f"cannot run: {exc}", file=sys.stderr)
-        return 2
-    preexisting = set(leftovers())
-    texts = []
-    try:
-        for plane in planes:
-            say(f"dataplane: {dataplanes.describe(plane)}")
-            texts.append(run_plane(args, plane))
-    except (BottleneckNotCarried, StackError, RuntimeError) as exc:
-        print(f"make mltcp-real stopped: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: torn down; partial results stay in the output folder", file=sys.stderr)
-        return 130
-    print("\n\n".join(texts))
-    print(f"written: {args.out}/<dataplane>/summary.md, mltcp-real.csv, per-run CSV/PNG, gain-*.png")
-    left = sorted(set(leftovers()) - preexisting)
-    if left:
-        print("left behind: " + "; ".join(left), file=sys.stderr)
-        return 1
-    return 0
+    return run_experiment(
+        "mltcp-real",
+        args.dataplane,
+        lambda plane: run_plane(args, plane),
+        f"{args.out}/<dataplane>/summary.md, mltcp-real.csv, per-run CSV/PNG, gain-*.png",
+    )
 
 
 if __name__ == "__main__":

@@ -12,18 +12,23 @@ updates and accuracy are always real.
 from __future__ import annotations
 
 import math
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from mlfc.lab import dataplanes
+from mlfc.lab.cleanup import leftovers
 from mlfc.lab.decisions import DecisionSample, DecisionWatch
 from mlfc.lab.emulator import JobProfile
 from mlfc.lab.jobs import JobSpec, Training
 from mlfc.lab.results import IterationRecord
-from mlfc.lab.stack import Control, StackConfig, StackRun, job_counters, run_jobs
+from mlfc.lab.stack import Control, StackConfig, StackError, StackRun, job_counters, run_jobs
 from mlfc.lab.tta import AccuracyPoint, accuracy_points, search_start
+from mlfc.lab.validity import BottleneckNotCarried
 from mlfc.topology import Topology
 
 
@@ -184,3 +189,36 @@ def same_curve(a: list[AccuracyPoint], b: list[AccuracyPoint], tol: float = 1e-9
     ib = {p.iteration: p.accuracy for p in b}
     common = set(ia) & set(ib)
     return bool(common) and all(abs(ia[i] - ib[i]) <= tol for i in common)
+
+
+def run_experiment(name: str, dataplane: str, run_plane: Callable[[dataplanes.Dataplane], str], written: str) -> int:
+    """What every real-job experiment's ``main`` does around its own runs: root and dataplane checks,
+    ``run_plane`` once per selected dataplane (it returns that dataplane's summary text), a clean stop on
+    a failed check or Ctrl-C, and the processes this run left behind. Returns the exit status."""
+    if os.geteuid() != 0:
+        print(f"make {name} needs root (Mininet)", file=sys.stderr)
+        return 2
+    try:
+        planes = dataplanes.select(dataplane)
+    except dataplanes.DataplaneMissing as exc:
+        print(f"cannot run: {exc}", file=sys.stderr)
+        return 2
+    preexisting = set(leftovers())
+    texts = []
+    try:
+        for plane in planes:
+            say(f"dataplane: {dataplanes.describe(plane)}")
+            texts.append(run_plane(plane))
+    except (BottleneckNotCarried, StackError, RuntimeError) as exc:
+        print(f"make {name} stopped: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: torn down; partial results stay in the output folder", file=sys.stderr)
+        return 130
+    print("\n\n".join(texts))
+    print(f"written: {written}")
+    left = sorted(set(leftovers()) - preexisting)
+    if left:
+        print("left behind: " + "; ".join(left), file=sys.stderr)
+        return 1
+    return 0

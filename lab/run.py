@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import sys
 from pathlib import Path
 
 from mlfc.lab import dataplanes
-from mlfc.lab.cleanup import leftovers
+from mlfc.lab.cleanup import interrupt_on_sigterm, leftovers
 from mlfc.lab.network import mininet_missing
 from mlfc.lab.results import format_table, plot_timeline, summarise, write_csv
 from mlfc.lab.scenarios import DEFAULT_MIX, MIXES, TREATMENTS, stack_config, with_training
@@ -49,12 +48,8 @@ def missing_pieces(choice: str) -> list[str]:
     return problems
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)  # teardown runs on SIGTERM as on Ctrl-C
+    interrupt_on_sigterm()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mix", default=DEFAULT_MIX, choices=sorted(MIXES))
     ap.add_argument("--treatment", default="mltcp+maif", choices=sorted(TREATMENTS))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
 import sys
 import textwrap
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlfc.lab import dataplanes
-from mlfc.lab.cleanup import leftovers
+from mlfc.lab.cleanup import interrupt_on_sigterm, leftovers
 from mlfc.lab.e2e import run_solo, run_treatment, say
 from mlfc.lab.rounds import Rounds, rounds_table
 from mlfc.lab.scenarios import (
@@ -173,12 +172,8 @@ def run_sweep(
     return text
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupt_on_sigterm()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mix", default="two-compatible", choices=sorted(MIXES))
     ap.add_argument("--cc", default="reno", choices=("reno", "cubic", "dcqcn"))
