@@ -53,6 +53,7 @@ class Treatment:
     priorities: str = "none"  # none | maif | interleave
     baseline: str = "baseline"  # the treatment this one is compared with
     tune: bool = False  # MLTCP's slope/intercept tuned online by every sender (SenderConfig.mltcp_tune)
+    coordinator_args: tuple[str, ...] = ()  # `mlfc-coordinator run` policy options (e.g. --objective best)
 
 
 TREATMENTS: dict[str, Treatment] = {
@@ -67,6 +68,8 @@ TREATMENTS: dict[str, Treatment] = {
         Treatment("mltcp-dcqcn", "dcqcn", mltcp=True, baseline="dcqcn"),
         Treatment("maif", "reno", priorities="maif"),
         Treatment("mltcp+maif", "reno", mltcp=True, priorities="maif"),
+        # MAIF for a hyper-parameter search: only gains of the best job's accuracy count (MaifParams.objective)
+        Treatment("maif-search", "reno", priorities="maif", coordinator_args=("--objective", "best")),
         Treatment("interleave", "reno", priorities="interleave"),
     )
 }
@@ -111,7 +114,7 @@ MIXES: dict[str, Mix] = {
 
 # Which treatments run on which mix in `make e2e` (all CC variants on the main mix only).
 PLAN: dict[str, tuple[str, ...]] = {
-    "two-compatible": tuple(TREATMENTS),
+    "two-compatible": tuple(t for t in TREATMENTS if t != "maif-search"),  # search: real jobs (hpsearch)
     "three-mixed": ("baseline", "mltcp-reno", "maif", "mltcp+maif", "interleave"),
     "straggler": ("baseline", "mltcp-reno", "maif", "interleave"),
     "partial": ("baseline", "mltcp-reno", "maif", "interleave"),
@@ -140,6 +143,7 @@ def stack_config(
         mltcp_tune=treatment.tune,
         priorities=treatment.priorities,
         bottleneck_pps=bottleneck_pps,
+        coordinator_args=treatment.coordinator_args,
     )
 
 
