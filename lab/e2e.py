@@ -163,7 +163,7 @@ def _speedup_table(mix: Mix, rows: dict[str, Rounds], ideal: dict[int, float], r
         "ideal = every job as fast as alone",
         "",
         "```",
-        rounds_table(ordered, ideal_avg, baseline=rows),
+        rounds_table(ordered, ideal_avg, baseline=rows, ideal_p99=max(ideal.values())),
         "```",
         "",
     ]
