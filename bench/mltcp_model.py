@@ -61,11 +61,19 @@ class Flow:
         return True
 
 
-def run(cc: str, params: MltcpParams | None, seed: int, jobs: int = 2, iterations: int = 16) -> list[list[tuple]]:
-    """Per job, per iteration: (start, push_start, push_end, end)."""
+def run(
+    cc: str,
+    params: MltcpParams | None,
+    seed: int,
+    jobs: int = 2,
+    iterations: int = 16,
+    push_bytes: int = 420_000,
+    compute: float = 0.6,
+) -> list[list[tuple]]:
+    """Per job, per iteration: (start, push_start, push_end, end); push and pull of ``push_bytes`` each."""
     rng = random.Random(seed)
     profile = EcnProfile()
-    chunks, compute = 420_000 // 1400, 0.6
+    chunks = push_bytes // 1400
     state = [
         {"push": Flow(cc, params), "pull": Flow(cc, params), "phase": "compute", "until": compute, "it": []}
         for _ in range(jobs)
@@ -164,13 +172,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=16)
+    ap.add_argument("--push-bytes", type=int, default=420_000, help="push (and pull) per iteration (MEDIUM)")
+    ap.add_argument("--compute", type=float, default=0.6, help="compute seconds per iteration (MEDIUM)")
     args = ap.parse_args(argv)
-    solo = statistics.fmean(summary(run(args.cc, None, 0, jobs=1, iterations=args.iterations))[:1])
+    shape = {"iterations": args.iterations, "push_bytes": args.push_bytes, "compute": args.compute}
+    solo = summary(run(args.cc, None, 0, jobs=1, **shape))[0]
     print(f"{args.cc}, {args.jobs} jobs, alone {solo:.3f} s; per F: mean (min..max) over {args.seeds} seeds")
     base_avg = None
     for text in [None, *(args.f or DEFAULT_F)]:
         params = None if text is None else parse_params(text)
-        res = [summary(run(args.cc, params, seed, args.jobs, args.iterations)) for seed in range(args.seeds)]
+        res = [summary(run(args.cc, params, seed, args.jobs, **shape)) for seed in range(args.seeds)]
         avg = statistics.fmean(r[0] for r in res)
         p99 = statistics.fmean(r[1] for r in res)
         base_avg = base_avg or avg
@@ -178,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{'off' if params is None else format_params(params):>20}  avg {avg:.3f}  max {p99:.3f}  "
             f"gain {100 * statistics.fmean(gains):.0f} % ({100 * min(gains):.0f}..{100 * max(gains):.0f})  "
+            f"(ideal {base_avg / solo:.2f})  "
             f"interleaved from {'/'.join('-' if r[2] is None else str(r[2]) for r in res)}",
             flush=True,
         )

@@ -31,6 +31,7 @@ from mlfc.hosts.training.protocol import PS_PORT, PS_TX_PORT_BASE, WORKER_RX_POR
 from mlfc.hosts.transport import Receiver, ReceiverConfig, Sender, SenderConfig
 from mlfc.policy.mltcp import MltcpParams, format_params, format_shape, parse_shape
 from mlfc.policy.mltcp_tuning import TuningParams
+from mlfc.policy.priority import PolicyError
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,15 @@ def _sender_config(args: argparse.Namespace) -> SenderConfig:
         cc=args.cc, mltcp=mltcp, mltcp_tune=tune, line_rate=args.line_rate, peer_timeout=args.peer_timeout,
         idle_gap=None,
     )  # fmt: skip
+
+
+def shape_arg(text: str) -> str:
+    """--f-shape: checked when the arguments are parsed, not when the first push needs it."""
+    try:
+        parse_shape(text)
+    except PolicyError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def gradients(nbytes: int, seed: int) -> bytes:
@@ -200,6 +210,7 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--f-shape",
             default=format_shape(MltcpParams()),
+            type=shape_arg,
             help="F's shape: linear, power=E, step=K or sigmoid=K (mlfc.policy.mltcp)",
         )
         p.add_argument("--mltcp-tune", action="store_true", help="tune slope/intercept online (starting there)")

@@ -163,3 +163,11 @@ def test_the_tuner_keeps_the_shape_it_starts_from() -> None:
     tuner = FTuner(start)
     seen = {tuner.observe(1.0 + 0.01 * i) for i in range(20)}
     assert all(p.shape == "power" and p.exponent == 0.5 for p in seen)
+
+
+def test_the_emulator_refuses_a_bad_shape_when_it_parses_its_arguments(capsys) -> None:
+    from mlfc.lab.emulator import parser
+
+    with pytest.raises(SystemExit):
+        parser().parse_args(["worker", "--job", "1", "--bind", "a", "--ps", "b", "--f-shape", "step=2"])
+    assert "knee=2.0 must be in" in capsys.readouterr().err
