@@ -136,7 +136,7 @@ def format_params(params: MltcpParams) -> str:
 
 
 def parse_shape(text: str) -> dict[str, object]:
-    """'linear', 'power=0.5', 'step=0.2', 'sigmoid=0.3' -> MltcpParams keyword arguments.
+    """'linear', 'power=0.5', 'step=0.2', 'sigmoid=0.3' -> MltcpParams keyword arguments, range-checked.
     Raises PolicyError on anything else."""
     name, sep, arg = text.strip().partition("=")
     name = name.strip()
@@ -152,7 +152,9 @@ def parse_shape(text: str) -> dict[str, object]:
         value = float(arg)
     except ValueError:
         raise PolicyError(f"shape {text!r}: {SHAPE_ARG[name]} {arg!r} is not a number") from None
-    return {"shape": name, SHAPE_ARG[name]: value}
+    kwargs: dict[str, object] = {"shape": name, SHAPE_ARG[name]: value}
+    MltcpParams(**kwargs)  # type: ignore[arg-type]  # the range checks, before anyone uses it
+    return kwargs
 
 
 def parse_params(text: str) -> MltcpParams:
