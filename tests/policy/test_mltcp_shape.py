@@ -171,3 +171,11 @@ def test_the_emulator_refuses_a_bad_shape_when_it_parses_its_arguments(capsys) -
     with pytest.raises(SystemExit):
         parser().parse_args(["worker", "--job", "1", "--bind", "a", "--ps", "b", "--f-shape", "step=2"])
     assert "knee=2.0 must be in" in capsys.readouterr().err
+
+
+def test_e2e_takes_f_for_its_mltcp_treatments() -> None:
+    from mlfc.lab.e2e import _f_arg
+
+    assert _f_arg("16:0.5:step=0.2") == MltcpParams(16, 0.5, "step", knee=0.2)
+    with pytest.raises(argparse.ArgumentTypeError, match="must be numbers"):
+        _f_arg("2:x")
