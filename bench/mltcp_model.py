@@ -165,6 +165,29 @@ def summary(its: list[list[tuple]]) -> tuple[float, float, int | None]:
     return statistics.fmean(times), max(times), frm
 
 
+def plot_shapes(path: str, points: list[MltcpParams]) -> None:
+    """F against bytes_ratio for each point (docs/img/mltcp-f-shapes.png)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mlfc.policy.mltcp import mltcp_factor
+
+    xs = [i / 400 for i in range(401)]
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for params in points:
+        ax.plot(xs, [mltcp_factor(x, params) for x in xs], label=format_params(params))
+    ax.set_yscale("log")
+    ax.set_xlabel("bytes_ratio (share of the iteration's bytes sent)")
+    ax.set_ylabel("F (additive increase x F)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cc", default="reno", choices=("reno", "cubic"))
@@ -174,7 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=16)
     ap.add_argument("--push-bytes", type=int, default=420_000, help="push (and pull) per iteration (MEDIUM)")
     ap.add_argument("--compute", type=float, default=0.6, help="compute seconds per iteration (MEDIUM)")
+    ap.add_argument("--plot-shapes", metavar="PNG", help="only plot F of the --f points against bytes_ratio")
     args = ap.parse_args(argv)
+    if args.plot_shapes:
+        plot_shapes(args.plot_shapes, [parse_params(t) for t in args.f or DEFAULT_F])
+        return 0
     shape = {"iterations": args.iterations, "push_bytes": args.push_bytes, "compute": args.compute}
     solo = summary(run(args.cc, None, 0, jobs=1, **shape))[0]
     print(f"{args.cc}, {args.jobs} jobs, alone {solo:.3f} s; per F: mean (min..max) over {args.seeds} seeds")
