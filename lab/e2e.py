@@ -1,12 +1,13 @@
 """`make e2e`: every job mix under its treatments, with tables, CSVs and timeline plots.
 
     python -m mlfc.lab.e2e [--out results] [--mix NAME ...] [--iterations N] [--repeat N]
-                           [--dataplane auto|bmv2|ref|both]
+                           [--dataplane auto|bmv2|ref|both] [--f SLOPE:INTERCEPT[:SHAPE=ARG]]
 
 For each mix the network and controller come up once and a calibration burst checks that the switches
 carry the configured bottleneck (lab/validity.py); the jobs run alone first (the ideal), then under each
 treatment, --repeat times. Results go to OUT/<mix>/<treatment>[-rN].csv and .png, and OUT/summary.md,
-whose tables give each figure as mean (min..max) over the rounds.
+whose tables give each figure as mean (min..max) over the rounds. --f sets MLTCP's F for every MLTCP
+treatment (default MltcpParams(), mlfc/policy/mltcp.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from mlfc.lab.scenarios import (
 )
 from mlfc.lab.stack import Control, StackConfig, StackError, StackRun, job_counters, network_with_control, run_jobs
 from mlfc.lab.validity import BottleneckNotCarried
+from mlfc.policy.mltcp import MltcpParams, format_params, parse_params
+from mlfc.policy.priority import PolicyError
 
 
 def say(msg: str) -> None:
@@ -45,14 +48,21 @@ def counters_delta(after: dict[int, dict[str, int]], before: dict[int, dict[str,
 
 
 def run_mix(
-    mix: Mix, treatments: list[Treatment], dataplane: dataplanes.Dataplane, iterations: int, out: Path, repeat: int = 1
+    mix: Mix,
+    treatments: list[Treatment],
+    dataplane: dataplanes.Dataplane,
+    iterations: int,
+    out: Path,
+    repeat: int = 1,
+    mltcp_params: MltcpParams | None = None,
 ) -> str:
     """Solo runs, then ``repeat`` rounds of every treatment (rounds, not treatments, repeat, so slow drift of
     the machine hits every treatment alike); returns the mix's markdown section."""
     topo = mix.build_topology()
     run_dir = out / mix.name
     base_cfg = stack_config(mix, TREATMENTS["baseline"], iterations)
-    lines = [f"## {mix.name} on {dataplane.label}: {mix.description}", ""]
+    f = mltcp_params or MltcpParams()
+    lines = [f"## {mix.name} on {dataplane.label}: {mix.description}", "", f"MLTCP's F: {format_params(f)}", ""]
     with network_with_control(topo, base_cfg, run_dir / "run", dataplane) as ctl:
         lines += [f"dataplane: {dataplanes.describe(dataplane)}; {ctl.probe.describe()}", ""]
         solo_t, solo_comm, solo_push = run_solo(ctl, topo, mix, iterations)
@@ -75,7 +85,7 @@ def run_mix(
                 result = run_treatment(
                     ctl,
                     topo,
-                    stack_config(mix, treatment, iterations),
+                    stack_config(mix, treatment, iterations, mltcp_params=f),
                     treatment,
                     run_dir / f"{treatment.name}{suffix}",
                     f"{mix.name} / {treatment.name} on {dataplane.label}: communication phases",
@@ -163,10 +173,17 @@ def _speedup_table(mix: Mix, rows: dict[str, Rounds], ideal: dict[int, float], r
         "ideal = every job as fast as alone",
         "",
         "```",
-        rounds_table(ordered, ideal_avg, baseline=rows),
+        rounds_table(ordered, ideal_avg, baseline=rows, ideal_p99=max(ideal.values())),
         "```",
         "",
     ]
+
+
+def _f_arg(text: str) -> MltcpParams:
+    try:
+        return parse_params(text)
+    except PolicyError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=15)
     ap.add_argument("--dataplane", default="auto", choices=("auto", "bmv2", "ref", "both"))
     ap.add_argument("--repeat", type=int, default=1, help="rounds of every treatment (default 1)")
+    ap.add_argument("--f", type=_f_arg, default=None, help="MLTCP's F for the MLTCP treatments (default MltcpParams())")
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
@@ -203,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 section = run_mix(
                     MIXES[mix_name], [TREATMENTS[n] for n in names], plane, args.iterations, args.out / plane.name,
-                    args.repeat,
+                    args.repeat, args.f,
                 )  # fmt: skip
             except (BottleneckNotCarried, StackError) as exc:
                 print(f"make e2e stopped on {mix_name}: {exc}", file=sys.stderr)

@@ -29,8 +29,9 @@ import numpy as np
 # The same port layout as real training jobs, so a scenario can swap one for the other.
 from mlfc.hosts.training.protocol import PS_PORT, PS_TX_PORT_BASE, WORKER_RX_PORT, WORKER_TX_PORT
 from mlfc.hosts.transport import Receiver, ReceiverConfig, Sender, SenderConfig
-from mlfc.policy.mltcp import MltcpParams
+from mlfc.policy.mltcp import MltcpParams, format_params, format_shape, parse_shape
 from mlfc.policy.mltcp_tuning import TuningParams
+from mlfc.policy.priority import PolicyError
 
 
 @dataclass(frozen=True)
@@ -62,12 +63,21 @@ def synthetic_accuracy(iteration: int, acc_max: float, tau: float) -> float:
 
 
 def _sender_config(args: argparse.Namespace) -> SenderConfig:
-    mltcp = MltcpParams(args.slope, args.intercept) if args.mltcp else None
+    mltcp = MltcpParams(args.slope, args.intercept, **parse_shape(args.f_shape)) if args.mltcp else None  # type: ignore[arg-type]
     tune = TuningParams() if args.mltcp and args.mltcp_tune else None
     return SenderConfig(
         cc=args.cc, mltcp=mltcp, mltcp_tune=tune, line_rate=args.line_rate, peer_timeout=args.peer_timeout,
         idle_gap=None,
     )  # fmt: skip
+
+
+def shape_arg(text: str) -> str:
+    """--f-shape: checked when the arguments are parsed, not when the first push needs it."""
+    try:
+        parse_shape(text)
+    except PolicyError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def gradients(nbytes: int, seed: int) -> bytes:
@@ -125,7 +135,7 @@ def run_worker(args: argparse.Namespace) -> int:
                         "end": end,
                         "retransmits": res.retransmits,
                         "zero_filled": len(pulled.loss.missing_chunks),
-                        "mltcp_f": "" if f is None else f"{f.slope:g}:{f.intercept:g}",
+                        "mltcp_f": "" if f is None else format_params(f),
                     }
                 ),
                 flush=True,
@@ -197,6 +207,12 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--mltcp", action="store_true", help="MLTCP augmentation on")
         p.add_argument("--slope", type=float, default=MltcpParams().slope)
         p.add_argument("--intercept", type=float, default=MltcpParams().intercept)
+        p.add_argument(
+            "--f-shape",
+            default=format_shape(MltcpParams()),
+            type=shape_arg,
+            help="F's shape: linear, power=E, step=K or sigmoid=K (mlfc.policy.mltcp)",
+        )
         p.add_argument("--mltcp-tune", action="store_true", help="tune slope/intercept online (starting there)")
         p.add_argument("--line-rate", type=float, default=100e6, help="host NIC rate, bits/s (DCQCN start rate)")
         p.add_argument("--importance", type=int, default=None, help="one class for every chunk (default: by magnitude)")

@@ -23,7 +23,7 @@ from mlfc.hosts.training.launch import TrainingJob, ps_argv, worker_argv
 from mlfc.lab.emulator import JobProfile
 from mlfc.lab.results import IterationRecord
 from mlfc.launch.daemons import tool
-from mlfc.policy.mltcp import MltcpParams
+from mlfc.policy.mltcp import MltcpParams, format_params, format_shape
 from mlfc.topology import Topology
 
 
@@ -83,7 +83,7 @@ def emulator_args(spec: JobSpec, iterations: int, transport: Transport) -> list[
     args += ["--pull-bytes", str(spec.profile.pull_bytes), "--loss-bound", str(spec.loss_bound)]
     if transport.mltcp:
         p = transport.mltcp_params
-        args += ["--mltcp", "--slope", str(p.slope), "--intercept", str(p.intercept)]
+        args += ["--mltcp", "--slope", str(p.slope), "--intercept", str(p.intercept), "--f-shape", format_shape(p)]
         if transport.mltcp_tune:
             args.append("--mltcp-tune")
     if spec.importance is not None:
@@ -162,6 +162,8 @@ def training_job(spec: JobSpec, iterations: int, transport: Transport) -> Traini
     t = spec.training
     assert t is not None
     p = transport.mltcp_params
+    if transport.mltcp and not p.linear:
+        raise ValueError(f"real training jobs take a linear F (slope, intercept), not {format_params(p)}")
     return TrainingJob(
         job=spec.job, workers=spec.workers, iterations=iterations, task=t.task, width=t.width, lr=t.lr,
         batch_size=t.batch_size, seed=t.seed, eval_every=t.eval_every, loss_bound=spec.loss_bound,

@@ -81,9 +81,12 @@ def spread(values: Sequence[float], scale: float = 1.0, fmt: str = ".0f", unit: 
     return text
 
 
-def rounds_table(rows: Sequence[Rounds], ideal_avg: float, baseline: dict[str, Rounds] | None = None) -> str:
+def rounds_table(
+    rows: Sequence[Rounds], ideal_avg: float, baseline: dict[str, Rounds] | None = None, ideal_p99: float | None = None
+) -> str:
     """One line per row. ``baseline`` maps a treatment name to the row it is compared with (default:
-    the first row)."""
+    the first row). With ``ideal_p99`` (the slowest job's ideal iteration: with perfect interleaving every
+    iteration takes its ideal time) a column gives the ideal p99 speed-up, the tail gain there is to get."""
     out = []
     for row in rows:
         base = (baseline or {}).get(row.treatment.baseline) or rows[0]
@@ -98,6 +101,7 @@ def rounds_table(rows: Sequence[Rounds], ideal_avg: float, baseline: dict[str, R
                 spread(row.speedups(base), fmt=".2f"),
                 spread(row.p99_speedups(base), fmt=".2f"),
                 base.avg / ideal_avg,
+                *([] if ideal_p99 is None else [base.p99 / ideal_p99]),
                 gain,
                 row.interleaved(),
                 row.utilisation(),
@@ -105,5 +109,6 @@ def rounds_table(rows: Sequence[Rounds], ideal_avg: float, baseline: dict[str, R
             ]
         )
     headers = ["treatment", "vs", "rounds", "avg s", "p99 s", "avg speed-up", "p99 speed-up", "ideal",
+               *([] if ideal_p99 is None else ["ideal p99"]),
                "of ideal gain", "interleaved from iter", "link use (min)", "CPU"]  # fmt: skip
     return format_table(headers, out)

@@ -109,6 +109,12 @@ MIXES: dict[str, Mix] = {
             tuple(JobSpec(j, MEDIUM, tau=6 + 6 * j) for j in range(1, 4)),
             topology="ring",
         ),
+        Mix(
+            "three-heavy",
+            "three communication-heavy jobs, push 0.3 s of a ~1.0 s iteration each (link direction load "
+            "~0.9: compatible, barely, so every overlap under FIFO costs; issue 14 item 3)",
+            tuple(JobSpec(j, HEAVY, tau=6 + 6 * j) for j in range(1, 4)),
+        ),
     )
 }
 
@@ -120,6 +126,7 @@ PLAN: dict[str, tuple[str, ...]] = {
     "partial": ("baseline", "mltcp-reno", "maif", "interleave"),
     "four-compatible": ("baseline", "mltcp-reno", "cubic", "mltcp-cubic", "maif"),
     "circular": ("baseline", "mltcp-reno", "maif", "mltcp+maif"),
+    "three-heavy": ("baseline", "mltcp-reno", "cubic", "mltcp-cubic"),
 }
 
 DEFAULT_MIX = "two-compatible"

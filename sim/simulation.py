@@ -18,7 +18,7 @@ from typing import TextIO
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
 from mlfc.policy.maif import MaifParams
-from mlfc.policy.mltcp import MltcpParams
+from mlfc.policy.mltcp import MltcpParams, format_params
 from mlfc.proto import intent_pb2 as ipb
 from mlfc.sim import bridge, runtime
 from mlfc.sim.jobs import RING, SimJob
@@ -64,6 +64,8 @@ class SimConfig:
             raise ValueError(f"priorities={self.priorities!r} is not one of {', '.join(PRIORITIES)}")
         if self.iterations < 1:
             raise ValueError("iterations must be >= 1")
+        if self.mltcp and not self.mltcp_params.linear:  # the ns-3 module takes slope and intercept only
+            raise ValueError(f"the simulator's MLTCP has a linear F, not {format_params(self.mltcp_params)}")
         if not self.jobs:
             raise ValueError("no jobs")
         ids = [j.job_id for j in self.jobs]

@@ -8,7 +8,7 @@ import struct
 from dataclasses import dataclass
 
 from mlfc.hosts.kernel import KernelMltcpError
-from mlfc.policy.mltcp import IterationDetection, MltcpParams
+from mlfc.policy.mltcp import IterationDetection, MltcpParams, format_params
 
 FP_SHIFT = 16  # MLTCP_FP_SHIFT in bpf/mltcp.h
 FP_ONE = 1 << FP_SHIFT
@@ -29,6 +29,8 @@ def from_fp(fp: int) -> float:
 
 
 def encode(params: MltcpParams, detection: IterationDetection, *, ready: bool = True) -> bytes:
+    if not params.linear:  # the eBPF programs compute slope * ratio + intercept
+        raise KernelMltcpError(f"kernel MLTCP has a linear F (slope, intercept), not {format_params(params)}")
     idle_min_us = round(detection.idle_min * 1e6)
     return LAYOUT.pack(
         PARAMS_VERSION,

@@ -1,7 +1,21 @@
 """MLTCP's augmentation: scale a congestion controller's additive increase by
 F(bytes_ratio) = slope * bytes_ratio + intercept, bytes_ratio = bytes sent this iteration /
 bytes per iteration, clamped to [0, 1] (arXiv 2402.09589). A flow further into its iteration
-grows faster, so competing jobs drift apart into interleaved communication phases."""
+grows faster, so competing jobs drift apart into interleaved communication phases.
+
+F's *shape* generalises the paper's line: F = intercept + slope * g(bytes_ratio), g rising from
+g(0) = 0 to g(1) = 1, so every shape spans the same range [intercept, intercept + slope]:
+
+* ``linear``  g(r) = r (the paper's F; the default);
+* ``power``   g(r) = r ** exponent (exponent < 1: F rises early, so a flow that is slightly ahead
+  at the start of a phase, where jobs that collide begin together, is already much stronger);
+* ``step``    g(r) = 1 from r >= knee, else 0 (two levels: strict-priority-like past the knee);
+* ``sigmoid`` a logistic step centred on knee (width ~0.2 of the iteration), rescaled to g(0) = 0,
+  g(1) = 1.
+
+Text form (CLIs, sweep grids, CSV columns): ``SLOPE:INTERCEPT`` for the line, else
+``SLOPE:INTERCEPT:SHAPE=ARG``, e.g. ``2:0.5:power=0.5``, ``4:0.25:step=0.2`` (``format_params`` /
+``parse_params``)."""
 
 from __future__ import annotations
 
@@ -10,6 +24,11 @@ from dataclasses import dataclass
 
 from mlfc.policy.priority import PolicyError
 
+SHAPES = ("linear", "power", "step", "sigmoid")
+# The argument each shape takes in the text form, and its default.
+SHAPE_ARG = {"power": "exponent", "step": "knee", "sigmoid": "knee"}
+SIGMOID_STEEPNESS = 12.0  # per unit of bytes_ratio: the logistic rises from 12 % to 88 % over knee +- 1/6
+
 
 @dataclass(frozen=True, slots=True)
 class MltcpParams:
@@ -17,9 +36,12 @@ class MltcpParams:
     # the paper's own values are unverified.
     slope: float = 2.0
     intercept: float = 0.5
+    shape: str = "linear"  # one of SHAPES (module docstring)
+    exponent: float = 1.0  # power: g(r) = r ** exponent
+    knee: float = 0.5  # step, sigmoid: the bytes_ratio where F rises
 
     def __post_init__(self) -> None:
-        for name in ("slope", "intercept"):
+        for name in ("slope", "intercept", "exponent", "knee"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v)):
                 raise PolicyError(f"{name}={v!r} must be a finite number")
@@ -27,6 +49,16 @@ class MltcpParams:
             raise PolicyError(f"slope={self.slope} must be >= 0 (F increases with bytes_ratio)")
         if self.intercept <= 0:
             raise PolicyError(f"intercept={self.intercept} must be > 0 (F(0) must still grow the window)")
+        if self.shape not in SHAPES:
+            raise PolicyError(f"shape={self.shape!r}: expected one of {', '.join(SHAPES)}")
+        if not 0 < self.exponent <= 16:
+            raise PolicyError(f"exponent={self.exponent} must be in (0, 16]")
+        if not 0 < self.knee < 1:
+            raise PolicyError(f"knee={self.knee} must be in (0, 1) (a fraction of the iteration's bytes)")
+
+    @property
+    def linear(self) -> bool:
+        return self.shape == "linear" or (self.shape == "power" and self.exponent == 1)
 
 
 # Weight of the iteration that just ended in the bytes-per-iteration EWMA: the default of the
@@ -67,10 +99,75 @@ def bytes_ratio(bytes_sent: float, bytes_per_iteration: float) -> float:
     return max(0.0, min(1.0, bytes_sent / bytes_per_iteration))
 
 
+def _logistic(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def shape_value(ratio: float, params: MltcpParams) -> float:
+    """g(bytes_ratio) in [0, 1] for the params' shape; ratio already clamped to [0, 1]."""
+    if params.shape == "linear":
+        return ratio
+    if params.shape == "power":
+        return ratio**params.exponent
+    if params.shape == "step":
+        return 1.0 if ratio >= params.knee else 0.0
+    lo = _logistic(-SIGMOID_STEEPNESS * params.knee)
+    hi = _logistic(SIGMOID_STEEPNESS * (1 - params.knee))
+    return (_logistic(SIGMOID_STEEPNESS * (ratio - params.knee)) - lo) / (hi - lo)
+
+
 def mltcp_factor(ratio: float, params: MltcpParams = MltcpParams()) -> float:
-    """F(bytes_ratio); ratio is clamped to [0, 1]."""
+    """F(bytes_ratio) = intercept + slope * g(bytes_ratio); ratio is clamped to [0, 1]."""
     r = 0.0 if ratio != ratio else max(0.0, min(1.0, ratio))
-    return params.slope * r + params.intercept
+    return params.slope * shape_value(r, params) + params.intercept
+
+
+def format_shape(params: MltcpParams) -> str:
+    """The shape alone, as parse_shape reads it: 'linear', 'power=0.5', 'step=0.2', ..."""
+    if params.shape == "linear":
+        return "linear"
+    return f"{params.shape}={getattr(params, SHAPE_ARG[params.shape]):g}"
+
+
+def format_params(params: MltcpParams) -> str:
+    """``SLOPE:INTERCEPT`` for the line, ``SLOPE:INTERCEPT:SHAPE=ARG`` for the other shapes."""
+    head = f"{params.slope:g}:{params.intercept:g}"
+    return head if params.shape == "linear" else f"{head}:{format_shape(params)}"
+
+
+def parse_shape(text: str) -> dict[str, object]:
+    """'linear', 'power=0.5', 'step=0.2', 'sigmoid=0.3' -> MltcpParams keyword arguments, range-checked.
+    Raises PolicyError on anything else."""
+    name, sep, arg = text.strip().partition("=")
+    name = name.strip()
+    if name not in SHAPES:
+        raise PolicyError(f"shape {text!r}: expected one of {', '.join(SHAPES)} (power=E, step=K, sigmoid=K)")
+    if name == "linear":
+        if sep:
+            raise PolicyError(f"shape {text!r}: linear takes no argument")
+        return {"shape": "linear"}
+    if not sep:
+        raise PolicyError(f"shape {text!r}: {name} needs its {SHAPE_ARG[name]}, e.g. {name}=0.5")
+    try:
+        value = float(arg)
+    except ValueError:
+        raise PolicyError(f"shape {text!r}: {SHAPE_ARG[name]} {arg!r} is not a number") from None
+    kwargs: dict[str, object] = {"shape": name, SHAPE_ARG[name]: value}
+    MltcpParams(**kwargs)  # type: ignore[arg-type]  # the range checks, before anyone uses it
+    return kwargs
+
+
+def parse_params(text: str) -> MltcpParams:
+    """The inverse of format_params: 'SLOPE:INTERCEPT[:SHAPE[=ARG]]'. Raises PolicyError."""
+    parts = text.strip().split(":")
+    if len(parts) not in (2, 3):
+        raise PolicyError(f"F {text!r}: expected SLOPE:INTERCEPT[:SHAPE=ARG], e.g. 2:0.5 or 2:0.5:power=0.5")
+    try:
+        slope, intercept = float(parts[0]), float(parts[1])
+    except ValueError:
+        raise PolicyError(f"F {text!r}: slope and intercept must be numbers") from None
+    shape = parse_shape(parts[2]) if len(parts) == 3 else {}
+    return MltcpParams(slope, intercept, **shape)  # type: ignore[arg-type]
 
 
 def shift(delta: float, period: float, comm_fraction: float, params: MltcpParams = MltcpParams()) -> float:
@@ -78,7 +175,9 @@ def shift(delta: float, period: float, comm_fraction: float, params: MltcpParams
     ``Shift(D) = S * D * (aT - D) / (aT * I + D * S)`` for an offset ``D`` between their communication
     starts, iteration time ``T``, communication fraction ``a``, slope ``S`` and intercept ``I``. Zero at
     D = 0 (unstable) and at D = aT (interleaved, stable); small offsets grow by about (1 + S/I) per
-    iteration."""
+    iteration. Derived for the linear F only: other shapes raise PolicyError."""
+    if not params.linear:
+        raise PolicyError(f"the shift equation holds for a linear F, not {format_params(params)}")
     at = comm_fraction * period
     if not 0 < delta < at:
         return 0.0

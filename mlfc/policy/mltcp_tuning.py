@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mlfc.policy.mltcp import MltcpParams
 from mlfc.policy.priority import PolicyError
@@ -67,7 +67,7 @@ class FTuner:
     @property
     def params(self) -> MltcpParams:
         s, i = self._trying or self._here
-        return MltcpParams(SLOPES[s], INTERCEPTS[i])
+        return replace(self.start, slope=SLOPES[s], intercept=INTERCEPTS[i])  # the shape stays the start's
 
     def observe(self, iteration_s: float) -> MltcpParams:
         if not (math.isfinite(iteration_s) and iteration_s > 0):

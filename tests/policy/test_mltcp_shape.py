@@ -1,0 +1,181 @@
+"""MLTCP's F shapes (mlfc.policy.mltcp): every shape spans [intercept, intercept + slope], rises with
+bytes_ratio, has the form it is named for, and round-trips through its text form; the boundaries that
+only compute a linear F (kernel map, simulator, real-training jobs) refuse the others."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mlfc.policy.mltcp import (
+    MltcpParams,
+    format_params,
+    mltcp_factor,
+    parse_params,
+    parse_shape,
+    shift,
+)
+from mlfc.policy.priority import PolicyError
+
+SHAPED = [
+    MltcpParams(2.0, 0.5),
+    MltcpParams(2.0, 0.5, "power", exponent=0.5),
+    MltcpParams(4.0, 0.25, "power", exponent=2.0),
+    MltcpParams(4.0, 0.25, "step", knee=0.2),
+    MltcpParams(3.0, 0.5, "sigmoid", knee=0.3),
+]
+
+
+@pytest.mark.parametrize("params", SHAPED, ids=format_params)
+def test_every_shape_spans_intercept_to_intercept_plus_slope(params: MltcpParams) -> None:
+    assert mltcp_factor(0.0, params) == pytest.approx(params.intercept)
+    assert mltcp_factor(1.0, params) == pytest.approx(params.intercept + params.slope)
+    assert mltcp_factor(-3.0, params) == mltcp_factor(0.0, params)  # clamped
+    assert mltcp_factor(7.0, params) == mltcp_factor(1.0, params)
+    assert mltcp_factor(math.nan, params) == pytest.approx(params.intercept)
+
+
+@pytest.mark.parametrize("params", SHAPED, ids=format_params)
+@given(a=st.floats(0, 1), b=st.floats(0, 1))
+def test_every_shape_rises_with_the_iteration(params: MltcpParams, a: float, b: float) -> None:
+    lo, hi = min(a, b), max(a, b)
+    assert mltcp_factor(lo, params) <= mltcp_factor(hi, params) + 1e-12
+
+
+def test_linear_is_the_papers_line_and_the_default() -> None:
+    p = MltcpParams()
+    assert p.shape == "linear" and p.linear
+    assert mltcp_factor(0.3, p) == pytest.approx(p.slope * 0.3 + p.intercept)
+    assert MltcpParams(2, 0.5, "power", exponent=1.0).linear  # r ** 1 is the line
+
+
+def test_power_below_one_rises_early_and_above_one_late() -> None:
+    concave = MltcpParams(2.0, 0.5, "power", exponent=0.5)
+    convex = MltcpParams(2.0, 0.5, "power", exponent=2.0)
+    line = MltcpParams(2.0, 0.5)
+    assert mltcp_factor(0.25, concave) == pytest.approx(0.5 + 2 * 0.5)
+    assert mltcp_factor(0.25, convex) == pytest.approx(0.5 + 2 * 0.0625)
+    assert mltcp_factor(0.25, convex) < mltcp_factor(0.25, line) < mltcp_factor(0.25, concave)
+    # What the concave shape is for: a flow 5 % into its push against one just starting.
+    assert mltcp_factor(0.05, concave) / mltcp_factor(0.0, concave) > 1.8
+    assert mltcp_factor(0.05, line) / mltcp_factor(0.0, line) < 1.25
+
+
+def test_step_has_two_levels_split_at_the_knee() -> None:
+    p = MltcpParams(4.0, 0.25, "step", knee=0.2)
+    assert mltcp_factor(0.1999, p) == 0.25 and mltcp_factor(0.2, p) == 4.25 and mltcp_factor(0.9, p) == 4.25
+
+
+def test_sigmoid_is_half_way_at_the_knee_and_steep_around_it() -> None:
+    p = MltcpParams(2.0, 0.5, "sigmoid", knee=0.5)
+    assert mltcp_factor(0.5, p) == pytest.approx(1.5)  # symmetric knee: half of the slope
+    assert mltcp_factor(0.3, p) < 0.8 and mltcp_factor(0.7, p) > 2.2
+    early = MltcpParams(2.0, 0.5, "sigmoid", knee=0.2)
+    assert mltcp_factor(0.4, early) > 2.0
+
+
+@pytest.mark.parametrize("params", SHAPED, ids=format_params)
+def test_text_form_round_trips(params: MltcpParams) -> None:
+    assert parse_params(format_params(params)) == params
+
+
+def test_text_forms() -> None:
+    assert format_params(MltcpParams(2, 0.5)) == "2:0.5"
+    assert format_params(MltcpParams(2, 0.5, "power", exponent=0.5)) == "2:0.5:power=0.5"
+    assert parse_params("4:0.25:step=0.2") == MltcpParams(4, 0.25, "step", knee=0.2)
+    assert parse_shape("linear") == {"shape": "linear"}
+    assert parse_shape(" sigmoid=0.3") == {"shape": "sigmoid", "knee": 0.3}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("2", "SLOPE:INTERCEPT"),
+        ("2:0.5:cubic=1", "expected one of"),
+        ("2:0.5:power", "needs its exponent"),
+        ("2:0.5:step=1.5", "knee=1.5 must be in"),
+        ("2:0.5:step=x", "not a number"),
+        ("2:0.5:power=0", "exponent=0.0 must be in"),
+        ("2:0.5:linear=2", "takes no argument"),
+        ("a:0.5", "must be numbers"),
+    ],
+)
+def test_bad_shapes_are_refused_naming_the_problem(text: str, message: str) -> None:
+    with pytest.raises(PolicyError, match=message):
+        parse_params(text)
+
+
+def test_the_shift_equation_is_for_the_line_only() -> None:
+    assert shift(0.05, 1.0, 0.4, MltcpParams(2, 0.5)) > 0
+    with pytest.raises(PolicyError, match="linear F"):
+        shift(0.05, 1.0, 0.4, MltcpParams(2, 0.5, "step", knee=0.2))
+
+
+def test_sweep_shape_axis_crosses_linear_points_only() -> None:
+    from mlfc.lab.sweep import parse_grid, parse_shapes, with_shapes
+
+    grid = parse_grid("2:0.5,4:0.25:step=0.2")
+    shapes = parse_shapes("linear,power=0.5")
+    assert [format_params(p) for p in with_shapes(grid, shapes)] == ["2:0.5", "2:0.5:power=0.5", "4:0.25:step=0.2"]
+    assert with_shapes(grid, None) == grid
+    with pytest.raises(argparse.ArgumentTypeError, match="expected one of"):
+        parse_shapes("linear,wiggly=2")
+
+
+def test_the_shape_reaches_the_emulator_and_its_sender() -> None:
+    from mlfc.lab.emulator import _sender_config, parser
+    from mlfc.lab.jobs import emulator_args
+    from mlfc.lab.scenarios import MIXES, TREATMENTS, stack_config
+
+    mix = MIXES["two-compatible"]
+    params = MltcpParams(2.0, 0.5, "power", exponent=0.5)
+    cfg = stack_config(mix, TREATMENTS["mltcp-reno"], 5, mltcp_params=params)
+    args = emulator_args(mix.jobs[0], cfg.iterations, cfg.transport)
+    assert args[args.index("--f-shape") + 1] == "power=0.5"
+    ns = parser().parse_args(["worker", "--job", "1", "--bind", "10.0.0.1", "--ps", "10.0.0.2", *args[2:]])
+    assert _sender_config(ns).mltcp == params
+
+
+def test_linear_only_boundaries_refuse_other_shapes() -> None:
+    from mlfc.hosts.kernel import KernelMltcpError
+    from mlfc.hosts.kernel.params import encode
+    from mlfc.lab.jobs import Transport, training_job
+    from mlfc.lab.scenarios import MIXES, with_training
+    from mlfc.policy.mltcp import IterationDetection
+
+    step = MltcpParams(4.0, 0.25, "step", knee=0.2)
+    with pytest.raises(KernelMltcpError, match="linear F"):
+        encode(step, IterationDetection())
+    assert encode(MltcpParams(), IterationDetection())  # the line still encodes
+    spec = with_training(MIXES["two-compatible"]).jobs[0]
+    with pytest.raises(ValueError, match="linear F"):
+        training_job(spec, 3, Transport(mltcp=True, mltcp_params=step))
+
+
+def test_the_tuner_keeps_the_shape_it_starts_from() -> None:
+    from mlfc.policy.mltcp_tuning import FTuner
+
+    start = MltcpParams(2.0, 0.5, "power", exponent=0.5)
+    tuner = FTuner(start)
+    seen = {tuner.observe(1.0 + 0.01 * i) for i in range(20)}
+    assert all(p.shape == "power" and p.exponent == 0.5 for p in seen)
+
+
+def test_the_emulator_refuses_a_bad_shape_when_it_parses_its_arguments(capsys) -> None:
+    from mlfc.lab.emulator import parser
+
+    with pytest.raises(SystemExit):
+        parser().parse_args(["worker", "--job", "1", "--bind", "a", "--ps", "b", "--f-shape", "step=2"])
+    assert "knee=2.0 must be in" in capsys.readouterr().err
+
+
+def test_e2e_takes_f_for_its_mltcp_treatments() -> None:
+    from mlfc.lab.e2e import _f_arg
+
+    assert _f_arg("16:0.5:step=0.2") == MltcpParams(16, 0.5, "step", knee=0.2)
+    with pytest.raises(argparse.ArgumentTypeError, match="must be numbers"):
+        _f_arg("2:x")
