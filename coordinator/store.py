@@ -230,14 +230,15 @@ class Store:
             rows.insert(0, first)
         return [(int(i), float(m)) for i, m in rows]
 
-    def timing_history(self, job_id: int, limit: int) -> list[tuple[float, float]]:
+    def timing_history(self, job_id: int, limit: int) -> list[tuple[int, float, float]]:
+        """The latest ``limit`` reports' (iteration, compute_s, comm_s), oldest first."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT compute_s, comm_s FROM reports WHERE job_id=? ORDER BY recv_time DESC LIMIT ?",
+                "SELECT iteration, compute_s, comm_s FROM reports WHERE job_id=? ORDER BY recv_time DESC LIMIT ?",
                 (job_id, limit),
             ).fetchall()
         rows.reverse()
-        return [(float(c), float(m)) for c, m in rows]
+        return [(int(i), float(c), float(m)) for i, c, m in rows]
 
     # -- decisions ----------------------------------------------------------------------------
     @staticmethod

@@ -140,7 +140,7 @@ def _treatment_table(mix: Mix, treatment: Treatment, res: StackRun, per_job, ove
     )
     head = (
         f"### {mix.name} / {treatment.name} (cc {treatment.cc}, MLTCP {'on' if treatment.mltcp else 'off'}, "
-        f"switch priorities: {treatment.priorities})"
+        f"switch priorities: {treatment.priorities}{_fallback_note(treatment)})"
     )
     return [
         head,
@@ -149,6 +149,10 @@ def _treatment_table(mix: Mix, treatment: Treatment, res: StackRun, per_job, ove
         format_table(["job", "iters", "avg s", "p99 s", "comm s", "ECN marks", "drops"], rows),
         "```",
     ]
+
+
+def _fallback_note(treatment: Treatment) -> str:
+    return f" once the coordinator's fallback engages ({treatment.fallback})" if treatment.fallback else ""
 
 
 def _speedup_table(mix: Mix, rows: dict[str, Rounds], ideal: dict[int, float], repeat: int) -> list[str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import sys
 import time
 from dataclasses import dataclass
@@ -88,9 +89,15 @@ def run_worker(args: argparse.Namespace) -> int:
         # communication phase collides.
         begin = (args.start_at or time.time()) + args.start_delay
         time.sleep(max(0.0, begin - time.time()))
+        # A random straggler draws its slowdown per iteration, uniform in [1, --straggle], from a generator seeded
+        # by job and rank: every treatment of a mix sees the same sequence.
+        slow = random.Random(args.job * 1000 + args.rank)
         for it in range(args.iterations):
             start = time.time()
-            time.sleep(args.compute_s * (args.straggle if it >= args.straggle_from else 1.0))
+            factor = 1.0
+            if it >= args.straggle_from:
+                factor = 1.0 + (args.straggle - 1.0) * slow.random() if args.straggle_random else args.straggle
+            time.sleep(args.compute_s * factor)
             comm_start = time.time()
             tx.start_iteration(len(push))
             res = tx.send_tensor(
@@ -213,6 +220,9 @@ def parser() -> argparse.ArgumentParser:
             p.add_argument("--start-at", type=float, default=0.0, help="wall-clock start (default: now)")
             p.add_argument("--straggle", type=float, default=1.0, help="compute-time multiplier of a straggler")
             p.add_argument("--straggle-from", type=int, default=0)
+            p.add_argument(
+                "--straggle-random", action="store_true", help="slowdown drawn per iteration from [1, --straggle]"
+            )
             p.add_argument("--acc-max", type=float, default=0.9)
             p.add_argument("--tau", type=float, default=10.0)
         else:

@@ -53,6 +53,10 @@ class Treatment:
     priorities: str = "none"  # none | maif | interleave
     baseline: str = "baseline"  # the treatment this one is compared with
     tune: bool = False  # MLTCP's slope/intercept tuned online by every sender (SenderConfig.mltcp_tune)
+    # The coordinator's MLTCP fallback (mlfc-coordinator --fallback ACTION, mlfc/policy/fallback.py): no classes
+    # until the agents' timings show the jobs still contending, then ACTION (maif | interleave). Needs
+    # priorities="maif" (the coordinator drives the controller).
+    fallback: str = ""
 
 
 TREATMENTS: dict[str, Treatment] = {
@@ -68,6 +72,8 @@ TREATMENTS: dict[str, Treatment] = {
         Treatment("maif", "reno", priorities="maif"),
         Treatment("mltcp+maif", "reno", mltcp=True, priorities="maif"),
         Treatment("interleave", "reno", priorities="interleave"),
+        Treatment("mltcp+fallback", "reno", mltcp=True, priorities="maif", fallback="maif"),
+        Treatment("mltcp+fallback-interleave", "reno", mltcp=True, priorities="maif", fallback="interleave"),
     )
 }
 
@@ -106,6 +112,15 @@ MIXES: dict[str, Mix] = {
             tuple(JobSpec(j, MEDIUM, tau=6 + 6 * j) for j in range(1, 4)),
             topology="ring",
         ),
+        Mix(
+            "straggler-random",
+            "two identical jobs; job 1's worker computes 1-2.2x slower (uniform, drawn per iteration, seeded) "
+            "from iteration 3",
+            (
+                JobSpec(1, MEDIUM, straggle=2.2, straggle_from=3, straggle_random=True, tau=8),
+                JobSpec(2, MEDIUM, tau=20),
+            ),
+        ),
     )
 }
 
@@ -113,10 +128,11 @@ MIXES: dict[str, Mix] = {
 PLAN: dict[str, tuple[str, ...]] = {
     "two-compatible": tuple(TREATMENTS),
     "three-mixed": ("baseline", "mltcp-reno", "maif", "mltcp+maif", "interleave"),
-    "straggler": ("baseline", "mltcp-reno", "maif", "interleave"),
-    "partial": ("baseline", "mltcp-reno", "maif", "interleave"),
+    "straggler": ("baseline", "mltcp-reno", "maif", "interleave", "mltcp+fallback"),
+    "partial": ("baseline", "mltcp-reno", "maif", "interleave", "mltcp+fallback"),
     "four-compatible": ("baseline", "mltcp-reno", "cubic", "mltcp-cubic", "maif"),
-    "circular": ("baseline", "mltcp-reno", "maif", "mltcp+maif"),
+    "circular": ("baseline", "mltcp-reno", "maif", "mltcp+maif", "mltcp+fallback"),
+    "straggler-random": ("baseline", "mltcp-reno", "maif", "mltcp+fallback"),
 }
 
 DEFAULT_MIX = "two-compatible"
@@ -130,6 +146,8 @@ def stack_config(
     jobs: Sequence[JobSpec] | None = None,
     mltcp_params: MltcpParams | None = None,
 ) -> StackConfig:
+    if treatment.fallback and treatment.priorities != "maif":
+        raise ValueError(f"treatment {treatment.name}: the fallback needs priorities='maif' (the coordinator applies)")
     return StackConfig(
         name=f"{mix.name}/{treatment.name}",
         jobs=tuple(jobs if jobs is not None else mix.jobs),
@@ -140,6 +158,7 @@ def stack_config(
         mltcp_tune=treatment.tune,
         priorities=treatment.priorities,
         bottleneck_pps=bottleneck_pps,
+        coordinator_args=("--fallback", treatment.fallback) if treatment.fallback else (),
     )
 
 

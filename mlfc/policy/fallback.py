@@ -1,0 +1,167 @@
+"""MLTCP's fallback: notice from the agents' timings that MLTCP alone has not interleaved the jobs, and switch
+the coordinator from "no priorities" to MAIF's strict priorities (or to in-network interleaving); switch back,
+with hysteresis, once the jobs have run uncontended for a while. Pure functions and frozen state; the
+coordinator (coordinator/engine.py) calls ``step`` at every evaluation and persists the state it returns.
+
+The signal. Every agent reports, per iteration, how long the job's communication phase took
+(``IterationReport.comm_seconds``; the slowest worker's counts for the iteration). A job's *contention* is the
+mean of its last ``window`` communication times divided by its best one (the shortest of the iterations kept,
+leaving out the job's first, which carries connection set-up): 1.0 means it communicates as fast as it ever
+did, i.e. as if alone on its bottleneck; 2.0 means the phase is shared with another job's for its whole length.
+Communication, not iteration time: a straggler's longer compute, which no schedule of the network can undo,
+must not look like contention.
+
+The rule.
+
+* **Engage** (MLTCP alone -> priorities) when at least two jobs are active and some job, counting only
+  iterations after its first ``warmup`` ones (and after the latest switch back, when MLTCP has to converge
+  again), has contention above ``enter``. MLTCP interleaves compatible jobs within a few iterations when it can
+  (2-9 measured, docs/results.md); a job still paying ``enter`` - 1 extra on every phase after that is in one of
+  the cases it cannot fix: a straggler whose period drifted, partially compatible jobs, a cycle of shifts. Strict
+  priority between the jobs forces one to finish its phase first whatever the offsets, and one global order of
+  jobs is acyclic, so it also breaks a circular dependency that per-link shifts cannot.
+* **Release** (priorities -> MLTCP alone) when every job has had ``calm`` iterations since the switch and its
+  contention over its last ``calm`` iterations is below ``exit`` (< ``enter``). The calm period doubles after
+  every release (up to ``max_calm``), so a mix that falls apart again without priorities stops flapping: the
+  priorities stay once they have proved necessary twice.
+
+A job without timings (comm_seconds 0) or with too few iterations has no contention and never engages.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from mlfc.policy.priority import PolicyError
+
+ACTIONS = ("maif", "interleave")  # what the coordinator applies while engaged
+
+
+@dataclass(frozen=True, slots=True)
+class FallbackParams:
+    action: str = "maif"  # maif: the MAIF ranking's strict classes; interleave: Intent.interleaving, no classes
+    warmup: int = 4  # iterations of a job (and after a release) MLTCP is given to interleave
+    window: int = 3  # iterations whose mean communication time is compared with the best
+    enter: float = 1.35  # contention above this engages
+    exit: float = 1.15  # every job's contention below this for `calm` iterations releases
+    calm: int = 8  # iterations of calm before the first release (doubled after every release)
+    max_calm: int = 64  # cap of the doubled calm period
+    history: int = 64  # iterations of communication time kept per job (the best is the best of these)
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise PolicyError(f"fallback action {self.action!r}: choose one of {', '.join(ACTIONS)}")
+        if self.warmup < 0 or self.window < 1 or self.calm < 1:
+            raise PolicyError("fallback warmup must be >= 0, window and calm >= 1")
+        if not (math.isfinite(self.enter) and math.isfinite(self.exit) and 1.0 <= self.exit < self.enter):
+            raise PolicyError(f"fallback thresholds need 1 <= exit < enter (exit={self.exit}, enter={self.enter})")
+        if self.max_calm < self.calm:
+            raise PolicyError(f"fallback max_calm={self.max_calm} below calm={self.calm}")
+        if self.history < max(self.window, self.calm) + 1:
+            raise PolicyError(f"fallback history={self.history} must exceed window and calm")
+
+
+@dataclass(frozen=True, slots=True)
+class Contention:
+    """One job's contention over the iterations ``first..last``."""
+
+    job_id: int
+    ratio: float  # mean communication time of the window / best
+    mean_s: float
+    best_s: float
+    first: int
+    last: int
+
+    def describe(self) -> str:
+        return (
+            f"job {self.job_id}'s communication averaged {self.ratio:.2f}x its best ({self.mean_s:.3g} s against "
+            f"{self.best_s:.3g} s) over iterations {self.first}..{self.last}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FallbackState:
+    """What the fallback remembers between evaluations (persisted with every decision)."""
+
+    engaged: bool = False
+    changed_at: Mapping[int, int] = field(default_factory=dict)  # job -> its latest iteration at the latest switch
+    releases: int = 0  # switches back to MLTCP alone so far (each doubles the calm period)
+    reason: str = "MLTCP alone: no job contended yet"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    state: FallbackState
+    contention: tuple[Contention, ...]  # of the jobs that had enough iterations, by job id
+    switched: bool  # this evaluation changed the mode
+
+    def applies(self, action: str) -> str:
+        """What the intent carries: "none" (MLTCP alone), "maif" or "interleave"."""
+        return action if self.state.engaged else "none"
+
+
+def calm_period(params: FallbackParams, releases: int) -> int:
+    return min(params.max_calm, params.calm * 2**releases)
+
+
+def contention(series: Mapping[int, float], window: int, after: int | None = None) -> Contention | None:
+    """A job's contention from ``{iteration: communication seconds}``: the mean of the last ``window``
+    iterations above ``after`` (all if None) against the best of every iteration but the first one. None when
+    fewer than ``window`` such iterations exist or no positive time is known."""
+    its = sorted(i for i, s in series.items() if s > 0)
+    if len(its) < 2:
+        return None
+    best = min(series[i] for i in its[1:])
+    recent = [i for i in its[1:] if after is None or i > after][-window:]
+    if len(recent) < window or best <= 0:
+        return None
+    mean = sum(series[i] for i in recent) / len(recent)
+    return Contention(-1, mean / best, mean, best, recent[0], recent[-1])
+
+
+def step(state: FallbackState, jobs: Mapping[int, Mapping[int, float]], params: FallbackParams) -> Verdict:
+    """One evaluation: ``jobs`` maps each active job to its communication times by iteration."""
+    measured: list[Contention] = []
+    latest = {j: max(s) for j, s in jobs.items() if s}
+    if not state.engaged:
+        for j in sorted(jobs):
+            s = jobs[j]
+            its = sorted(s)
+            if len(its) <= params.warmup:
+                continue
+            after = its[params.warmup - 1] if params.warmup else None  # the job's own warm-up
+            if j in state.changed_at:  # MLTCP converges again after a release
+                after = max(after if after is not None else -1, state.changed_at[j] + params.warmup)
+            c = contention(s, params.window, after)
+            if c is not None:
+                measured.append(replace(c, job_id=j))
+        worst = max(measured, key=lambda c: c.ratio, default=None)
+        if len(jobs) >= 2 and worst is not None and worst.ratio > params.enter:
+            reason = (
+                f"MLTCP alone has not interleaved the jobs: {worst.describe()}, above {params.enter:g}x after "
+                f"{params.warmup} warm-up iteration(s) -> {params.action} priorities"
+            )
+            return Verdict(FallbackState(True, latest, state.releases, reason), tuple(measured), True)
+        if worst is None:
+            return Verdict(state, (), False)
+        reason = f"MLTCP alone: contention at most {worst.ratio:.2f}x (engages above {params.enter:g}x)"
+        return Verdict(replace(state, reason=reason), tuple(measured), False)
+    calm = calm_period(params, state.releases)
+    ready = True
+    for j in sorted(jobs):
+        c = contention(jobs[j], calm, state.changed_at.get(j))
+        if c is None:
+            ready = False  # not `calm` iterations under priorities yet
+            continue
+        measured.append(replace(c, job_id=j))
+    worst = max(measured, key=lambda c: c.ratio, default=None)
+    if ready and worst is not None and worst.ratio < params.exit:
+        reason = (
+            f"MLTCP alone again: every job's communication within {params.exit:g}x of its best for {calm} "
+            f"iterations under priorities (worst: {worst.describe()}); next calm period "
+            f"{calm_period(params, state.releases + 1)}"
+        )
+        return Verdict(FallbackState(False, latest, state.releases + 1, reason), tuple(measured), True)
+    return Verdict(state, tuple(measured), False)
