@@ -19,6 +19,8 @@ from pathlib import Path
 
 from mlfc.lab import dataplanes
 from mlfc.lab.cleanup import interrupt_on_sigterm, leftovers
+from mlfc.lab.fallback_watch import FallbackWatch
+from mlfc.lab.fallback_watch import describe as describe_fallback
 from mlfc.lab.results import format_table, plot_timeline, summarise, write_csv
 from mlfc.lab.rounds import Rounds, TreatmentResult, rounds_table
 from mlfc.lab.scenarios import (
@@ -67,6 +69,7 @@ def run_mix(
         )
         lines.append("")
         rows = {t.name: Rounds(t.name, t) for t in treatments}
+        notes: list[str] = []  # when the coordinator's fallback engaged, per run
         for rnd in range(repeat):
             for k, treatment in enumerate(treatments):
                 say(f"-- {mix.name} / {treatment.name}: round {rnd + 1}/{repeat} ({rnd * len(treatments) + k + 1}"
@@ -79,6 +82,7 @@ def run_mix(
                     treatment,
                     run_dir / f"{treatment.name}{suffix}",
                     f"{mix.name} / {treatment.name} on {dataplane.label}: communication phases",
+                    notes,
                 )
                 rows[treatment.name].results.append(result)
                 if rnd == 0:
@@ -87,6 +91,9 @@ def run_mix(
                     lines += ["", f"errors ({treatment.name}, round {rnd + 1}): " + "; ".join(result.run.errors)]
                 lines.append("")
     lines += _speedup_table(mix, rows, ideal, repeat)
+    if notes:
+        lines += [f"### {mix.name}: the coordinator's fallback (seconds after the run's start)", "", "```", *notes,
+                  "```", ""]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -107,18 +114,27 @@ def run_solo(ctl: Control, topo, mix: Mix, iterations: int) -> tuple[dict, dict,
 
 
 def run_treatment(
-    ctl: Control, topo, cfg: StackConfig, treatment: Treatment, stem: Path, title: str
+    ctl: Control, topo, cfg: StackConfig, treatment: Treatment, stem: Path, title: str, notes: list[str] | None = None
 ) -> TreatmentResult:
-    """One run of the mix under ``cfg``; its CSV and timeline PNG are written next to ``stem``."""
+    """One run of the mix under ``cfg``; its CSV and timeline PNG are written next to ``stem``. With the
+    coordinator's fallback, when it engaged (and why) is appended to ``notes`` and marked on the timeline."""
     before = job_counters(ctl.client)
-    res = run_jobs(ctl, topo, cfg, progress=say)
+    watch = FallbackWatch() if treatment.fallback else None
+    try:
+        res = run_jobs(ctl, topo, cfg, progress=say, on_coordinator=watch.hook if watch else None)
+    finally:
+        switches = watch.stop() if watch else []
+    t0 = time.time() - res.duration  # run_jobs' zero: the records' times are relative to it
+    marks = [("fallback engaged" if s.engaged else "released", s.time - t0) for s in switches]
+    if watch is not None and notes is not None:
+        notes += [f"{stem.name}: {line}" for line in describe_fallback(switches, t0)]
     res.counters = counters_delta(res.counters, before)
     per_job, overall = summarise(res.records)
     stem.parent.mkdir(parents=True, exist_ok=True)
     # Suffixes appended, not substituted: a stem like "reno-4_0.25" has a dot of its own.
     write_csv(stem.parent / f"{stem.name}.csv", res.records)
     if res.records:
-        plot_timeline(stem.parent / f"{stem.name}.png", res.records, title)
+        plot_timeline(stem.parent / f"{stem.name}.png", res.records, title, marks)
     return TreatmentResult(treatment, res, per_job, overall, interleaving_iteration(res.records))
 
 
