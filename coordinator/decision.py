@@ -141,5 +141,5 @@ def _fallback_reason(verdict: fb.Verdict, action: str, mine: fb.Contention | Non
     applies = verdict.applies(action)
     what = {"none": "no class applied (MLTCP alone)", "maif": "MAIF class applied", "interleave": "no class "
             "applied, in-network interleaving"}[applies]  # fmt: skip
-    own = f"; {mine.describe()}" if mine is not None else ""
+    own = f"; this job: {mine.ratio:.2f}x its best over iterations {mine.first}..{mine.last}" if mine else ""
     return f"fallback {'engaged' if verdict.state.engaged else 'idle'}: {what}: {verdict.state.reason}{own}"

@@ -75,4 +75,4 @@ def describe(switches: list[Switch], t0: float) -> list[str]:
     """One line per switch: seconds after ``t0`` and the coordinator's reason (its own job's part dropped)."""
     if not switches:
         return ["fallback never engaged"]
-    return [f"{s.time - t0:6.1f} s: {s.reason.split('; job ')[0]}" for s in switches]
+    return [f"{s.time - t0:6.1f} s: {s.reason.split('; this job')[0]}" for s in switches]

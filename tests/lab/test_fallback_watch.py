@@ -24,5 +24,5 @@ def test_engaged_and_idle_are_read_from_the_reasons() -> None:
     assert idle is not None and not idle[0]
     assert fallback_reason(pb.StatusReply(jobs=[pb.JobExplanation(reasons=["plateaued"])])) is None
     lines = describe([Switch(105.0, True, engaged[1])], 100.0)
-    assert lines[0].startswith("   5.0 s: fallback engaged") and "; job " not in lines[0]
+    assert lines[0].startswith("   5.0 s: fallback engaged") and "this job" not in lines[0]
     assert describe([], 0.0) == ["fallback never engaged"]
