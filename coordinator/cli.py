@@ -200,6 +200,9 @@ def _text(m: Message) -> str:
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(m.created_at)) + f".{int(m.created_at % 1 * 1000):03d}"
     acked = f"applied as generation {m.generation}" if m.applied_at else "not acknowledged"
     ranks = " ".join(f"{j.job_id}->{j.priority}" + (" (plateau)" if j.plateau else "") for j in m.jobs) or "no jobs"
+    if m.jobs and not m.intent.jobs:  # ranked, but the fallback held the classes back
+        mode = "in-network interleaving" if m.intent.interleaving else "MLTCP alone"
+        ranks = f"no classes applied ({mode}; ranked {ranks})"
     return f"decision {m.seq} at {when}: {ranks}; {acked}"
 
 

@@ -62,6 +62,15 @@ def synthetic_accuracy(iteration: int, acc_max: float, tau: float) -> float:
     return acc_max * (1.0 - math.exp(-(iteration + 1) / tau))
 
 
+def slowdown(iteration: int, straggle: float, straggle_from: int, randomly: bool, rng: random.Random) -> float:
+    """The compute-time multiplier of a straggler's iteration: ``straggle`` from ``straggle_from`` on, or with
+    ``randomly`` a draw from [1, straggle] per iteration (one draw per iteration from then, so the sequence
+    depends only on the seed)."""
+    if iteration < straggle_from:
+        return 1.0
+    return 1.0 + (straggle - 1.0) * rng.random() if randomly else straggle
+
+
 def _sender_config(args: argparse.Namespace) -> SenderConfig:
     mltcp = MltcpParams(args.slope, args.intercept) if args.mltcp else None
     tune = TuningParams() if args.mltcp and args.mltcp_tune else None
@@ -94,10 +103,7 @@ def run_worker(args: argparse.Namespace) -> int:
         slow = random.Random(args.job * 1000 + args.rank)
         for it in range(args.iterations):
             start = time.time()
-            factor = 1.0
-            if it >= args.straggle_from:
-                factor = 1.0 + (args.straggle - 1.0) * slow.random() if args.straggle_random else args.straggle
-            time.sleep(args.compute_s * factor)
+            time.sleep(args.compute_s * slowdown(it, args.straggle, args.straggle_from, args.straggle_random, slow))
             comm_start = time.time()
             tx.start_iteration(len(push))
             res = tx.send_tensor(

@@ -178,3 +178,17 @@ def test_memory_json_keeps_the_fallback_state_apart_from_the_jobs() -> None:
     text = convert.memory_json({}, state)
     assert convert.fallback_from_json(text) == state and convert.memory_from_json(text) == {}
     assert convert.fallback_from_json(convert.memory_json({})) is None
+
+
+def test_cli_flags_and_the_lab_treatment_configure_the_fallback() -> None:
+    from mlfc.coordinator.cli import _config, build_parser
+    from mlfc.lab.scenarios import MIXES, TREATMENTS, Treatment, stack_config
+
+    args = build_parser().parse_args(["run", "--db", "x", "--token-file", "t", "--fallback", "interleave"])
+    assert _config(args).fallback == fb.FallbackParams(action="interleave")
+    args = build_parser().parse_args(["run", "--db", "x", "--token-file", "t"])
+    assert _config(args).fallback is None
+    cfg = stack_config(MIXES["circular"], TREATMENTS["mltcp+fallback"], 10)
+    assert cfg.coordinator_args == ("--fallback", "maif") and cfg.priorities == "maif" and cfg.mltcp
+    with pytest.raises(ValueError, match="needs priorities='maif'"):
+        stack_config(MIXES["circular"], Treatment("x", mltcp=True, fallback="maif"), 10)

@@ -26,3 +26,18 @@ def test_engaged_and_idle_are_read_from_the_reasons() -> None:
     lines = describe([Switch(105.0, True, engaged[1])], 100.0)
     assert lines[0].startswith("   5.0 s: fallback engaged") and "this job" not in lines[0]
     assert describe([], 0.0) == ["fallback never engaged"]
+
+
+def test_random_straggler_draws_are_seeded_and_bounded() -> None:
+    import random
+
+    from mlfc.lab.emulator import slowdown
+
+    def draws(seed: int) -> list[float]:
+        rng = random.Random(seed)
+        return [slowdown(i, 2.2, 3, True, rng) for i in range(40)]
+
+    a = draws(1000)
+    assert a[:3] == [1.0, 1.0, 1.0] and all(1.0 <= x <= 2.2 for x in a[3:])
+    assert a == draws(1000) and a != draws(2000) and len(set(a[3:])) > 30
+    assert slowdown(5, 1.6, 5, False, random.Random(0)) == 1.6 and slowdown(4, 1.6, 5, False, random.Random(0)) == 1.0
