@@ -41,3 +41,21 @@ def test_random_straggler_draws_are_seeded_and_bounded() -> None:
     assert a[:3] == [1.0, 1.0, 1.0] and all(1.0 <= x <= 2.2 for x in a[3:])
     assert a == draws(1000) and a != draws(2000) and len(set(a[3:])) > 30
     assert slowdown(5, 1.6, 5, False, random.Random(0)) == 1.6 and slowdown(4, 1.6, 5, False, random.Random(0)) == 1.0
+
+
+def test_replay_of_recorded_runs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from mlfc.lab.fallback_replay import comm_series, replay
+    from mlfc.lab.results import IterationRecord, write_csv
+
+    def rec(job: int, it: int, comm: float) -> IterationRecord:
+        return IterationRecord(
+            "m/t", job, "w0", it, it * 2.0, it * 2.0 + 1, it * 2.0 + 1 + comm, it * 2.0 + 1 + comm, 1
+        )
+
+    contended = [rec(j, i, 0.4 if i == 1 else 0.7) for j in (1, 2) for i in range(12)]
+    write_csv(tmp_path / "c.csv", contended)
+    r = replay(comm_series(tmp_path / "c.csv"), fb.FallbackParams())
+    assert [(n, e) for n, e, _ in r.switches] == [(6, True)]  # warm-up 0..3, window 4..6
+    assert r.ratios[1][1] == 1.0 and abs(r.ratios[1][5] - 1.75) < 1e-9
+    write_csv(tmp_path / "ok.csv", [rec(j, i, 0.4) for j in (1, 2) for i in range(12)])
+    assert replay(comm_series(tmp_path / "ok.csv"), fb.FallbackParams()).switches == []
