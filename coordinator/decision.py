@@ -54,6 +54,7 @@ class JobView:
     workers: Mapping[int, int]  # rank -> latest iteration
     flows: tuple[intent_pb2.Flow, ...] = ()
     comm: Mapping[int, float] = field(default_factory=dict)  # iteration -> communication seconds (the fallback's)
+    phases: Mapping[int, tuple[float, float]] = field(default_factory=dict)  # iteration -> (start, end), agent clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,9 @@ def decide(
     params = params or maif.MaifParams()
     verdict = None
     if fallback is not None:
-        verdict = fb.step(fallback_state or fb.FallbackState(), {v.job_id: v.comm for v in views}, fallback)
+        phases = {v.job_id: v.phases for v in views if v.phases}
+        comm = {v.job_id: v.comm for v in views}
+        verdict = fb.step(fallback_state or fb.FallbackState(), comm, fallback, phases or None)
         by_job = {c.job_id: c for c in verdict.contention}
     scores = {v.job_id: maif.score_job(v.fit, v.iter_s, v.net_s, params) for v in views}
     previous = {j: m.previous for j, m in memory.items() if j in scores}

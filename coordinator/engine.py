@@ -93,9 +93,9 @@ class Engine:
             job.workers = {w.worker: WorkerTally(w.last_iteration, w.highest_iteration, w.reports) for w in tallies}
             for it, metric in self._store.metric_history(row.job_id, self.config.history):
                 job.curve.add(it, metric, self.config.history)
-            for iteration, compute_s, comm_s in self._store.timing_history(row.job_id, COMM_HISTORY):
+            for iteration, compute_s, comm_s, agent_time in self._store.timing_history(row.job_id, COMM_HISTORY):
                 job.timing.add(compute_s, comm_s)
-                job.timing.add_comm(iteration, comm_s)
+                job.timing.add_comm(iteration, comm_s, agent_time)
             self.book.load(job)
         self.reports = self._store.report_count()
         latest = self._store.latest_decision()
@@ -191,10 +191,20 @@ class Engine:
                 if fit is None:
                     todo.append((len(views), c.version, (job.kind, list(c.t), list(c.m), c.ref)))
                 iter_s, net_s = job.timing.estimate()
-                comm = dict(job.timing.comm) if self.config.fallback is not None else {}
+                fb_on = self.config.fallback is not None
+                comm = dict(job.timing.comm) if fb_on else {}
+                phases = dict(job.timing.phases) if fb_on else {}
                 views.append(
                     JobView(
-                        job.job_id, job.spec.name, fit or unfitted, iter_s, net_s, job.progress(), job.flows(), comm
+                        job.job_id,
+                        job.spec.name,
+                        fit or unfitted,
+                        iter_s,
+                        net_s,
+                        job.progress(),
+                        job.flows(),
+                        comm,
+                        phases,
                     )
                 )
             memory, fallback_state = dict(self._memory), self._fallback

@@ -25,23 +25,32 @@ class Replay:
     ratios: dict[int, list[float]]  # job -> communication time / best, per iteration
 
 
-def comm_series(path: Path) -> dict[int, dict[int, float]]:
-    """job -> {iteration: communication seconds of its slowest worker} from a run's CSV."""
-    out: dict[int, dict[int, float]] = {}
+def comm_series(path: Path) -> tuple[dict[int, dict[int, float]], dict[int, dict[int, tuple[float, float]]]]:
+    """(job -> {iteration: communication seconds}, job -> {iteration: (start, end)}) of each iteration's slowest
+    worker, from a run's CSV: what the agents report (comm_seconds, and the clock at the iteration's end)."""
+    comm: dict[int, dict[int, float]] = {}
+    phases: dict[int, dict[int, tuple[float, float]]] = {}
     with path.open() as f:
         for row in csv.DictReader(f):
-            s = out.setdefault(int(row["job"]), {})
-            it, comm = int(row["iteration"]), float(row["comm_end"]) - float(row["comm_start"])
-            s[it] = max(comm, s.get(it, 0.0))
-    return out
+            job, it = int(row["job"]), int(row["iteration"])
+            start, end = float(row["comm_start"]), float(row["comm_end"])
+            if end - start > comm.setdefault(job, {}).get(it, 0.0):
+                comm[job][it] = end - start
+                phases.setdefault(job, {})[it] = (start, end)
+    return comm, phases
 
 
-def replay(jobs: Mapping[int, Mapping[int, float]], params: fb.FallbackParams) -> Replay:
+def replay(
+    jobs: Mapping[int, Mapping[int, float]],
+    params: fb.FallbackParams,
+    phases: Mapping[int, Mapping[int, tuple[float, float]]] | None = None,
+) -> Replay:
     last = max((max(s) for s in jobs.values() if s), default=-1)
     state, switches = fb.FallbackState(), []
     for n in range(last + 1):
         seen = {j: {i: v for i, v in s.items() if i <= n} for j, s in jobs.items()}
-        v = fb.step(state, seen, params)
+        seen_phases = {j: {i: v for i, v in p.items() if i <= n} for j, p in (phases or {}).items()}
+        v = fb.step(state, seen, params, seen_phases or None)
         if v.switched:
             switches.append((n, v.state.engaged, v.state.reason))
         state = v.state
@@ -64,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     params = fb.FallbackParams(enter=args.enter, exit=args.exit, warmup=args.warmup, window=args.window)
     for path in args.csv:
-        r = replay(comm_series(path), params)
+        comm, phases = comm_series(path)
+        r = replay(comm, params, phases)
         what = "; ".join(f"{'engages' if e else 'releases'} after iteration {n}" for n, e, _ in r.switches)
         print(f"{path}: {what or 'never engages'}")
         for j, ratio in sorted(r.ratios.items()):

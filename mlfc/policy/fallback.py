@@ -11,17 +11,28 @@ did, i.e. as if alone on its bottleneck; 2.0 means the phase is shared with anot
 Communication, not iteration time: a straggler's longer compute, which no schedule of the network can undo,
 must not look like contention.
 
+A second signal covers what the first cannot see: jobs whose phases collide from their first iteration on
+never communicate alone, so their best time is itself contended and the ratio stays near 1 (measured on the
+partially compatible mix: 1.1 while every phase was shared). Each report also carries the agent's clock at the
+iteration's end (``timestamp``), so the coordinator knows when each job communicated: a job's *overlap* is the
+share of its communication phase during which another job was communicating too, averaged over the same window.
+Interleaved jobs overlap little (a push beside another job's pull at most: about half a phase); jobs that
+send together the whole time overlap fully. The coordinator does not know the topology, so overlap in time
+counts whether or not the jobs share a link (see Limitations in docs/coordinator.md).
+
 The rule.
 
 * **Engage** (MLTCP alone -> priorities) when at least two jobs are active and some job, counting only
   iterations after its first ``warmup`` ones (and after the latest switch back, when MLTCP has to converge
-  again), has contention above ``enter``. MLTCP interleaves compatible jobs within a few iterations when it can
+  again), has contention above ``enter`` or overlap above ``overlap_enter``. MLTCP interleaves compatible jobs
+  within a few iterations when it can
   (2-9 measured, docs/results.md); a job still paying ``enter`` - 1 extra on every phase after that is in one of
   the cases it cannot fix: a straggler whose period drifted, partially compatible jobs, a cycle of shifts. Strict
   priority between the jobs forces one to finish its phase first whatever the offsets, and one global order of
   jobs is acyclic, so it also breaks a circular dependency that per-link shifts cannot.
 * **Release** (priorities -> MLTCP alone) when every job has had ``calm`` iterations since the switch and its
-  contention over its last ``calm`` iterations is below ``exit`` (< ``enter``). The calm period doubles after
+  contention over its last ``calm`` iterations is below ``exit`` (< ``enter``) and its overlap below
+  ``overlap_exit``. The calm period doubles after
   every release (up to ``max_calm``), so a mix that falls apart again without priorities stops flapping: the
   priorities stay once they have proved necessary twice.
 
@@ -49,6 +60,8 @@ class FallbackParams:
     calm: int = 8  # iterations of calm before the first release (doubled after every release)
     max_calm: int = 64  # cap of the doubled calm period
     history: int = 64  # iterations of communication time kept per job (the best is the best of these)
+    overlap_enter: float = 0.8  # mean overlap of a job's phases with other jobs' above this engages
+    overlap_exit: float = 0.6  # ... and below this (with contention below exit) releases
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -59,6 +72,11 @@ class FallbackParams:
             raise PolicyError(f"fallback thresholds need 1 <= exit < enter (exit={self.exit}, enter={self.enter})")
         if self.max_calm < self.calm:
             raise PolicyError(f"fallback max_calm={self.max_calm} below calm={self.calm}")
+        if not 0.0 <= self.overlap_exit < self.overlap_enter <= 1.0:
+            raise PolicyError(
+                f"fallback overlaps need 0 <= overlap_exit < overlap_enter <= 1 "
+                f"(exit={self.overlap_exit}, enter={self.overlap_enter})"
+            )
         if self.history < max(self.window, self.calm) + 1:
             raise PolicyError(f"fallback history={self.history} must exceed window and calm")
 
@@ -73,11 +91,13 @@ class Contention:
     best_s: float
     first: int
     last: int
+    overlap: float = math.nan  # mean share of the window's phases during which another job communicated
 
     def describe(self) -> str:
+        shared = "" if math.isnan(self.overlap) else f", {100 * self.overlap:.0f} % of it beside other jobs'"
         return (
             f"job {self.job_id}'s communication averaged {self.ratio:.2f}x its best ({self.mean_s:.3g} s against "
-            f"{self.best_s:.3g} s) over iterations {self.first}..{self.last}"
+            f"{self.best_s:.3g} s){shared} over iterations {self.first}..{self.last}"
         )
 
 
@@ -121,8 +141,46 @@ def contention(series: Mapping[int, float], window: int, after: int | None = Non
     return Contention(-1, mean / best, mean, best, recent[0], recent[-1])
 
 
-def step(state: FallbackState, jobs: Mapping[int, Mapping[int, float]], params: FallbackParams) -> Verdict:
-    """One evaluation: ``jobs`` maps each active job to its communication times by iteration."""
+Phases = Mapping[int, Mapping[int, tuple[float, float]]]  # job -> iteration -> (start, end) of its communication
+
+
+def overlap(phases: Phases, job: int, first: int, last: int) -> float:
+    """Mean over ``job``'s iterations ``first..last`` of the share of its communication phase during which any
+    other job's phase was under way; nan when the job's phases (or every other job's) are unknown."""
+    mine = [phases[job][i] for i in sorted(phases.get(job, {})) if first <= i <= last]
+    others = sorted(iv for j, p in phases.items() if j != job for iv in p.values())
+    if not mine or not others:
+        return math.nan
+    shares = []
+    for a, b in mine:
+        covered, reach = 0.0, a  # others sorted by start: sweep their union across [a, b]
+        for c, d in others:
+            if c >= b:
+                break
+            lo, hi = max(c, reach), min(d, b)
+            if hi > lo:
+                covered += hi - lo
+                reach = hi
+        shares.append(covered / (b - a) if b > a else 0.0)
+    return sum(shares) / len(shares)
+
+
+def _with_overlap(c: Contention, job: int, phases: Phases | None) -> Contention:
+    return replace(c, job_id=job, overlap=overlap(phases, job, c.first, c.last) if phases else math.nan)
+
+
+def _over(c: Contention, ratio: float, share: float) -> bool:
+    return c.ratio > ratio or (not math.isnan(c.overlap) and c.overlap > share)
+
+
+def step(
+    state: FallbackState,
+    jobs: Mapping[int, Mapping[int, float]],
+    params: FallbackParams,
+    phases: Phases | None = None,
+) -> Verdict:
+    """One evaluation: ``jobs`` maps each active job to its communication times by iteration, ``phases`` (if
+    the agents' clocks are known) to when each iteration's communication ran."""
     measured: list[Contention] = []
     latest = {j: max(s) for j, s in jobs.items() if s}
     if not state.engaged:
@@ -136,17 +194,25 @@ def step(state: FallbackState, jobs: Mapping[int, Mapping[int, float]], params: 
                 after = max(after if after is not None else -1, state.changed_at[j] + params.warmup)
             c = contention(s, params.window, after)
             if c is not None:
-                measured.append(replace(c, job_id=j))
-        worst = max(measured, key=lambda c: c.ratio, default=None)
-        if len(jobs) >= 2 and worst is not None and worst.ratio > params.enter:
+                measured.append(_with_overlap(c, j, phases))
+        over = [c for c in measured if _over(c, params.enter, params.overlap_enter)]
+        if len(jobs) >= 2 and over:
+            worst = max(over, key=lambda c: c.ratio)
             reason = (
-                f"MLTCP alone has not interleaved the jobs: {worst.describe()}, above {params.enter:g}x after "
-                f"{params.warmup} warm-up iteration(s) -> {params.action} priorities"
+                f"MLTCP alone has not interleaved the jobs: {worst.describe()}, above {params.enter:g}x or "
+                f"{100 * params.overlap_enter:.0f} % after {params.warmup} warm-up iteration(s) -> {params.action} "
+                "priorities"
             )
             return Verdict(FallbackState(True, latest, state.releases, reason), tuple(measured), True)
-        if worst is None:
+        if not measured:
             return Verdict(state, (), False)
-        reason = f"MLTCP alone: contention at most {worst.ratio:.2f}x (engages above {params.enter:g}x)"
+        worst = max(measured, key=lambda c: c.ratio)
+        shares = [c.overlap for c in measured if not math.isnan(c.overlap)]
+        shared = f", overlap at most {100 * max(shares):.0f} %" if shares else ""
+        reason = (
+            f"MLTCP alone: contention at most {worst.ratio:.2f}x{shared} (engages above {params.enter:g}x or "
+            f"{100 * params.overlap_enter:.0f} %)"
+        )
         return Verdict(replace(state, reason=reason), tuple(measured), False)
     calm = calm_period(params, state.releases)
     ready = True
@@ -155,13 +221,13 @@ def step(state: FallbackState, jobs: Mapping[int, Mapping[int, float]], params: 
         if c is None:
             ready = False  # not `calm` iterations under priorities yet
             continue
-        measured.append(replace(c, job_id=j))
+        measured.append(_with_overlap(c, j, phases))
     worst = max(measured, key=lambda c: c.ratio, default=None)
-    if ready and worst is not None and worst.ratio < params.exit:
+    if ready and worst is not None and not any(_over(c, params.exit, params.overlap_exit) for c in measured):
         reason = (
-            f"MLTCP alone again: every job's communication within {params.exit:g}x of its best for {calm} "
-            f"iterations under priorities (worst: {worst.describe()}); next calm period "
-            f"{calm_period(params, state.releases + 1)}"
+            f"MLTCP alone again: every job's communication within {params.exit:g}x of its best and "
+            f"{100 * params.overlap_exit:.0f} % overlap for {calm} iterations under priorities "
+            f"(worst: {worst.describe()}); next calm period {calm_period(params, state.releases + 1)}"
         )
         return Verdict(FallbackState(False, latest, state.releases + 1, reason), tuple(measured), True)
     return Verdict(state, tuple(measured), False)

@@ -98,8 +98,17 @@ def test_params_are_checked() -> None:
 # -- the engine ---------------------------------------------------------------------------------------------
 
 
-def feed(engine: Engine, job: int, series: dict[int, float], metric_tau: float = 10.0) -> None:
-    reports = [report(job, i, 0.9 * (1 - 0.9 ** (i + 1)), comm=s, compute=0.6) for i, s in sorted(series.items())]
+def ends_at(job: int, iteration: int) -> float:
+    """The agent's clock at an iteration's end: 2 s iterations, job 2 a second after job 1 (phases apart)."""
+    return 1000.0 + 2.0 * iteration + (job - 1)
+
+
+def feed(engine: Engine, job: int, series: dict[int, float], compute: float = 0.6) -> None:
+    reports = []
+    for i, s in sorted(series.items()):
+        r = report(job, i, 0.9 * (1 - 0.9 ** (i + 1)), comm=s, compute=compute * (1.6 if job == 1 and i >= 5 else 1))
+        r.timestamp = ends_at(job, i)
+        reports.append(r)
     engine.report(pb.ReportBatch(reports=reports))
 
 
@@ -138,8 +147,7 @@ def test_a_stragglers_longer_compute_is_not_contention(tmp_path) -> None:  # typ
     # Job 1 computes 1.6x slower from iteration 5: its iterations lengthen by 60 %, its communication does not.
     engine = engine_with(tmp_path, P)
     series = converging(16)
-    reports = [report(1, i, 0.5, comm=s, compute=0.6 * (1.6 if i >= 5 else 1.0)) for i, s in series.items()]
-    engine.report(pb.ReportBatch(reports=reports))
+    feed(engine, 1, series, compute=0.6)  # (feed makes job 1 compute 1.6x from iteration 5)
     feed(engine, 2, series)
     engine.decide()
     assert not engine._fallback.engaged
@@ -152,6 +160,27 @@ def test_a_stragglers_longer_compute_is_not_contention(tmp_path) -> None:  # typ
     feed(engine, 2, series)
     engine.decide()
     assert engine._fallback.engaged
+
+
+def test_phases_that_always_coincide_engage_although_no_time_stands_out(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Jobs colliding from their first iteration never communicate alone: the ratio to their best stays ~1, but
+    # the agents' clocks show every phase beside the other job's.
+    engine = engine_with(tmp_path, P)
+    steady = {i: 2 * SOLO for i in range(10)}
+    for j in (1, 2):
+        reports = [report(j, i, 0.5, comm=s) for i, s in steady.items()]
+        for r in reports:
+            r.timestamp = ends_at(1, r.iteration)  # the same instants for both jobs
+        engine.report(pb.ReportBatch(reports=reports))
+    engine.decide()
+    assert engine._fallback.engaged and "100 % of it beside other jobs'" in engine._fallback.reason
+    # The same times with the phases apart (feed's clocks): no engagement.
+    apart = engine_with(tmp_path / "apart", P) if (tmp_path / "apart").mkdir() is None else None
+    assert apart is not None
+    for j in (1, 2):
+        feed(apart, j, steady)
+    apart.decide()
+    assert not apart._fallback.engaged and "overlap at most 0 %" in apart._fallback.reason
 
 
 def test_engine_interleave_action_and_no_fallback(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -192,3 +221,18 @@ def test_cli_flags_and_the_lab_treatment_configure_the_fallback() -> None:
     assert cfg.coordinator_args == ("--fallback", "maif") and cfg.priorities == "maif" and cfg.mltcp
     with pytest.raises(ValueError, match="needs priorities='maif'"):
         stack_config(MIXES["circular"], Treatment("x", mltcp=True, fallback="maif"), 10)
+
+
+def test_overlap_is_the_share_of_a_phase_beside_other_jobs_phases() -> None:
+    phases = {1: {0: (0.0, 1.0), 1: (2.0, 3.0)}, 2: {0: (0.5, 1.5), 1: (3.5, 4.0)}, 3: {0: (0.6, 0.8)}}
+    assert fb.overlap(phases, 1, 0, 0) == pytest.approx(0.5)  # job 2 from 0.5 on (job 3 inside it: not twice)
+    assert fb.overlap(phases, 1, 1, 1) == 0.0
+    assert fb.overlap(phases, 1, 0, 1) == pytest.approx(0.25)
+    assert fb.overlap({1: phases[1]}, 1, 0, 1) != fb.overlap({1: phases[1]}, 1, 0, 1)  # nan: nobody else
+    # Released only when the phases are apart too: uncontended times, but still side by side.
+    engaged = run({1: contended(10), 2: contended(10)}).state
+    calm = {j: contended(10) | {i: SOLO for i in range(10, 20)} for j in (1, 2)}
+    side_by_side = {j: {i: (2.0 * i, 2.0 * i + SOLO) for i in range(20)} for j in (1, 2)}
+    assert fb.step(engaged, calm, P, side_by_side).state.engaged
+    apart = {j: {i: (2.0 * i + j, 2.0 * i + j + SOLO) for i in range(20)} for j in (1, 2)}
+    assert not fb.step(engaged, calm, P, apart).state.engaged

@@ -54,8 +54,13 @@ def test_replay_of_recorded_runs(tmp_path) -> None:  # type: ignore[no-untyped-d
 
     contended = [rec(j, i, 0.4 if i == 1 else 0.7) for j in (1, 2) for i in range(12)]
     write_csv(tmp_path / "c.csv", contended)
-    r = replay(comm_series(tmp_path / "c.csv"), fb.FallbackParams())
+    comm, phases = comm_series(tmp_path / "c.csv")
+    r = replay(comm, fb.FallbackParams())
     assert [(n, e) for n, e, _ in r.switches] == [(6, True)]  # warm-up 0..3, window 4..6
     assert r.ratios[1][1] == 1.0 and abs(r.ratios[1][5] - 1.75) < 1e-9
     write_csv(tmp_path / "ok.csv", [rec(j, i, 0.4) for j in (1, 2) for i in range(12)])
-    assert replay(comm_series(tmp_path / "ok.csv"), fb.FallbackParams()).switches == []
+    ok, ok_phases = comm_series(tmp_path / "ok.csv")
+    assert replay(ok, fb.FallbackParams()).switches == []
+    # The same uncontended times, but every phase beside the other job's: the overlap engages it.
+    assert [(n, e) for n, e, _ in replay(ok, fb.FallbackParams(), ok_phases).switches] == [(6, True)]
+    assert [(n, e) for n, e, _ in replay(comm, fb.FallbackParams(), phases).switches] == [(6, True)]
