@@ -60,6 +60,12 @@ def _add_policy(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fallback-enter", type=float, default=f.enter, help="contention to engage (%(default)s)")
     g.add_argument("--fallback-exit", type=float, default=f.exit, help="contention to release (%(default)s)")
     g.add_argument("--fallback-calm", type=int, default=f.calm, help="iterations before a release (%(default)s)")
+    g.add_argument(
+        "--fallback-overlap-enter", type=float, default=f.overlap_enter, help="phase overlap to engage (%(default)s)"
+    )
+    g.add_argument(
+        "--fallback-overlap-exit", type=float, default=f.overlap_exit, help="phase overlap to release (%(default)s)"
+    )
 
 
 def _config(args: argparse.Namespace) -> EngineConfig:
@@ -82,6 +88,8 @@ def _config(args: argparse.Namespace) -> EngineConfig:
             enter=args.fallback_enter,
             exit=args.fallback_exit,
             calm=args.fallback_calm,
+            overlap_enter=args.fallback_overlap_enter,
+            overlap_exit=args.fallback_overlap_exit,
             max_calm=max(FallbackParams().max_calm, args.fallback_calm),
         )
     return EngineConfig(

@@ -215,6 +215,10 @@ def test_cli_flags_and_the_lab_treatment_configure_the_fallback() -> None:
 
     args = build_parser().parse_args(["run", "--db", "x", "--token-file", "t", "--fallback", "interleave"])
     assert _config(args).fallback == fb.FallbackParams(action="interleave")
+    args = build_parser().parse_args(
+        ["run", "--db", "x", "--token-file", "t", "--fallback", "maif", "--fallback-overlap-enter", "0.9"]
+    )
+    assert _config(args).fallback == fb.FallbackParams(overlap_enter=0.9)
     args = build_parser().parse_args(["run", "--db", "x", "--token-file", "t"])
     assert _config(args).fallback is None
     cfg = stack_config(MIXES["circular"], TREATMENTS["mltcp+fallback"], 10)
