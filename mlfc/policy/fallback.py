@@ -13,28 +13,28 @@ must not look like contention.
 
 A second signal covers what the first cannot see: jobs whose phases collide from their first iteration on
 never communicate alone, so their best time is itself contended and the ratio stays near 1 (measured on the
-partially compatible mix: 1.1 while every phase was shared). Each report also carries the agent's clock at the
-iteration's end (``timestamp``), so the coordinator knows when each job communicated: a job's *overlap* is the
-share of its communication phase during which another job was communicating too, averaged over the same window.
-Interleaved jobs overlap little (a push beside another job's pull at most: about half a phase); jobs that
-send together the whole time overlap fully. The coordinator does not know the topology, so overlap in time
-counts whether or not the jobs share a link (see Limitations in docs/coordinator.md).
+partially compatible mix: 1.0-1.25 while every push ran beside the other job's). Each report also carries
+the agent's clock at the iteration's end (``timestamp``), so the coordinator knows when each job
+communicated: a job's *overlap* is the share of its communication phase during which another job was
+communicating too, averaged over the same window. Interleaved jobs overlap little (a push beside another
+job's pull at most: about half a phase); jobs that send together the whole time overlap fully. The
+coordinator does not know the topology, so overlap in time counts whether or not the jobs share a link (see
+Limitations in docs/coordinator.md).
 
 The rule.
 
 * **Engage** (MLTCP alone -> priorities) when at least two jobs are active and some job, counting only
   iterations after its first ``warmup`` ones (and after the latest switch back, when MLTCP has to converge
-  again), has contention above ``enter`` or overlap above ``overlap_enter``. MLTCP interleaves compatible jobs
-  within a few iterations when it can
-  (2-9 measured, docs/results.md); a job still paying ``enter`` - 1 extra on every phase after that is in one of
-  the cases it cannot fix: a straggler whose period drifted, partially compatible jobs, a cycle of shifts. Strict
-  priority between the jobs forces one to finish its phase first whatever the offsets, and one global order of
-  jobs is acyclic, so it also breaks a circular dependency that per-link shifts cannot.
+  again), has contention above ``enter`` or overlap above ``overlap_enter``. MLTCP interleaves compatible
+  jobs within a few iterations when it can (2-9 measured, docs/results.md); a job still paying ``enter`` - 1
+  extra on every phase after that, or still sending beside another job, is in one of the cases it cannot
+  fix: a straggler whose period drifted, partially compatible jobs, a cycle of shifts. Strict priority
+  between the jobs forces one to finish its phase first whatever the offsets, and one global order of jobs
+  is acyclic, so it also breaks a circular dependency that per-link shifts cannot.
 * **Release** (priorities -> MLTCP alone) when every job has had ``calm`` iterations since the switch and its
   contention over its last ``calm`` iterations is below ``exit`` (< ``enter``) and its overlap below
-  ``overlap_exit``. The calm period doubles after
-  every release (up to ``max_calm``), so a mix that falls apart again without priorities stops flapping: the
-  priorities stay once they have proved necessary twice.
+  ``overlap_exit``. The calm period doubles after every release (up to ``max_calm``), so a mix that falls
+  apart again without priorities stops flapping: each return to MLTCP alone waits twice as long.
 
 A job without timings (comm_seconds 0) or with too few iterations has no contention and never engages.
 """
