@@ -24,7 +24,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from mlfc.policy.fallback import ACTIONS, FallbackParams
-from mlfc.policy.maif import MaifParams
+from mlfc.policy.maif import OBJECTIVES, MaifParams
 from mlfc.policy.priority import PolicyError
 from mlfc.proto import coordinator_pb2 as pb
 
@@ -47,6 +47,13 @@ def _add_policy(p: argparse.ArgumentParser) -> None:
     g.add_argument("--bottom-class", type=int, default=d.bottom_class, help="(%(default)s)")
     g.add_argument("--straggler-lag", type=int, default=d.straggler_lag, help="iterations (%(default)s)")
     g.add_argument("--straggler-boost", type=int, default=d.straggler_boost, help="classes (%(default)s)")
+    g.add_argument(
+        "--objective",
+        choices=OBJECTIVES,
+        default=d.objective,
+        help="sum: every job's accuracy gain counts; best: a hyper-parameter search, only gains of the best "
+        "job's accuracy (%(default)s)",
+    )
     g.add_argument("--silence", type=float, default=60.0, help="retire a job silent for this long, s (%(default)s)")
     f = FallbackParams()
     g = p.add_argument_group("MLTCP fallback (mlfc/policy/fallback.py, docs/coordinator.md)")
@@ -78,6 +85,7 @@ def _config(args: argparse.Namespace) -> EngineConfig:
         bottom_class=args.bottom_class,
         straggler_lag=args.straggler_lag,
         straggler_boost=args.straggler_boost,
+        objective=args.objective,
     )
     fallback = None
     if args.fallback:

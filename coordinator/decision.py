@@ -119,6 +119,9 @@ def decide(
         verdict = fb.step(fallback_state or fb.FallbackState(), comm, fallback, phases or None)
         by_job = {c.job_id: c for c in verdict.contention}
     scores = {v.job_id: maif.score_job(v.fit, v.iter_s, v.net_s, params) for v in views}
+    own = scores
+    if params.objective == "best":
+        scores = maif.search_scores({v.job_id: v.fit for v in views}, scores, params)
     previous = {j: m.previous for j, m in memory.items() if j in scores}
     ranks = maif.rank_jobs(scores, previous, params)
     out: dict[int, JobDecision] = {}
@@ -127,6 +130,11 @@ def decide(
         prev = memory.get(v.job_id)
         window = maif.straggler_window(v.workers, a.priority, prev.window if prev else None, params)
         reasons = list(a.reasons)
+        if params.objective == "best" and not scores[v.job_id].exploring:
+            reasons.append(
+                f"search objective: counted gain {scores[v.job_id].gain:.3g} (its own {own[v.job_id].gain:.3g}) "
+                "of the best accuracy among the jobs"
+            )
         if window is not None:
             slow = min(v.workers, key=lambda w: v.workers[w])
             lag = max(v.workers.values()) - v.workers[slow]

@@ -2,6 +2,7 @@
 
     python -m mlfc.lab.approx [--jobs 3] [--width 16] [--lr 0.1] [--compute-s 0.1] [--iterations 80]
                               [--loss-bound 0.1] [--sweep 0.02,0.05,0.2,0.4] [--rigid fp16] [--rounds 3]
+                              [--treatments full,selective,rigid]
                               [--bottleneck-pps 600] [--dataplane auto|bmv2|ref|both] [--out results/approx]
 
 --jobs identical data-parallel jobs (a PS and --workers workers each, digits, the same seed) share the
@@ -70,14 +71,30 @@ class Variant:
         return f"loss bound {self.loss_bound:g}, {drop}{comp}"
 
 
+TREATMENT_NAMES = ("full", "selective", "rigid")
+
+
 def variants(args: argparse.Namespace) -> list[Variant]:
     out = [
-        Variant("full"),
-        Variant("selective", args.loss_bound, DropPolicy()),
-        Variant("rigid", compress=args.rigid),
+        v
+        for v in (
+            Variant("full"),
+            Variant("selective", args.loss_bound, DropPolicy()),
+            Variant("rigid", compress=args.rigid),
+        )
+        if v.name in args.treatments
     ]
-    out += [Variant(f"bound {b:g}", b, DropPolicy(), sweep=True) for b in args.sweep if b != args.loss_bound]
+    taken = {args.loss_bound} if "selective" in args.treatments else set()  # that point is the treatment's
+    out += [Variant(f"bound {b:g}", b, DropPolicy(), sweep=True) for b in args.sweep if b not in taken]
     return out
+
+
+def parse_treatments(text: str) -> tuple[str, ...]:
+    names = tuple(t.strip() for t in text.split(",") if t.strip())
+    unknown = [t for t in names if t not in TREATMENT_NAMES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma list of {', '.join(TREATMENT_NAMES)}")
+    return names
 
 
 def parse_bounds(text: str) -> list[float]:
@@ -512,6 +529,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=80)
     ap.add_argument("--loss-bound", type=float, default=0.1, help="the selective treatment's bound (%(default)s)")
     ap.add_argument("--sweep", type=parse_bounds, default=[0.02, 0.05, 0.2, 0.4], help="loss bounds to sweep")
+    ap.add_argument(
+        "--treatments",
+        type=parse_treatments,
+        default=TREATMENT_NAMES,
+        help="which of full,selective,rigid to run (all; e.g. 'full' with --sweep for a sweep of its own)",
+    )
     ap.add_argument("--rigid", default="fp16", help="the rigid baseline's compression: fp16 | topk:F (%(default)s)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--bottleneck-pps", type=int, default=600)

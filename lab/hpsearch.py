@@ -176,7 +176,7 @@ def stack(args: argparse.Namespace, treatment: Treatment, jobs, name: str) -> St
         mltcp=treatment.mltcp,
         priorities=treatment.priorities,
         bottleneck_pps=args.bottleneck_pps,
-        coordinator_args=tuple(args.coordinator_arg or ()),
+        coordinator_args=treatment.coordinator_args + tuple(args.coordinator_arg or ()),
         start_lead_s=args.start_lead if args.start_lead is not None else start_lead(len(jobs)),
     )
 

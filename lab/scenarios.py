@@ -53,6 +53,7 @@ class Treatment:
     priorities: str = "none"  # none | maif | interleave
     baseline: str = "baseline"  # the treatment this one is compared with
     tune: bool = False  # MLTCP's slope/intercept tuned online by every sender (SenderConfig.mltcp_tune)
+    coordinator_args: tuple[str, ...] = ()  # `mlfc-coordinator run` policy options (e.g. --objective best)
     # The coordinator's MLTCP fallback (mlfc-coordinator --fallback ACTION, mlfc/policy/fallback.py): no classes
     # until the agents' timings show the jobs still contending, then ACTION (maif | interleave). Needs
     # priorities="maif" (the coordinator drives the controller).
@@ -71,6 +72,8 @@ TREATMENTS: dict[str, Treatment] = {
         Treatment("mltcp-dcqcn", "dcqcn", mltcp=True, baseline="dcqcn"),
         Treatment("maif", "reno", priorities="maif"),
         Treatment("mltcp+maif", "reno", mltcp=True, priorities="maif"),
+        # MAIF for a hyper-parameter search: only gains of the best job's accuracy count (MaifParams.objective)
+        Treatment("maif-search", "reno", priorities="maif", coordinator_args=("--objective", "best")),
         Treatment("interleave", "reno", priorities="interleave"),
         Treatment("mltcp+fallback", "reno", mltcp=True, priorities="maif", fallback="maif"),
         Treatment("mltcp+fallback-interleave", "reno", mltcp=True, priorities="maif", fallback="interleave"),
@@ -126,7 +129,7 @@ MIXES: dict[str, Mix] = {
 
 # Which treatments run on which mix in `make e2e` (all CC variants on the main mix only).
 PLAN: dict[str, tuple[str, ...]] = {
-    "two-compatible": tuple(TREATMENTS),
+    "two-compatible": tuple(t for t in TREATMENTS if t != "maif-search"),  # search: real jobs (hpsearch)
     "three-mixed": ("baseline", "mltcp-reno", "maif", "mltcp+maif", "interleave"),
     "straggler": ("baseline", "mltcp-reno", "maif", "interleave", "mltcp+fallback"),
     "partial": ("baseline", "mltcp-reno", "maif", "interleave", "mltcp+fallback"),
@@ -158,7 +161,8 @@ def stack_config(
         mltcp_tune=treatment.tune,
         priorities=treatment.priorities,
         bottleneck_pps=bottleneck_pps,
-        coordinator_args=("--fallback", treatment.fallback) if treatment.fallback else (),
+        coordinator_args=treatment.coordinator_args
+        + (("--fallback", treatment.fallback) if treatment.fallback else ()),
     )
 
 

@@ -194,7 +194,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             abort(context, err.code, err.message)
         errors: list[p4r.Error] = []
         failed = False
-        with self.device.lock:
+        with self.device.lock, self.device.tables.batch():
             for update in request.updates:
                 try:
                     self._write_one(update)

@@ -8,7 +8,8 @@ the dataplane thread never takes the writers' lock.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from mlfc.contract import ACTIONS, TABLES, TableSpec
@@ -177,6 +178,8 @@ class Table:
         self._lock = threading.Lock()
         self._entries: dict[tuple[MatchKey, int], tuple[int, Entry]] = {}  # key -> (insertion seq, entry)
         self._seq = 0
+        self._deferred = 0  # > 0 inside Tables.batch(): lookups keep the old snapshot until it ends
+        self._dirty = False
         self._snapshot: tuple[Entry, ...] = ()
         self._lpm_only = all(f.kind == "lpm" for f in spec.fields) and len(spec.fields) == 1
         self._lpm: tuple[tuple[int, int, dict[int, Entry]], ...] = ()  # (prefix len, mask, value -> entry)
@@ -246,6 +249,11 @@ class Table:
         self.default = self.initial_default
 
     def _rebuild(self) -> None:
+        # A sort per change made a batch of n inserts O(n^2 log n); inside a batch it waits for the end.
+        if self._deferred:
+            self._dirty = True
+            return
+        self._dirty = False
         ordered = sorted(self._entries.values(), key=lambda se: (-se[1].priority, se[0]))
         if self._lpm_only:
             width = self.spec.fields[0].bitwidth
@@ -293,3 +301,19 @@ class Tables:
     def clear(self) -> None:
         for t in self.by_name.values():
             t.clear()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Apply many changes, then rebuild each changed table's lookup structure once (a Write request)."""
+        tables = list(self.by_name.values())
+        for t in tables:
+            with t._lock:
+                t._deferred += 1
+        try:
+            yield
+        finally:
+            for t in tables:
+                with t._lock:
+                    t._deferred -= 1
+                    if not t._deferred and t._dirty:
+                        t._rebuild()

@@ -16,6 +16,9 @@ coordinator/decision.py):
    variation in the data it is ``flat`` (predicted gain 0).
 2. ``score_job(fit, ...)`` predicts the gain over the next decision interval (``horizon_s``) and
    divides it by the network time those iterations need: accuracy gained per second of network.
+   With ``objective="best"`` (a hyper-parameter search: only the best configuration's accuracy
+   counts) ``search_scores`` keeps of each job's gain the part that raises the best quality of all the
+   jobs, plus ``own_gain_weight`` of its own gain to order the jobs that raise nothing.
 3. ``rank_jobs(...)`` orders jobs by score with hysteresis (an incumbent keeps its place unless the
    challenger's score is larger by a relative margin) and maps ranks onto priority classes.
 4. ``straggler_window(...)`` gives a job whose workers lag by iterations a boosted class for the lagging
@@ -34,6 +37,7 @@ from mlfc.policy.priority import MAX_JOB_PRIORITY, PolicyError, check_job_priori
 
 ACCURACY = "accuracy"
 LOSS = "loss"
+OBJECTIVES = ("sum", "best")
 
 # Shape-parameter grids. Power exponents cover very slow (0.02) to fast (4) saturation; exponential
 # rates are relative to the observed span so the grid fits any iteration scale.
@@ -56,6 +60,8 @@ class MaifParams:
     straggler_boost: int = 1  # classes added to the lagging iteration window
     upper: float | None = 1.0  # quality cannot exceed this (accuracy); None for no cap
     min_network_s: float = 1e-3  # floor of network time per horizon, avoids division by ~0
+    objective: str = "sum"  # sum: every job's own gain counts | best: only gains of the search's best quality
+    own_gain_weight: float = 0.05  # objective best: weight of a job's own gain beside what it adds to the best
 
     def __post_init__(self) -> None:
         check_job_priority(self.top_class, "top_class")
@@ -73,6 +79,10 @@ class MaifParams:
             raise PolicyError("straggler_lag must be >= 1 and straggler_boost >= 0")
         if not 0.0 <= self.exploration_quantile <= 1.0:
             raise PolicyError(f"exploration_quantile={self.exploration_quantile} out of range 0..1")
+        if self.objective not in OBJECTIVES:
+            raise PolicyError(f"objective={self.objective!r}: expected one of {', '.join(OBJECTIVES)}")
+        if not (math.isfinite(self.own_gain_weight) and 0.0 <= self.own_gain_weight <= 1.0):
+            raise PolicyError(f"own_gain_weight={self.own_gain_weight} out of range 0..1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +255,36 @@ def score_job(fit: Fit, iter_s: float, net_s_per_iter: float, params: MaifParams
         return Score(0.0, n, network_s, math.nan, True)
     gain = predicted_gain(fit, n, params.upper)
     return Score(gain, n, network_s, gain / network_s, False)
+
+
+def current_quality(fit: Fit, upper: float | None = 1.0) -> float:
+    """A job's quality now: the curve at its last iteration (less noisy than the sample), else the sample."""
+    q = fit.predict(fit.last_iteration) if fit.model in ("power", "exp") else fit.last_quality
+    return min(q, upper) if upper is not None and math.isfinite(q) else q
+
+
+def search_scores(
+    fits: Mapping[int, Fit], scores: Mapping[int, Score], params: MaifParams = MaifParams()
+) -> dict[int, Score]:
+    """Scores for a hyper-parameter search, where only the best job's quality counts.
+
+    A job's gain becomes what its predicted quality at the horizon adds above the best current quality of
+    all the jobs (the leader's own gain, a challenger's only once it would overtake), plus
+    ``own_gain_weight`` of its own gain so that the jobs that add nothing keep MAIF's order among
+    themselves. Jobs without a usable curve stay exploring: the ranker gives them the prior.
+    """
+    best = max((current_quality(f, params.upper) for f in fits.values()), default=-math.inf)
+    out: dict[int, Score] = {}
+    for j, s in scores.items():
+        fit = fits[j]
+        if s.exploring:
+            out[j] = s
+            continue
+        later = current_quality(fit, params.upper) + s.gain
+        raised = max(0.0, later - best) if math.isfinite(best) else s.gain
+        gain = raised + params.own_gain_weight * s.gain
+        out[j] = Score(gain, s.next_iters, s.network_s, gain / s.network_s, False)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

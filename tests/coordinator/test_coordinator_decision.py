@@ -89,3 +89,21 @@ def test_fit_job_and_cache() -> None:
     cache.drop(1)
     assert cache.get(1, 3) is None
     assert math.isfinite(decide([view(1, loss)], {}).jobs[1].score.gain)
+
+
+def test_search_objective_serves_the_best_job_and_says_so() -> None:
+    leader = 0.9 - 0.5 * (T + 1) ** -0.5  # best so far, gaining slowly
+    laggard = 0.95 - 0.9 * (T + 1) ** -0.3  # far below, gaining faster
+    views = [view(1, fitted(leader, 41)), view(2, fitted(laggard, 41))]
+    assert decide(views, {}).jobs[2].priority == 6  # MAIF's sum of gains serves the laggard
+    d = decide(views, {}, maif.MaifParams(objective="best"))
+    assert (d.jobs[1].priority, d.jobs[2].priority) == (6, 5)
+    assert any(r.startswith("search objective: counted gain") for r in d.jobs[1].reasons)
+
+
+def test_coordinator_cli_passes_the_objective() -> None:
+    from mlfc.coordinator.cli import _config, build_parser
+
+    args = build_parser().parse_args(["run", "--db", "x.db", "--token-file", "t", "--objective", "best"])
+    assert _config(args).params.objective == "best"
+    assert _config(build_parser().parse_args(["run", "--db", "x.db", "--token-file", "t"])).params.objective == "sum"

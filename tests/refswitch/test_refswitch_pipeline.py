@@ -88,6 +88,16 @@ def test_longest_prefix_wins(sw):
         assert run(sw, pkt).egress_port == port
 
 
+def test_a_batch_of_writes_takes_effect_when_it_ends(sw):
+    routes = [route("10.1.0.0/16", 1, HOST_MAC[1]), route("10.1.2.0/24", 2, HOST_MAC[2])]
+    pkt = Ether(src=HOST_MAC[0], dst=SWITCH_MAC) / IP(src=HOST_IP[0], dst="10.1.2.3") / UDP(dport=9) / (b"y" * 40)
+    with sw[0].batch():
+        install(sw, routes)
+        assert run(sw, pkt).drop_reason == pl.DROP_NO_ROUTE  # lookups keep the table as it was
+    assert run(sw, pkt).egress_port == 2  # then longest prefix, as if inserted one by one
+    assert len(sw[0][routes[0].table]) == len(host_routes()) + 2
+
+
 @pytest.mark.parametrize(
     ("pkt", "reason"),
     [

@@ -214,3 +214,53 @@ def test_straggler_window_boosts_lagging_iterations() -> None:
 def test_params_are_validated(kw: dict[str, float]) -> None:
     with pytest.raises(PolicyError):
         maif.MaifParams(**kw)
+
+
+# ---- objective "best": a hyper-parameter search, where only the best job's accuracy counts ---------
+
+SEARCH = maif.MaifParams(objective="best")
+T40 = np.arange(0, 41, dtype=float)
+LEADER = 0.9 - 0.5 * (T40 + 1) ** -0.5  # the best configuration so far (0.82), gaining slowly
+LAGGARD = 0.95 - 0.9 * (T40 + 1) ** -0.3  # far below (0.65), gaining faster: MAIF's sum objective serves it
+CHALLENGER = 0.86 - 0.8 * np.exp(-0.05 * T40)  # below (0.75) but predicted to pass the leader within the horizon
+
+
+def _search(curves: dict[int, np.ndarray], params: maif.MaifParams) -> dict[int, maif.Score]:
+    fits = {j: maif.fit_arrays(T40, y) for j, y in curves.items()}
+    scores = {j: maif.score_job(f, 0.15, 0.05, params) for j, f in fits.items()}
+    return maif.search_scores(fits, scores, params) if params.objective == "best" else scores
+
+
+def test_search_objective_serves_the_best_job_where_the_sum_serves_the_laggard() -> None:
+    summed = maif.rank_jobs(_search({1: LEADER, 2: LAGGARD}, P), {}, P)
+    assert summed[2].rank == 1  # its own gain is larger
+    best = maif.rank_jobs(_search({1: LEADER, 2: LAGGARD}, SEARCH), {}, SEARCH)
+    assert best[1].rank == 1 and best[1].priority == SEARCH.top_class
+
+
+def test_search_objective_counts_a_challenger_by_what_it_adds_above_the_best() -> None:
+    fits = {j: maif.fit_arrays(T40, y) for j, y in {1: LEADER, 3: CHALLENGER}.items()}
+    own = {j: maif.score_job(f, 0.15, 0.05, SEARCH) for j, f in fits.items()}
+    s = maif.search_scores(fits, own, SEARCH)
+    best_now = maif.current_quality(fits[1])
+    above = maif.current_quality(fits[3]) + own[3].gain - best_now
+    assert 0 < above < own[3].gain  # it overtakes, but only the part above the leader counts
+    assert s[3].gain == pytest.approx(above + SEARCH.own_gain_weight * own[3].gain)
+    assert s[1].gain == pytest.approx((1 + SEARCH.own_gain_weight) * own[1].gain)  # the leader: all of its own
+    assert maif.rank_jobs(s, {}, SEARCH)[3].rank == 1
+
+
+def test_search_objective_keeps_exploring_jobs_exploring() -> None:
+    fits = {0: maif.Fit("prior"), 1: maif.fit_arrays(T40, LEADER), 2: maif.fit_arrays(T40, LAGGARD)}
+    own = {j: maif.score_job(f, 0.15, 0.05, SEARCH) for j, f in fits.items()}
+    s = maif.search_scores(fits, own, SEARCH)
+    assert s[0].exploring and math.isnan(s[0].score)
+    out = maif.rank_jobs(s, {}, SEARCH)
+    # the prior is a quantile of the others' search scores: between the leader and the laggard
+    assert [j for j, _ in sorted(out.items(), key=lambda ja: ja[1].rank)] == [1, 0, 2]
+
+
+@pytest.mark.parametrize("kw", [{"objective": "mean"}, {"own_gain_weight": 1.5}, {"own_gain_weight": math.nan}])
+def test_search_params_are_validated(kw: dict[str, object]) -> None:
+    with pytest.raises(PolicyError):
+        maif.MaifParams(**kw)  # type: ignore[arg-type]
