@@ -1,7 +1,7 @@
 """``mlfc-coordinator``: run the MAIF coordinator, or explain a job's class.
 
     mlfc-coordinator run --db coord.sqlite --listen 127.0.0.1:50061 --controller 127.0.0.1:50051 \\
-        --token-file token
+        --token-file token [--fallback maif]
     mlfc-coordinator explain 7 --db coord.sqlite            # offline, from the database
     mlfc-coordinator explain 7 --coordinator 127.0.0.1:50061 --token-file token   # live
     mlfc-coordinator status --db coord.sqlite
@@ -23,6 +23,7 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from mlfc.policy.fallback import ACTIONS, FallbackParams
 from mlfc.policy.maif import OBJECTIVES, MaifParams
 from mlfc.policy.priority import PolicyError
 from mlfc.proto import coordinator_pb2 as pb
@@ -54,6 +55,24 @@ def _add_policy(p: argparse.ArgumentParser) -> None:
         "job's accuracy (%(default)s)",
     )
     g.add_argument("--silence", type=float, default=60.0, help="retire a job silent for this long, s (%(default)s)")
+    f = FallbackParams()
+    g = p.add_argument_group("MLTCP fallback (mlfc/policy/fallback.py, docs/coordinator.md)")
+    g.add_argument(
+        "--fallback",
+        choices=ACTIONS,
+        help="apply no classes (MLTCP alone) until the agents' timings show the jobs contending, then this",
+    )
+    g.add_argument("--fallback-warmup", type=int, default=f.warmup, help="iterations (%(default)s)")
+    g.add_argument("--fallback-window", type=int, default=f.window, help="iterations (%(default)s)")
+    g.add_argument("--fallback-enter", type=float, default=f.enter, help="contention to engage (%(default)s)")
+    g.add_argument("--fallback-exit", type=float, default=f.exit, help="contention to release (%(default)s)")
+    g.add_argument("--fallback-calm", type=int, default=f.calm, help="iterations before a release (%(default)s)")
+    g.add_argument(
+        "--fallback-overlap-enter", type=float, default=f.overlap_enter, help="phase overlap to engage (%(default)s)"
+    )
+    g.add_argument(
+        "--fallback-overlap-exit", type=float, default=f.overlap_exit, help="phase overlap to release (%(default)s)"
+    )
 
 
 def _config(args: argparse.Namespace) -> EngineConfig:
@@ -68,7 +87,22 @@ def _config(args: argparse.Namespace) -> EngineConfig:
         straggler_boost=args.straggler_boost,
         objective=args.objective,
     )
-    return EngineConfig(params=params, silence_s=args.silence, interleaving=getattr(args, "interleaving", False))
+    fallback = None
+    if args.fallback:
+        fallback = FallbackParams(
+            action=args.fallback,
+            warmup=args.fallback_warmup,
+            window=args.fallback_window,
+            enter=args.fallback_enter,
+            exit=args.fallback_exit,
+            calm=args.fallback_calm,
+            overlap_enter=args.fallback_overlap_enter,
+            overlap_exit=args.fallback_overlap_exit,
+            max_calm=max(FallbackParams().max_calm, args.fallback_calm),
+        )
+    return EngineConfig(
+        params=params, silence_s=args.silence, interleaving=getattr(args, "interleaving", False), fallback=fallback
+    )
 
 
 def _add_source(p: argparse.ArgumentParser) -> None:
@@ -182,6 +216,9 @@ def _text(m: Message) -> str:
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(m.created_at)) + f".{int(m.created_at % 1 * 1000):03d}"
     acked = f"applied as generation {m.generation}" if m.applied_at else "not acknowledged"
     ranks = " ".join(f"{j.job_id}->{j.priority}" + (" (plateau)" if j.plateau else "") for j in m.jobs) or "no jobs"
+    if m.jobs and not m.intent.jobs:  # ranked, but the fallback held the classes back
+        mode = "in-network interleaving" if m.intent.interleaving else "MLTCP alone"
+        ranks = f"no classes applied ({mode}; ranked {ranks})"
     return f"decision {m.seq} at {when}: {ranks}; {acked}"
 
 

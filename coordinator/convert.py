@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from mlfc.policy import fallback as fb
 from mlfc.policy import maif
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import intent_pb2
@@ -16,6 +17,7 @@ from .jobs import JobRecord
 from .store import DecisionRow
 
 SOURCE = "mlfc-coordinator"  # Intent.source of every decision
+FALLBACK_KEY = "_fallback"  # the fallback's state in the memory JSON (job ids are numbers)
 
 
 def window_pb(w: maif.Window) -> intent_pb2.IterationWindow:
@@ -23,7 +25,10 @@ def window_pb(w: maif.Window) -> intent_pb2.IterationWindow:
 
 
 def intent_of(decision: Decision) -> intent_pb2.Intent:
-    intent = intent_pb2.Intent(interleaving=decision.interleaving, source=SOURCE)
+    applies = decision.applies
+    intent = intent_pb2.Intent(interleaving=decision.interleaving or applies == "interleave", source=SOURCE)
+    if applies != "maif":  # the fallback is idle (MLTCP alone) or interleaves in the network: no job classes
+        return intent
     for jid, d in decision.jobs.items():
         ji = intent.jobs.add(job_id=jid, priority=d.priority, flows=d.view.flows)
         if d.window is not None:
@@ -32,28 +37,52 @@ def intent_of(decision: Decision) -> intent_pb2.Intent:
 
 
 def jobs_key(intent: intent_pb2.Intent) -> bytes:
-    """What identifies a decision: the jobs part of the intent, deterministically serialized."""
+    """The jobs part of the intent, deterministically serialized."""
     return b"".join(j.SerializeToString(deterministic=True) for j in sorted(intent.jobs, key=lambda j: j.job_id))
 
 
-# The memory column of `decisions`: {"<job>": {"rank", "priority", "plateau", "window": [first, last, prio] | null}}
-def memory_json(memory: Mapping[int, Memory]) -> str:
-    return json.dumps(
-        {
-            str(j): {
-                "rank": m.previous.rank,
-                "priority": m.previous.priority,
-                "plateau": m.previous.plateau,
-                "window": [m.window.first, m.window.last, m.window.priority] if m.window else None,
-            }
-            for j, m in memory.items()
+def intent_key(intent: intent_pb2.Intent) -> bytes:
+    """What identifies a decision: its jobs and whether it interleaves (which the fallback switches alone)."""
+    return (b"I" if intent.interleaving else b"-") + jobs_key(intent)
+
+
+# The memory column of `decisions`: {"<job>": {"rank", "priority", "plateau", "window": [first, last, prio] | null},
+# "_fallback": {"engaged", "changed_at": {"<job>": iteration}, "releases", "reason"} (only with the fallback)}
+def memory_json(memory: Mapping[int, Memory], fallback_state: fb.FallbackState | None = None) -> str:
+    out: dict[str, object] = {
+        str(j): {
+            "rank": m.previous.rank,
+            "priority": m.previous.priority,
+            "plateau": m.previous.plateau,
+            "window": [m.window.first, m.window.last, m.window.priority] if m.window else None,
         }
-    )
+        for j, m in memory.items()
+    }
+    if fallback_state is not None:
+        s = fallback_state
+        out[FALLBACK_KEY] = {
+            "engaged": s.engaged,
+            "changed_at": {str(j): it for j, it in s.changed_at.items()},
+            "releases": s.releases,
+            "reason": s.reason,
+        }
+    return json.dumps(out)
+
+
+def fallback_from_json(text: str) -> fb.FallbackState | None:
+    """The fallback's state kept with a decision, None if the decision was made without the fallback."""
+    f = json.loads(text).get(FALLBACK_KEY)
+    if f is None:
+        return None
+    changed = {int(j): int(it) for j, it in f["changed_at"].items()}
+    return fb.FallbackState(bool(f["engaged"]), changed, int(f["releases"]), str(f["reason"]))
 
 
 def memory_from_json(text: str) -> dict[int, Memory]:
     out = {}
     for j, m in json.loads(text).items():
+        if j == FALLBACK_KEY:
+            continue
         w = m.get("window")
         out[int(j)] = Memory(maif.Previous(m["rank"], m["priority"], m["plateau"]), maif.Window(*w) if w else None)
     return out

@@ -1,16 +1,19 @@
 """The MAIF decision as a pure function: a snapshot of the active jobs and the previous decision's memory
 in, the ranking (class, straggler window and reasons per job) out. No threads, SQLite or gRPC: the engine
 builds the snapshot under its lock and persists and sends what comes out (convert.intent_of makes the
-intent). The policy itself (fits, scores, ranking, straggler windows) is mlfc/policy/maif.py.
+intent). The policy itself (fits, scores, ranking, straggler windows) is mlfc/policy/maif.py; with the
+fallback configured (mlfc/policy/fallback.py) the ranking is applied only while MLTCP alone is seen failing to
+interleave the jobs, and the intent carries no classes otherwise.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from mlfc.policy import fallback as fb
 from mlfc.policy import maif
 from mlfc.proto import intent_pb2
 
@@ -50,6 +53,8 @@ class JobView:
     net_s: float  # network time per iteration, nan if unknown
     workers: Mapping[int, int]  # rank -> latest iteration
     flows: tuple[intent_pb2.Flow, ...] = ()
+    comm: Mapping[int, float] = field(default_factory=dict)  # iteration -> communication seconds (the fallback's)
+    phases: Mapping[int, tuple[float, float]] = field(default_factory=dict)  # iteration -> (start, end), agent clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +87,17 @@ class JobDecision:
 class Decision:
     jobs: Mapping[int, JobDecision]  # by job id, ascending
     interleaving: bool = False  # Intent.interleaving, for traffic of jobs without their own class
+    fallback: fb.Verdict | None = None  # None: no fallback, the ranking always applies
+    fallback_action: str = "maif"
 
     def memory(self) -> dict[int, Memory]:
         return {j: d.memory for j, d in self.jobs.items()}
+
+    @property
+    def applies(self) -> str:
+        """What the intent carries: "maif" (the ranking's classes), "interleave" (no classes, interleaving on)
+        or "none" (no classes: MLTCP alone)."""
+        return "maif" if self.fallback is None else self.fallback.applies(self.fallback_action)
 
 
 def decide(
@@ -92,9 +105,19 @@ def decide(
     memory: Mapping[int, Memory],
     params: maif.MaifParams | None = None,
     interleaving: bool = False,
+    fallback: fb.FallbackParams | None = None,
+    fallback_state: fb.FallbackState | None = None,
 ) -> Decision:
-    """Rank the jobs by MAIF (with the previous order as hysteresis) and give stragglers their window."""
+    """Rank the jobs by MAIF (with the previous order as hysteresis) and give stragglers their window. With
+    ``fallback`` the ranking applies only while the fallback is engaged (``fallback_state``: the previous
+    decision's, ``Decision.fallback.state`` the new one)."""
     params = params or maif.MaifParams()
+    verdict = None
+    if fallback is not None:
+        phases = {v.job_id: v.phases for v in views if v.phases}
+        comm = {v.job_id: v.comm for v in views}
+        verdict = fb.step(fallback_state or fb.FallbackState(), comm, fallback, phases or None)
+        by_job = {c.job_id: c for c in verdict.contention}
     scores = {v.job_id: maif.score_job(v.fit, v.iter_s, v.net_s, params) for v in views}
     own = scores
     if params.objective == "best":
@@ -119,5 +142,15 @@ def decide(
                 f"straggler: worker {slow} lags {lag} iteration(s); iterations "
                 f"{window.first}..{window.last} boosted to class {window.priority}"
             )
+        if verdict is not None:
+            reasons.append(_fallback_reason(verdict, fallback.action, by_job.get(v.job_id)))
         out[v.job_id] = JobDecision(v, scores[v.job_id], a, window, tuple(reasons))
-    return Decision(out, interleaving)
+    return Decision(out, interleaving, verdict, fallback.action if fallback else "maif")
+
+
+def _fallback_reason(verdict: fb.Verdict, action: str, mine: fb.Contention | None) -> str:
+    applies = verdict.applies(action)
+    what = {"none": "no class applied (MLTCP alone)", "maif": "MAIF class applied", "interleave": "no class "
+            "applied, in-network interleaving"}[applies]  # fmt: skip
+    own = f"; this job: {mine.ratio:.2f}x its best over iterations {mine.first}..{mine.last}" if mine else ""
+    return f"fallback {'engaged' if verdict.state.engaged else 'idle'}: {what}: {verdict.state.reason}{own}"

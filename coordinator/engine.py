@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mlfc.policy import fallback as fb
 from mlfc.policy import maif
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import intent_pb2
@@ -23,7 +24,7 @@ from . import convert, explain
 from .api import MAX_BATCH
 from .decision import Decision, FitCache, JobView, Memory, decide, fit_job
 from .errors import InvalidRequest
-from .jobs import ACTIVE, FINISHED, REACHED_FINAL, SILENT, JobBook, JobRecord, WorkerTally
+from .jobs import ACTIVE, COMM_HISTORY, FINISHED, REACHED_FINAL, SILENT, JobBook, JobRecord, WorkerTally
 from .store import Store
 from .validate import check_job_id, metric_kind
 
@@ -36,6 +37,13 @@ class EngineConfig:
     min_gap_s: float = 0.005  # minimum spacing of decisions: coalesces report bursts
     history: int = 2048  # metric points per job kept in memory (older ones are thinned)
     interleaving: bool = False  # sets Intent.interleaving for jobs without their own class
+    # MLTCP's fallback (mlfc/policy/fallback.py): no classes until the agents' timings show MLTCP alone has not
+    # interleaved the jobs, then the ranking (or in-network interleaving). None: the ranking always applies.
+    fallback: fb.FallbackParams | None = None
+
+    def __post_init__(self) -> None:
+        if self.fallback is not None and self.fallback.history > COMM_HISTORY:
+            raise ValueError(f"fallback history {self.fallback.history} above the {COMM_HISTORY} iterations kept")
 
 
 class Engine:
@@ -55,7 +63,8 @@ class Engine:
         self._fits = FitCache()
         self._memory: dict[int, Memory] = {}  # the ranker's memory from the latest evaluation
         self._evaluated: tuple[Decision, int] | None = None  # the latest evaluation, latest decision number then
-        self._last_key: bytes | None = None  # jobs of the latest decision (convert.jobs_key)
+        self._last_key: bytes | None = None  # the latest decision's intent (convert.intent_key)
+        self._fallback = fb.FallbackState()  # the fallback's state after the latest evaluation
         self.latest_seq = 0
         self.applied_seq = 0
         self.reports = 0
@@ -84,15 +93,17 @@ class Engine:
             job.workers = {w.worker: WorkerTally(w.last_iteration, w.highest_iteration, w.reports) for w in tallies}
             for it, metric in self._store.metric_history(row.job_id, self.config.history):
                 job.curve.add(it, metric, self.config.history)
-            for compute_s, comm_s in self._store.timing_history(row.job_id, 64):
+            for iteration, compute_s, comm_s, agent_time in self._store.timing_history(row.job_id, COMM_HISTORY):
                 job.timing.add(compute_s, comm_s)
+                job.timing.add_comm(iteration, comm_s, agent_time)
             self.book.load(job)
         self.reports = self._store.report_count()
         latest = self._store.latest_decision()
         if latest is not None:
             self.latest_seq = latest.seq
             self._memory = convert.memory_from_json(latest.memory)
-            self._last_key = convert.jobs_key(intent_pb2.Intent.FromString(latest.intent))
+            self._fallback = convert.fallback_from_json(latest.memory) or fb.FallbackState()
+            self._last_key = convert.intent_key(intent_pb2.Intent.FromString(latest.intent))
         applied = self._store.latest_applied()
         self.applied_seq = applied.seq if applied else 0
 
@@ -180,15 +191,28 @@ class Engine:
                 if fit is None:
                     todo.append((len(views), c.version, (job.kind, list(c.t), list(c.m), c.ref)))
                 iter_s, net_s = job.timing.estimate()
+                fb_on = self.config.fallback is not None
+                comm = dict(job.timing.comm) if fb_on else {}
+                phases = dict(job.timing.phases) if fb_on else {}
                 views.append(
-                    JobView(job.job_id, job.spec.name, fit or unfitted, iter_s, net_s, job.progress(), job.flows())
+                    JobView(
+                        job.job_id,
+                        job.spec.name,
+                        fit or unfitted,
+                        iter_s,
+                        net_s,
+                        job.progress(),
+                        job.flows(),
+                        comm,
+                        phases,
+                    )
                 )
-            memory = dict(self._memory)
+            memory, fallback_state = dict(self._memory), self._fallback
         for i, version, (kind, t, m, ref) in todo:
             fit = fit_job(kind, t, m, ref, p.min_points)
             self._fits.put(views[i].job_id, version, fit)
             views[i] = dataclasses.replace(views[i], fit=fit)
-        return decide(views, memory, p, self.config.interleaving)
+        return decide(views, memory, p, self.config.interleaving, self.config.fallback, fallback_state)
 
     def decide(self, persist: bool = True) -> int | None:
         """Evaluate; if the intent changed, persist it as a new decision and hand it to the sink.
@@ -199,15 +223,18 @@ class Engine:
                 self.retire_silent()
             decision = self.evaluate()
             intent = convert.intent_of(decision)
-            key = convert.jobs_key(intent)
+            key = convert.intent_key(intent)
+            state = decision.fallback.state if decision.fallback is not None else None
             with self._lock:
                 changed = persist and key != self._last_key
                 if changed:
                     with self._store.transaction() as db:
-                        memory = convert.memory_json(decision.memory())
+                        memory = convert.memory_json(decision.memory(), state)
                         seq = Store.insert_decision(db, self._wall(), intent.SerializeToString(), memory)
                     self._last_key, self.latest_seq = key, seq
                 self._memory = decision.memory()
+                if state is not None:
+                    self._fallback = state
                 self._evaluated = (decision, self.latest_seq)
             if not changed:
                 return None
@@ -229,7 +256,7 @@ class Engine:
                 decision, seq = self._evaluated
                 d = decision.jobs.get(job_id)
                 if d is not None:
-                    return explain.ranked(d, len(decision.jobs), self.config.params, seq)
+                    return explain.ranked(d, len(decision.jobs), self.config.params, seq, decision.applies)
             return explain.unranked(job, self.latest_seq)
 
     def status(self) -> pb.StatusReply:

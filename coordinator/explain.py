@@ -12,8 +12,11 @@ from .decision import JobDecision
 from .jobs import ACTIVE, JobRecord
 
 
-def ranked(d: JobDecision, ranked_jobs: int, params: maif.MaifParams, decision: int) -> pb.JobExplanation:
-    """An active job as the latest evaluation ranked it (``decision``: the latest decision's number)."""
+def ranked(
+    d: JobDecision, ranked_jobs: int, params: maif.MaifParams, decision: int, applies: str = "maif"
+) -> pb.JobExplanation:
+    """An active job as the latest evaluation ranked it (``decision``: the latest decision's number; ``applies``:
+    Decision.applies, whether the class is in the intent or the fallback holds it back)."""
     v, s, a, fit = d.view, d.score, d.assignment, d.view.fit
     e = pb.JobExplanation(
         job_id=v.job_id,
@@ -34,7 +37,8 @@ def ranked(d: JobDecision, ranked_jobs: int, params: maif.MaifParams, decision: 
     timing = "unknown iteration time" if math.isnan(v.iter_s) else f"{v.iter_s:.3g}s/iteration"
     net = "network time unknown (whole iteration counted)" if math.isnan(v.net_s) else f"{v.net_s:.3g}s on the network"
     lines = [
-        f"job {v.job_id} {v.name!r}: active, rank {a.rank} of {ranked_jobs} -> class {a.priority}",
+        f"job {v.job_id} {v.name!r}: active, rank {a.rank} of {ranked_jobs} -> "
+        + (f"class {a.priority}" if applies == "maif" else f"class {a.priority} not applied ({_HELD[applies]})"),
         f"  fit: {fit.describe()}; last iteration {fit.last_iteration}, quality {fit.last_quality:.4g}",
         f"  predicted gain: {s.gain:+.4g} over the next {s.next_iters:.3g} iterations "
         f"({params.horizon_s:g}s horizon, {timing}, {net})",
@@ -43,6 +47,9 @@ def ranked(d: JobDecision, ranked_jobs: int, params: maif.MaifParams, decision: 
     lines += [f"  - {r}" for r in d.reasons]
     e.text = "\n".join(lines)
     return e
+
+
+_HELD = {"none": "MLTCP alone, see the fallback line", "interleave": "in-network interleaving instead"}
 
 
 def unranked(job: JobRecord, decision: int) -> pb.JobExplanation:

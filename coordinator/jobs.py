@@ -29,6 +29,7 @@ from .validate import check_instance, check_report_numbers, check_spec, metric_k
 ACTIVE, FINISHED, SILENT = "active", "finished", "silent"
 EWMA = 0.2  # weight of the newest iteration time: reacts within ~5 iterations, smooths jitter
 REACHED_FINAL = "reached final_iteration"
+COMM_HISTORY = 64  # iterations of communication time kept per job (FallbackParams.history may not exceed it)
 
 
 @dataclass(slots=True)
@@ -60,6 +61,11 @@ class Timing:
     net_s: float = math.nan
     wall_iter_s: float = math.nan
     stamps: dict[int, tuple[int, float]] = field(default_factory=dict)  # worker -> (iteration, agent time)
+    # iteration -> communication seconds of its slowest worker, the latest COMM_HISTORY iterations (the
+    # fallback's signal, mlfc/policy/fallback.py)
+    comm: dict[int, float] = field(default_factory=dict)
+    # iteration -> (start, end) of that worker's communication, by the agent's clock (when it reports one)
+    phases: dict[int, tuple[float, float]] = field(default_factory=dict)
 
     def add(self, compute_s: float, comm_s: float) -> None:
         if compute_s <= 0 and comm_s <= 0:
@@ -69,6 +75,20 @@ class Timing:
         else:
             self.iter_s = (1 - EWMA) * self.iter_s + EWMA * (compute_s + comm_s)
             self.net_s = (1 - EWMA) * self.net_s + EWMA * comm_s
+
+    def add_comm(self, iteration: int, comm_s: float, end: float = 0.0) -> None:
+        """``end``: the agent's clock when the iteration ended (the report's timestamp), 0 if unknown."""
+        if comm_s <= 0:
+            return
+        comm = self.comm
+        if comm_s > comm.get(iteration, 0.0):
+            comm[iteration] = comm_s
+            if end > 0:
+                self.phases[iteration] = (end - comm_s, end)
+        if len(comm) > COMM_HISTORY:
+            oldest = min(comm)
+            del comm[oldest]
+            self.phases.pop(oldest, None)
 
     def add_stamp(self, worker: int, iteration: int, stamp: float) -> None:
         # Wall-clock iteration time from the agents' timestamps, for jobs that report no timings.
@@ -346,6 +366,7 @@ class JobBook:
             if row.metric is not None:  # (a replaced report's old point stays in memory until a restart)
                 job.curve.add(it, row.metric, history)
             job.timing.add(row.compute_s, row.comm_s)
+            job.timing.add_comm(it, row.comm_s, row.agent_time)
             job.timing.add_stamp(row.worker, it, row.agent_time)
         for jid in plan.touched:
             self.jobs[jid].last_seen = mono

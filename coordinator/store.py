@@ -230,14 +230,16 @@ class Store:
             rows.insert(0, first)
         return [(int(i), float(m)) for i, m in rows]
 
-    def timing_history(self, job_id: int, limit: int) -> list[tuple[float, float]]:
+    def timing_history(self, job_id: int, limit: int) -> list[tuple[int, float, float, float]]:
+        """The latest ``limit`` reports' (iteration, compute_s, comm_s, agent_time), oldest first."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT compute_s, comm_s FROM reports WHERE job_id=? ORDER BY recv_time DESC LIMIT ?",
+                "SELECT iteration, compute_s, comm_s, agent_time FROM reports WHERE job_id=? "
+                "ORDER BY recv_time DESC LIMIT ?",
                 (job_id, limit),
             ).fetchall()
         rows.reverse()
-        return [(float(c), float(m)) for c, m in rows]
+        return [(int(i), float(c), float(m), float(t or 0.0)) for i, c, m, t in rows]
 
     # -- decisions ----------------------------------------------------------------------------
     @staticmethod

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from mlfc.lab import dataplanes
 from mlfc.lab.cleanup import interrupt_on_sigterm, leftovers
+from mlfc.lab.fallback_watch import FallbackWatch
+from mlfc.lab.fallback_watch import describe as describe_fallback
 from mlfc.lab.results import format_table, plot_timeline, summarise, write_csv
 from mlfc.lab.rounds import Rounds, TreatmentResult, rounds_table
 from mlfc.lab.scenarios import (
@@ -77,6 +79,7 @@ def run_mix(
         )
         lines.append("")
         rows = {t.name: Rounds(t.name, t) for t in treatments}
+        notes: list[str] = []  # when the coordinator's fallback engaged, per run
         for rnd in range(repeat):
             for k, treatment in enumerate(treatments):
                 say(f"-- {mix.name} / {treatment.name}: round {rnd + 1}/{repeat} ({rnd * len(treatments) + k + 1}"
@@ -89,6 +92,7 @@ def run_mix(
                     treatment,
                     run_dir / f"{treatment.name}{suffix}",
                     f"{mix.name} / {treatment.name} on {dataplane.label}: communication phases",
+                    notes,
                 )
                 rows[treatment.name].results.append(result)
                 if rnd == 0:
@@ -97,6 +101,9 @@ def run_mix(
                     lines += ["", f"errors ({treatment.name}, round {rnd + 1}): " + "; ".join(result.run.errors)]
                 lines.append("")
     lines += _speedup_table(mix, rows, ideal, repeat)
+    if notes:
+        lines += [f"### {mix.name}: the coordinator's fallback (seconds after the run's start)", "", "```", *notes,
+                  "```", ""]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -117,18 +124,27 @@ def run_solo(ctl: Control, topo, mix: Mix, iterations: int) -> tuple[dict, dict,
 
 
 def run_treatment(
-    ctl: Control, topo, cfg: StackConfig, treatment: Treatment, stem: Path, title: str
+    ctl: Control, topo, cfg: StackConfig, treatment: Treatment, stem: Path, title: str, notes: list[str] | None = None
 ) -> TreatmentResult:
-    """One run of the mix under ``cfg``; its CSV and timeline PNG are written next to ``stem``."""
+    """One run of the mix under ``cfg``; its CSV and timeline PNG are written next to ``stem``. With the
+    coordinator's fallback, when it engaged (and why) is appended to ``notes`` and marked on the timeline."""
     before = job_counters(ctl.client)
-    res = run_jobs(ctl, topo, cfg, progress=say)
+    watch = FallbackWatch() if treatment.fallback else None
+    try:
+        res = run_jobs(ctl, topo, cfg, progress=say, on_coordinator=watch.hook if watch else None)
+    finally:
+        switches = watch.stop() if watch else []
+    t0 = time.time() - res.duration  # run_jobs' zero: the records' times are relative to it
+    marks = [("fallback engaged" if s.engaged else "released", s.time - t0) for s in switches]
+    if watch is not None and notes is not None:
+        notes += [f"{stem.name}: {line}" for line in describe_fallback(switches, t0)]
     res.counters = counters_delta(res.counters, before)
     per_job, overall = summarise(res.records)
     stem.parent.mkdir(parents=True, exist_ok=True)
     # Suffixes appended, not substituted: a stem like "reno-4_0.25" has a dot of its own.
     write_csv(stem.parent / f"{stem.name}.csv", res.records)
     if res.records:
-        plot_timeline(stem.parent / f"{stem.name}.png", res.records, title)
+        plot_timeline(stem.parent / f"{stem.name}.png", res.records, title, marks)
     return TreatmentResult(treatment, res, per_job, overall, interleaving_iteration(res.records))
 
 
@@ -150,7 +166,7 @@ def _treatment_table(mix: Mix, treatment: Treatment, res: StackRun, per_job, ove
     )
     head = (
         f"### {mix.name} / {treatment.name} (cc {treatment.cc}, MLTCP {'on' if treatment.mltcp else 'off'}, "
-        f"switch priorities: {treatment.priorities})"
+        f"switch priorities: {treatment.priorities}{_fallback_note(treatment)})"
     )
     return [
         head,
@@ -159,6 +175,10 @@ def _treatment_table(mix: Mix, treatment: Treatment, res: StackRun, per_job, ove
         format_table(["job", "iters", "avg s", "p99 s", "comm s", "ECN marks", "drops"], rows),
         "```",
     ]
+
+
+def _fallback_note(treatment: Treatment) -> str:
+    return f" once the coordinator's fallback engages ({treatment.fallback})" if treatment.fallback else ""
 
 
 def _speedup_table(mix: Mix, rows: dict[str, Rounds], ideal: dict[int, float], repeat: int) -> list[str]:

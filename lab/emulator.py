@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import sys
 import time
 from dataclasses import dataclass
@@ -62,6 +63,15 @@ def synthetic_accuracy(iteration: int, acc_max: float, tau: float) -> float:
     return acc_max * (1.0 - math.exp(-(iteration + 1) / tau))
 
 
+def slowdown(iteration: int, straggle: float, straggle_from: int, randomly: bool, rng: random.Random) -> float:
+    """The compute-time multiplier of a straggler's iteration: ``straggle`` from ``straggle_from`` on, or with
+    ``randomly`` a draw from [1, straggle] per iteration (one draw per iteration from then, so the sequence
+    depends only on the seed)."""
+    if iteration < straggle_from:
+        return 1.0
+    return 1.0 + (straggle - 1.0) * rng.random() if randomly else straggle
+
+
 def _sender_config(args: argparse.Namespace) -> SenderConfig:
     mltcp = MltcpParams(args.slope, args.intercept, **parse_shape(args.f_shape)) if args.mltcp else None  # type: ignore[arg-type]
     tune = TuningParams() if args.mltcp and args.mltcp_tune else None
@@ -98,9 +108,12 @@ def run_worker(args: argparse.Namespace) -> int:
         # communication phase collides.
         begin = (args.start_at or time.time()) + args.start_delay
         time.sleep(max(0.0, begin - time.time()))
+        # A random straggler draws its slowdown per iteration, uniform in [1, --straggle], from a generator seeded
+        # by job and rank: every treatment of a mix sees the same sequence.
+        slow = random.Random(args.job * 1000 + args.rank)
         for it in range(args.iterations):
             start = time.time()
-            time.sleep(args.compute_s * (args.straggle if it >= args.straggle_from else 1.0))
+            time.sleep(args.compute_s * slowdown(it, args.straggle, args.straggle_from, args.straggle_random, slow))
             comm_start = time.time()
             tx.start_iteration(len(push))
             res = tx.send_tensor(
@@ -229,6 +242,9 @@ def parser() -> argparse.ArgumentParser:
             p.add_argument("--start-at", type=float, default=0.0, help="wall-clock start (default: now)")
             p.add_argument("--straggle", type=float, default=1.0, help="compute-time multiplier of a straggler")
             p.add_argument("--straggle-from", type=int, default=0)
+            p.add_argument(
+                "--straggle-random", action="store_true", help="slowdown drawn per iteration from [1, --straggle]"
+            )
             p.add_argument("--acc-max", type=float, default=0.9)
             p.add_argument("--tau", type=float, default=10.0)
         else:

@@ -51,6 +51,7 @@ class JobSpec:
     start_delay: float = 0.0
     straggle: float = 1.0  # compute-time multiplier of worker 0 (a straggler) from iteration straggle_from
     straggle_from: int = 0
+    straggle_random: bool = False  # the multiplier is drawn per iteration from [1, straggle] (seeded by job, rank)
     acc_max: float = 0.9
     tau: float = 10.0
     importance: int | None = None  # one class for all chunks; None: by gradient magnitude
@@ -122,6 +123,8 @@ def start_job(
         inner += ["--rank", str(rank), "--compute-s", str(spec.profile.compute_s)]
         inner += ["--start-delay", str(spec.start_delay), "--start-at", str(start_at)]
         inner += ["--straggle", str(spec.straggle if rank == 0 else 1.0), "--straggle-from", str(spec.straggle_from)]
+        if spec.straggle_random:
+            inner.append("--straggle-random")
         inner += ["--acc-max", str(spec.acc_max), "--tau", str(spec.tau)]
         workers.append(_start_worker(net, spec, rank, wh.name, worker_hosts, inner, iterations, coordinator, token,
                                      run_dir))  # fmt: skip

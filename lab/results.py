@@ -144,9 +144,11 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     return "\n".join([line, sep, *body])
 
 
-def plot_timeline(path: Path, records: Sequence[IterationRecord], title: str) -> None:
+def plot_timeline(
+    path: Path, records: Sequence[IterationRecord], title: str, marks: Sequence[tuple[str, float]] = ()
+) -> None:
     """One row per worker: a bar for every communication phase (push solid, pull pale), so
-    interleaving is visible."""
+    interleaving is visible; ``marks``: labelled vertical lines (e.g. when the coordinator's fallback engaged)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -163,6 +165,9 @@ def plot_timeline(path: Path, records: Sequence[IterationRecord], title: str) ->
             if spans:
                 name = f"job {job}" if phase != "pull" else f"job {job} pull"
                 ax.broken_barh(spans, (row - 0.35, 0.7), color=colour, alpha=alpha, label=name)
+    for name, t in marks:
+        ax.axvline(t, color="black", linestyle="--", linewidth=1.0)
+        ax.annotate(name, (t, len(workers) - 0.5), xytext=(3, -10), textcoords="offset points", fontsize="small")
     ax.set_yticks(range(len(workers)), [f"job {j} {w}" for j, w in workers])
     ax.set_xlabel("time (s)")
     ax.set_title(title)

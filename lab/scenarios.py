@@ -54,6 +54,10 @@ class Treatment:
     baseline: str = "baseline"  # the treatment this one is compared with
     tune: bool = False  # MLTCP's slope/intercept tuned online by every sender (SenderConfig.mltcp_tune)
     coordinator_args: tuple[str, ...] = ()  # `mlfc-coordinator run` policy options (e.g. --objective best)
+    # The coordinator's MLTCP fallback (mlfc-coordinator --fallback ACTION, mlfc/policy/fallback.py): no classes
+    # until the agents' timings show the jobs still contending, then ACTION (maif | interleave). Needs
+    # priorities="maif" (the coordinator drives the controller).
+    fallback: str = ""
 
 
 TREATMENTS: dict[str, Treatment] = {
@@ -71,6 +75,8 @@ TREATMENTS: dict[str, Treatment] = {
         # MAIF for a hyper-parameter search: only gains of the best job's accuracy count (MaifParams.objective)
         Treatment("maif-search", "reno", priorities="maif", coordinator_args=("--objective", "best")),
         Treatment("interleave", "reno", priorities="interleave"),
+        Treatment("mltcp+fallback", "reno", mltcp=True, priorities="maif", fallback="maif"),
+        Treatment("mltcp+fallback-interleave", "reno", mltcp=True, priorities="maif", fallback="interleave"),
     )
 }
 
@@ -110,6 +116,15 @@ MIXES: dict[str, Mix] = {
             topology="ring",
         ),
         Mix(
+            "straggler-random",
+            "two identical jobs; job 1's worker computes 1-2.2x slower (uniform, drawn per iteration, seeded) "
+            "from iteration 3",
+            (
+                JobSpec(1, MEDIUM, straggle=2.2, straggle_from=3, straggle_random=True, tau=8),
+                JobSpec(2, MEDIUM, tau=20),
+            ),
+        ),
+        Mix(
             "three-heavy",
             "three communication-heavy jobs, push 0.3 s of a ~1.0 s iteration each (link direction load "
             "~0.9: compatible, barely, so every overlap under FIFO costs; issue 14 item 3)",
@@ -122,10 +137,11 @@ MIXES: dict[str, Mix] = {
 PLAN: dict[str, tuple[str, ...]] = {
     "two-compatible": tuple(t for t in TREATMENTS if t != "maif-search"),  # search: real jobs (hpsearch)
     "three-mixed": ("baseline", "mltcp-reno", "maif", "mltcp+maif", "interleave"),
-    "straggler": ("baseline", "mltcp-reno", "maif", "interleave"),
-    "partial": ("baseline", "mltcp-reno", "maif", "interleave"),
+    "straggler": ("baseline", "mltcp-reno", "maif", "interleave", "mltcp+fallback"),
+    "partial": ("baseline", "mltcp-reno", "maif", "interleave", "mltcp+fallback"),
     "four-compatible": ("baseline", "mltcp-reno", "cubic", "mltcp-cubic", "maif"),
-    "circular": ("baseline", "mltcp-reno", "maif", "mltcp+maif"),
+    "circular": ("baseline", "mltcp-reno", "maif", "mltcp+maif", "mltcp+fallback"),
+    "straggler-random": ("baseline", "mltcp-reno", "maif", "mltcp+fallback"),
     "three-heavy": ("baseline", "mltcp-reno", "cubic", "mltcp-cubic"),
 }
 
@@ -140,6 +156,8 @@ def stack_config(
     jobs: Sequence[JobSpec] | None = None,
     mltcp_params: MltcpParams | None = None,
 ) -> StackConfig:
+    if treatment.fallback and treatment.priorities != "maif":
+        raise ValueError(f"treatment {treatment.name}: the fallback needs priorities='maif' (the coordinator applies)")
     return StackConfig(
         name=f"{mix.name}/{treatment.name}",
         jobs=tuple(jobs if jobs is not None else mix.jobs),
@@ -150,7 +168,8 @@ def stack_config(
         mltcp_tune=treatment.tune,
         priorities=treatment.priorities,
         bottleneck_pps=bottleneck_pps,
-        coordinator_args=treatment.coordinator_args,
+        coordinator_args=treatment.coordinator_args
+        + (("--fallback", treatment.fallback) if treatment.fallback else ()),
     )
 
 

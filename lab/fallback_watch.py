@@ -1,0 +1,78 @@
+"""When the coordinator's MLTCP fallback engaged and released during a run, seen over its Status RPC.
+
+The coordinator says per job, in the explanation's reasons, "fallback engaged: ..." or "fallback idle: ..."
+(coordinator/decision.py). ``FallbackWatch`` polls ``Coordinator.Status`` while the jobs run and keeps one
+``Switch`` per change, with the reason the coordinator gave; ``run_jobs(..., on_coordinator=watch.hook)``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from mlfc.coordinator.api import TOKEN_HEADER, read_token
+from mlfc.proto import coordinator_pb2 as pb
+from mlfc.proto import coordinator_pb2_grpc
+
+ENGAGED, IDLE = "fallback engaged", "fallback idle"
+
+
+@dataclass(frozen=True)
+class Switch:
+    time: float  # wall clock of the poll that saw it
+    engaged: bool
+    reason: str
+
+
+def fallback_reason(status: pb.StatusReply) -> tuple[bool, str] | None:
+    """(engaged, reason) from any active job's explanation; None if no job carries a fallback reason."""
+    for job in status.jobs:
+        for r in job.reasons:
+            if r.startswith((ENGAGED, IDLE)):
+                return r.startswith(ENGAGED), r
+    return None
+
+
+class FallbackWatch:
+    def __init__(self, interval_s: float = 0.2) -> None:
+        self.interval_s = interval_s
+        self.switches: list[Switch] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def hook(self, address: str, token_file: Path) -> None:
+        metadata = ((TOKEN_HEADER, read_token(token_file)),)
+        self._thread = threading.Thread(target=self._run, args=(address, metadata), daemon=True, name="fb-watch")
+        self._thread.start()
+
+    def stop(self) -> list[Switch]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        return self.switches
+
+    def _run(self, address: str, metadata: tuple[tuple[str, str], ...]) -> None:
+        with grpc.insecure_channel(address) as ch:
+            stub = coordinator_pb2_grpc.CoordinatorStub(ch)
+            while not self._stop.wait(self.interval_s):
+                try:
+                    st = stub.Status(pb.StatusRequest(), metadata=metadata, timeout=2.0)
+                except grpc.RpcError:
+                    continue  # the coordinator stops at the end of the run
+                seen = fallback_reason(st)
+                if seen is None:
+                    continue
+                engaged, reason = seen
+                if (self.switches[-1].engaged if self.switches else False) != engaged:
+                    self.switches.append(Switch(time.time(), engaged, reason))
+
+
+def describe(switches: list[Switch], t0: float) -> list[str]:
+    """One line per switch: seconds after ``t0`` and the coordinator's reason (its own job's part dropped)."""
+    if not switches:
+        return ["fallback never engaged"]
+    return [f"{s.time - t0:6.1f} s: {s.reason.split('; this job')[0]}" for s in switches]
