@@ -1,7 +1,7 @@
 """`make hpsearch`: MAIF's time to accuracy in a hyper-parameter search of real PyTorch jobs.
 
     python -m mlfc.lab.hpsearch [--task digits] [--grid 8:0.02,8:0.05,...] [--iterations 80] [--rounds 3]
-                                [--treatments baseline,maif,mltcp+maif] [--compute-s 0.3]
+                                [--treatments baseline,maif,maif-search,mltcp+maif] [--compute-s 0.3]
                                 [--bottleneck-pps 1500] [--dataplane auto|bmv2|ref|both] [--out results/hpsearch]
 
 A search of configurations (model width x learning rate) of one task, each a data-parallel job (a PS and
@@ -12,7 +12,9 @@ time to 0.9/0.95 A* the ideal. Then, --rounds times, the search runs under each 
 * ``baseline``: no scheduling (every job in the default class, FIFO), plain Reno;
 * ``maif``: the coordinator's MAIF classes (the job with the largest predicted accuracy gain per network
   second served first), Reno;
-* ``mltcp+maif``: the same with MLTCP on.
+* ``maif-search``: MAIF with the search objective (``--objective best``: a job's gain counts only where
+  it raises the best accuracy among the jobs; docs/coordinator.md), Reno;
+* ``mltcp+maif``: MAIF with MLTCP on.
 
 The metric is the wall time from the search's start (iteration 0) until the best validation accuracy
 among the jobs first reaches 0.90 A* and 0.95 A*. Which configuration becomes which job (and so which
@@ -68,7 +70,7 @@ from mlfc.topology import dumbbell
 
 FRACTIONS = (0.90, 0.95)
 DEFAULT_GRID = ((8, 0.02), (8, 0.05), (8, 0.1), (16, 0.02), (16, 0.05), (16, 0.1))
-DEFAULT_TREATMENTS = ("baseline", "maif", "mltcp+maif")
+DEFAULT_TREATMENTS = ("baseline", "maif", "maif-search", "mltcp+maif")
 
 
 @dataclass(frozen=True)
