@@ -7,7 +7,7 @@ For each mix the network and controller come up once and a calibration burst che
 carry the configured bottleneck (lab/validity.py); the jobs run alone first (the ideal), then under each
 treatment, --repeat times. Results go to OUT/<mix>/<treatment>[-rN].csv and .png, and OUT/summary.md,
 whose tables give each figure as mean (min..max) over the rounds. --f sets MLTCP's F for every MLTCP
-treatment (default MltcpParams(), mlfc/policy/mltcp.py).
+treatment (default: each controller's, mlfc.policy.mltcp.default_params).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from mlfc.lab.scenarios import (
 )
 from mlfc.lab.stack import Control, StackConfig, StackError, StackRun, job_counters, network_with_control, run_jobs
 from mlfc.lab.validity import BottleneckNotCarried
-from mlfc.policy.mltcp import MltcpParams, format_params, parse_params
+from mlfc.policy.mltcp import MltcpParams, default_params, format_params, parse_params
 from mlfc.policy.priority import PolicyError
 
 
@@ -63,8 +63,9 @@ def run_mix(
     topo = mix.build_topology()
     run_dir = out / mix.name
     base_cfg = stack_config(mix, TREATMENTS["baseline"], iterations)
-    f = mltcp_params or MltcpParams()
-    lines = [f"## {mix.name} on {dataplane.label}: {mix.description}", "", f"MLTCP's F: {format_params(f)}", ""]
+    f = mltcp_params
+    used = sorted({format_params(f or default_params(t.cc)) for t in treatments if t.mltcp})
+    lines = [f"## {mix.name} on {dataplane.label}: {mix.description}", "", f"MLTCP's F: {', '.join(used) or '-'}", ""]
     with network_with_control(topo, base_cfg, run_dir / "run", dataplane) as ctl:
         lines += [f"dataplane: {dataplanes.describe(dataplane)}; {ctl.probe.describe()}", ""]
         solo_t, solo_comm, solo_push = run_solo(ctl, topo, mix, iterations)
@@ -215,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=15)
     ap.add_argument("--dataplane", default="auto", choices=("auto", "bmv2", "ref", "both"))
     ap.add_argument("--repeat", type=int, default=1, help="rounds of every treatment (default 1)")
-    ap.add_argument("--f", type=_f_arg, default=None, help="MLTCP's F for the MLTCP treatments (default MltcpParams())")
+    ap.add_argument(
+        "--f", type=_f_arg, default=None, help="MLTCP's F for the MLTCP treatments (default: each controller's)"
+    )
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")

@@ -23,14 +23,14 @@ import math
 import random
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 # The same port layout as real training jobs, so a scenario can swap one for the other.
 from mlfc.hosts.training.protocol import PS_PORT, PS_TX_PORT_BASE, WORKER_RX_PORT, WORKER_TX_PORT
 from mlfc.hosts.transport import Receiver, ReceiverConfig, Sender, SenderConfig
-from mlfc.policy.mltcp import MltcpParams, format_params, format_shape, parse_shape
+from mlfc.policy.mltcp import MltcpParams, default_params, format_params, parse_shape
 from mlfc.policy.mltcp_tuning import TuningParams
 from mlfc.policy.priority import PolicyError
 
@@ -73,7 +73,16 @@ def slowdown(iteration: int, straggle: float, straggle_from: int, randomly: bool
 
 
 def _sender_config(args: argparse.Namespace) -> SenderConfig:
-    mltcp = MltcpParams(args.slope, args.intercept, **parse_shape(args.f_shape)) if args.mltcp else None  # type: ignore[arg-type]
+    mltcp = None
+    if args.mltcp:  # what is not given comes from the controller's default F
+        base = default_params(args.cc)
+        if args.f_shape is not None:  # a shape given whole: none of the default's shape arguments
+            base = MltcpParams(base.slope, base.intercept, **parse_shape(args.f_shape))  # type: ignore[arg-type]
+        mltcp = replace(
+            base,
+            slope=base.slope if args.slope is None else args.slope,
+            intercept=base.intercept if args.intercept is None else args.intercept,
+        )
     tune = TuningParams() if args.mltcp and args.mltcp_tune else None
     return SenderConfig(
         cc=args.cc, mltcp=mltcp, mltcp_tune=tune, line_rate=args.line_rate, peer_timeout=args.peer_timeout,
@@ -218,13 +227,13 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--iterations", type=int, default=20)
         p.add_argument("--cc", default="reno", choices=("reno", "cubic", "dcqcn"))
         p.add_argument("--mltcp", action="store_true", help="MLTCP augmentation on")
-        p.add_argument("--slope", type=float, default=MltcpParams().slope)
-        p.add_argument("--intercept", type=float, default=MltcpParams().intercept)
+        p.add_argument("--slope", type=float, default=None, help="F's slope (default: the controller's)")
+        p.add_argument("--intercept", type=float, default=None, help="F's intercept (default: the controller's)")
         p.add_argument(
             "--f-shape",
-            default=format_shape(MltcpParams()),
+            default=None,
             type=shape_arg,
-            help="F's shape: linear, power=E, step=K or sigmoid=K (mlfc.policy.mltcp)",
+            help="F's shape: linear, power=E, step=K or sigmoid=K (default: the controller's; mlfc.policy.mltcp)",
         )
         p.add_argument("--mltcp-tune", action="store_true", help="tune slope/intercept online (starting there)")
         p.add_argument("--line-rate", type=float, default=100e6, help="host NIC rate, bits/s (DCQCN start rate)")

@@ -23,7 +23,7 @@ from mlfc.hosts.training.launch import TrainingJob, ps_argv, worker_argv
 from mlfc.lab.emulator import JobProfile
 from mlfc.lab.results import IterationRecord
 from mlfc.launch.daemons import tool
-from mlfc.policy.mltcp import MltcpParams, format_params, format_shape
+from mlfc.policy.mltcp import MltcpParams, format_shape
 from mlfc.topology import Topology
 
 
@@ -165,13 +165,12 @@ def training_job(spec: JobSpec, iterations: int, transport: Transport) -> Traini
     t = spec.training
     assert t is not None
     p = transport.mltcp_params
-    if transport.mltcp and not p.linear:
-        raise ValueError(f"real training jobs take a linear F (slope, intercept), not {format_params(p)}")
     return TrainingJob(
         job=spec.job, workers=spec.workers, iterations=iterations, task=t.task, width=t.width, lr=t.lr,
         batch_size=t.batch_size, seed=t.seed, eval_every=t.eval_every, loss_bound=spec.loss_bound,
         compute_s=spec.profile.compute_s if t.pad_to_profile else 0.0, cc=transport.cc, mltcp=transport.mltcp,
-        slope=p.slope, intercept=p.intercept, line_rate=transport.line_rate, timeout=600.0, compress=t.compress,
+        slope=p.slope, intercept=p.intercept, f_shape=format_shape(p), line_rate=transport.line_rate, timeout=600.0,
+        compress=t.compress,
     )  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from mlfc.lab.emulator import JobProfile
 from mlfc.lab.jobs import JobSpec, Training
 from mlfc.lab.results import IterationRecord
 from mlfc.lab.stack import StackConfig
-from mlfc.policy.mltcp import MltcpParams
+from mlfc.policy.mltcp import MltcpParams, default_params
 from mlfc.topology import Topology, circular_ring, dumbbell
 
 # Communication fraction a = comm / (compute + comm) at BOTTLENECK_PPS with ~1400-byte chunks:
@@ -164,7 +164,7 @@ def stack_config(
         iterations=iterations,
         cc=treatment.cc,
         mltcp=treatment.mltcp,
-        mltcp_params=mltcp_params or MltcpParams(),
+        mltcp_params=mltcp_params or default_params(treatment.cc),
         mltcp_tune=treatment.tune,
         priorities=treatment.priorities,
         bottleneck_pps=bottleneck_pps,

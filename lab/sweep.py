@@ -14,7 +14,8 @@ times (rounds, not points, are repeated, so slow drift of the machine hits every
 row per point, averaged over the rounds: average and p99 iteration time, the speed-up over the
 baseline beside the ideal one, the share of the ideal gain (with its spread over the rounds) and the
 iteration from which the jobs stay interleaved in each round. --tune adds a row where every sender tunes
-slope/intercept online (SenderConfig.mltcp_tune), starting from the given point (default MltcpParams()).
+slope/intercept online (SenderConfig.mltcp_tune), starting from the given point (default: the
+controller's, default_params).
 Each run's CSV and timeline PNG, the table (sweep.md) and a plot of the gain per point (sweep.png) go
 to OUT/<mix>/.
 """
@@ -41,7 +42,7 @@ from mlfc.lab.scenarios import (
 )
 from mlfc.lab.stack import StackError, network_with_control
 from mlfc.lab.validity import BottleneckNotCarried
-from mlfc.policy.mltcp import MltcpParams, format_params, parse_params, parse_shape
+from mlfc.policy.mltcp import MltcpParams, default_params, format_params, parse_params, parse_shape
 from mlfc.policy.priority import PolicyError
 
 # F ranges from a gentle tilt to nearly strict priority for the job further into its iteration.
@@ -217,10 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--tune",
         nargs="?",
-        const=f"{MltcpParams().slope:g}:{MltcpParams().intercept:g}",
+        const="default",  # the controller's default F (default_params), resolved once --cc is known
         type=lambda text: parse_grid(text)[0],
         metavar="SLOPE:INTERCEPT",
-        help="add a row with F tuned online by every sender, starting from this point (default: MltcpParams())",
+        help="add a row with F tuned online by every sender, starting from this point (default: the controller's)",
     )
     ap.add_argument("--iterations", type=int, default=12)
     ap.add_argument("--repeat", type=int, default=1, help="rounds over the grid (default 1)")
@@ -231,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--iterations must be >= 3 (the first iteration is warm-up)")
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
+    if args.tune == "default":
+        args.tune = default_params(args.cc)
     if os.geteuid() != 0:
         print("make sweep needs root (Mininet)", file=sys.stderr)
         return 2

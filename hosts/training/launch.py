@@ -51,6 +51,7 @@ class TrainingJob:
     mltcp: bool = False
     slope: float | None = None
     intercept: float | None = None
+    f_shape: str | None = None  # F's shape (mlfc.policy.mltcp format_shape); None: the CLI's default
     line_rate: float = 100e6
     deadline: float = 0.02
     timeout: float = 60.0
@@ -87,6 +88,8 @@ class TrainingJob:
                 args += ["--slope", str(self.slope)]
             if self.intercept is not None:
                 args += ["--intercept", str(self.intercept)]
+            if self.f_shape is not None:
+                args += ["--f-shape", self.f_shape]
         return args
 
 

@@ -32,8 +32,9 @@ SIGMOID_STEEPNESS = 12.0  # per unit of bytes_ratio: the logistic rises from 12 
 
 @dataclass(frozen=True, slots=True)
 class MltcpParams:
-    # F in [0.5, 2.5]: the best point of `make sweep` on two compatible jobs (docs/results.md);
-    # the paper's own values are unverified.
+    # The line F in [0.5, 2.5]: the best linear point of `make sweep` on two compatible jobs
+    # (docs/results.md); the paper's own values are unverified. Reno and CUBIC default to a step
+    # (default_params below).
     slope: float = 2.0
     intercept: float = 0.5
     shape: str = "linear"  # one of SHAPES (module docstring)
@@ -59,6 +60,22 @@ class MltcpParams:
     @property
     def linear(self) -> bool:
         return self.shape == "linear" or (self.shape == "power" and self.exponent == 1)
+
+
+# Each controller's default F: the best point of `make sweep` for it (docs/results.md, "MLTCP-Reno/CUBIC to
+# 90 % and many jobs"). Reno and CUBIC take the step: the first flow past 20 % of its iteration grows 33x
+# faster than one below, so colliding jobs separate within one iteration. DCQCN keeps MltcpParams()'s line
+# (its rule puts F in the cut exponent too, measured with 2:0.5 only), and so do kernel MLTCP and ns-3,
+# which compute only the line.
+_CC_DEFAULTS = {
+    "reno": MltcpParams(16.0, 0.5, "step", knee=0.2),
+    "cubic": MltcpParams(16.0, 0.5, "step", knee=0.2),
+}
+
+
+def default_params(cc: str) -> MltcpParams:
+    """The default F for congestion control ``cc`` (MltcpParams() for any other)."""
+    return _CC_DEFAULTS.get(cc, MltcpParams())
 
 
 # Weight of the iteration that just ended in the bytes-per-iteration EWMA: the default of the

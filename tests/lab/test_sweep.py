@@ -11,7 +11,7 @@ import pytest
 from mlfc.lab.jobs import emulator_args
 from mlfc.lab.scenarios import MIXES, TREATMENTS, share_of_ideal_gain, stack_config
 from mlfc.lab.sweep import parse_grid, sweep_row
-from mlfc.policy.mltcp import MltcpParams
+from mlfc.policy.mltcp import MltcpParams, default_params
 
 
 def test_grid_parses_points_in_order() -> None:
@@ -79,7 +79,7 @@ def test_tuned_f_reaches_the_emulator_as_an_opt_in() -> None:
     tuned = stack_config(mix, TREATMENTS["mltcp-reno-tune"], 12)
     assert tuned.mltcp and tuned.mltcp_tune and tuned.transport.mltcp_tune
     args = emulator_args(mix.jobs[0], 12, tuned.transport)
-    assert "--mltcp-tune" in args and args[args.index("--slope") + 1] == str(MltcpParams().slope)
+    assert "--mltcp-tune" in args and args[args.index("--slope") + 1] == str(default_params("reno").slope)
     fixed = stack_config(mix, TREATMENTS["mltcp-reno"], 12)
     assert "--mltcp-tune" not in emulator_args(mix.jobs[0], 12, fixed.transport)
     row = sweep_row(MltcpParams(4, 0.25), "reno", tune=True)

@@ -143,17 +143,43 @@ def test_the_shape_reaches_the_emulator_and_its_sender() -> None:
 def test_linear_only_boundaries_refuse_other_shapes() -> None:
     from mlfc.hosts.kernel import KernelMltcpError
     from mlfc.hosts.kernel.params import encode
-    from mlfc.lab.jobs import Transport, training_job
-    from mlfc.lab.scenarios import MIXES, with_training
     from mlfc.policy.mltcp import IterationDetection
 
     step = MltcpParams(4.0, 0.25, "step", knee=0.2)
     with pytest.raises(KernelMltcpError, match="linear F"):
         encode(step, IterationDetection())
     assert encode(MltcpParams(), IterationDetection())  # the line still encodes
+
+
+def test_the_shape_reaches_real_training_jobs() -> None:
+    from mlfc.hosts.training.cli import _sender_config, build_parser
+    from mlfc.lab.jobs import Transport, training_job
+    from mlfc.lab.scenarios import MIXES, with_training
+
+    step = MltcpParams(4.0, 0.25, "step", knee=0.2)
     spec = with_training(MIXES["two-compatible"]).jobs[0]
-    with pytest.raises(ValueError, match="linear F"):
-        training_job(spec, 3, Transport(mltcp=True, mltcp_params=step))
+    args = training_job(spec, 3, Transport(mltcp=True, mltcp_params=step)).common()
+    assert args[args.index("--f-shape") + 1] == "step=0.2"
+    argv = ["worker", "--job", "1", "--rank", "0", "--ps", "10.0.0.2", "--mltcp", "--slope", "4", "--intercept", "0.25"]
+    argv += ["--f-shape", "step=0.2"]
+    ns = build_parser().parse_args(argv)
+    assert _sender_config(ns).mltcp == step
+
+
+def test_each_controller_has_its_default_f() -> None:
+    from mlfc.lab.emulator import _sender_config, parser
+    from mlfc.lab.scenarios import MIXES, TREATMENTS, stack_config
+    from mlfc.policy.mltcp import default_params
+
+    assert default_params("reno") == default_params("cubic") == MltcpParams(16, 0.5, "step", knee=0.2)
+    assert default_params("dcqcn") == MltcpParams()  # DCQCN keeps the line
+    mix = MIXES["two-compatible"]
+    assert stack_config(mix, TREATMENTS["mltcp-reno"], 3).mltcp_params == default_params("reno")
+    assert stack_config(mix, TREATMENTS["mltcp-dcqcn"], 3).mltcp_params == MltcpParams()
+    ns = parser().parse_args(["worker", "--job", "1", "--bind", "a", "--ps", "b", "--mltcp", "--cc", "cubic"])
+    assert _sender_config(ns).mltcp == default_params("cubic")
+    ns = parser().parse_args(["worker", "--job", "1", "--bind", "a", "--ps", "b", "--mltcp", "--slope", "8"])
+    assert _sender_config(ns).mltcp == MltcpParams(8, 0.5, "step", knee=0.2)  # the rest from Reno's default
 
 
 def test_the_tuner_keeps_the_shape_it_starts_from() -> None:
