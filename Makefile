@@ -58,6 +58,7 @@ p4-tofino:  ## compile p4src/tna/mlfc.p4 for Tofino 1 into p4src/build/tofino/ (
 	$(P4C_TOFINO) --target tofino --arch tna --std p4-16 --p4runtime-force-std-externs \
 	  --p4runtime-files $(TOFINO_BUILD)/mlfc.p4info.txtpb --bf-rt-schema $(TOFINO_BUILD)/bfrt.json \
 	  -o $(TOFINO_BUILD) p4src/tna/mlfc.p4
+	$(PY) -m mlfc.lab.tofino_resources $(TOFINO_BUILD) --out $(TOFINO_BUILD)/resources.md
 
 proto:  ## regenerate the Python bindings of mlfc/proto/*.proto
 	PYTHON=$(PY) bash mlfc/proto/generate.sh

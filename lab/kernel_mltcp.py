@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlfc.hosts.kernel import KernelMltcpError, loader, namespaces
-from mlfc.lab.results import IterationRecord, format_table, plot_timeline, summarise, write_csv
+from mlfc.lab.results import IterationRecord, format_table, markdown_table, plot_timeline, summarise, write_csv
 from mlfc.lab.scenarios import ideal_iteration_times, interleaving_iteration, share_of_ideal_gain
 from mlfc.policy.mltcp import IterationDetection, MltcpParams
 from mlfc.testing.netns import NetnsLab, in_netns, run
@@ -375,12 +375,6 @@ HEADERS = [
 ]
 
 
-def markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def write_round_csv(path: Path, cells: list[Cell]) -> None:
     with path.open("w", newline="") as f:
         w = csv.writer(f)
@@ -489,7 +483,7 @@ def experiment(args: argparse.Namespace) -> int:
         'plain algorithm of the same family in the same round; "ideal" is the speed-up if every job ran as fast '
         "as alone (limited by the bottleneck's load).",
         "",
-        markdown(HEADERS, rows),
+        markdown_table(HEADERS, rows),
         "",
         *[f"- {t}" for t in targets(list(cells.values()))],
         "",

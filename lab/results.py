@@ -144,6 +144,12 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     return "\n".join([line, sep, *body])
 
 
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def plot_timeline(
     path: Path, records: Sequence[IterationRecord], title: str, marks: Sequence[tuple[str, float]] = ()
 ) -> None:

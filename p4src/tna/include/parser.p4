@@ -37,7 +37,10 @@ parser MlfcIngressParser(packet_in pkt, out headers_t hdr, out ingress_meta_t me
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
         ipv4_checksum.add(hdr.ipv4);
-        meta.ipv4_checksum_error = (bit<1>) !ipv4_checksum.verify();
+        // The Tofino compiler maps verify() only when assigned straight to a field, and the parser's
+        // checksum unit writes 1 there when the residual is non-zero: a bad checksum (tna.p4's comment
+        // says "valid"; the compiler names the destination csum_err, and TNA programs read it so).
+        meta.ipv4_checksum_error = (bit<1>) ipv4_checksum.verify();
         // L4 is parsed only for option-less, unfragmented-at-offset-0 IPv4.
         transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
             (5, 0, PROTO_TCP): parse_tcp;
