@@ -55,7 +55,7 @@ p4:  ## compile p4src/ with p4c into the committed BMv2 JSON + P4Info (p4src/bui
 p4-tofino:  ## compile p4src/tna/mlfc.p4 for Tofino 1 into p4src/build/tofino/ (P4C_TOFINO=...; docs/tofino.md)
 	@command -v $(P4C_TOFINO) >/dev/null || { echo "$(P4C_TOFINO) not found: see docs/tofino.md" >&2; exit 1; }
 	rm -rf $(TOFINO_BUILD) && mkdir -p $(TOFINO_BUILD)
-	$(P4C_TOFINO) --target tofino --arch tna --std p4-16 --p4runtime-force-std-externs \
+	$(P4C_TOFINO) --target tofino --arch tna --std p4-16 --p4runtime-force-std-externs -g \
 	  --p4runtime-files $(TOFINO_BUILD)/mlfc.p4info.txtpb --bf-rt-schema $(TOFINO_BUILD)/bfrt.json \
 	  -o $(TOFINO_BUILD) p4src/tna/mlfc.p4
 	$(PY) -m mlfc.lab.tofino_resources $(TOFINO_BUILD) --out $(TOFINO_BUILD)/resources.md

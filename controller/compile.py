@@ -10,8 +10,10 @@ a port's own profile beats the every-port profile; it covers all depths (``no_ma
 so the every-port ranges never leak into a port with its own profile.
 
 Queue depths are compiled in packets; for a Tofino switch every depth range is converted into 80-byte
-cells with ``mlfc.policy.depth.packets_to_cells`` (``cells`` > 1), so the same intent gives the same
-entries on both targets apart from the depth values.
+cells with ``mlfc.policy.depth.packets_to_cells`` (``cells`` > 1), and an iteration window becomes
+the ternary prefixes that cover it (the TNA program matches the iteration ternary:
+``contract.TOFINO_TERNARY_FOR_RANGE``), so the same intent gives the same entries on both targets
+apart from those two encodings.
 
 One file (over 400 lines) on purpose: validation and compilation share the checked ``Policy`` type,
 and each table's compile step is a short function next to the rule that orders its priorities.
@@ -28,7 +30,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from mlfc import contract as names
 from mlfc.controller.config import MAX_PORT, DeploymentConfig, SwitchConfig, parse_prefix
-from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary, entry
+from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary, entry, ranges_as_ternaries
 from mlfc.controller.errors import ValidationError, join
 from mlfc.controller.pipeline import Pipeline
 from mlfc.policy import depth, drop, ecn, priority
@@ -276,7 +278,16 @@ def compile_switch(policy: Policy, sw: SwitchConfig, cells: int = 1) -> list[Tab
     out += job_priority_entries(policy.jobs, policy.interleaving)
     out += drop_entries(policy.drop_policy, cells)
     out += ecn_entries(policy.ecn_for_switch(sw.name), cells)
+    if sw.target == "tofino":
+        out = ranges_as_ternaries(out, TOFINO_TERNARY_WIDTHS)
     return out
+
+
+# The keys the TNA program matches ternary where v1model has a range, with their widths.
+TOFINO_TERNARY_WIDTHS = {
+    table: {f.name: f.bitwidth for f in names.TABLES[table].fields if f.name in fields}
+    for table, fields in names.TOFINO_TERNARY_FOR_RANGE.items()
+}
 
 
 def _depth_range(lo: int, hi: int, cells: int) -> Range | None:

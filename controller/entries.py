@@ -97,6 +97,43 @@ def entry(
     )
 
 
+def range_to_ternaries(r: Range, bits: int) -> list[Ternary]:
+    """The fewest value/mask pairs that together match exactly ``r.lo..r.hi`` of a ``bits``-wide field
+    (aligned power-of-two blocks, at most 2 * bits - 2): a range for a target that matches it ternary."""
+    full = (1 << bits) - 1
+    if not 0 <= r.lo <= r.hi <= full:
+        raise ValueError(f"range {r.lo}..{r.hi} outside a {bits}-bit field")
+    out = []
+    lo = r.lo
+    while lo <= r.hi:
+        size = lo & -lo if lo else 1 << bits  # the largest block aligned at lo...
+        while size > r.hi - lo + 1:  # ...that does not pass hi
+            size >>= 1
+        out.append(Ternary(lo, full & ~(size - 1)))
+        lo += size
+    return out
+
+
+def ranges_as_ternaries(entries: list[TableEntry], fields: Mapping[str, Mapping[str, int]]) -> list[TableEntry]:
+    """``entries`` with each Range on ``fields[table][name]`` (its width) replaced by ternary prefixes:
+    one entry per prefix, same action and priority (the prefixes are disjoint, so no order among them)."""
+    out: list[TableEntry] = []
+    for e in entries:
+        widths = fields.get(e.table, {})
+        parts = [dict(e.match)]
+        for name, m in e.match:
+            if name in widths and isinstance(m, Range):
+                parts = [{**p, name: t} for p in parts for t in range_to_ternaries(m, widths[name])]
+        parts = [{k: v for k, v in p.items() if not (isinstance(v, Ternary) and v.mask == 0)} for p in parts]
+        if len(parts) == 1:
+            out.append(TableEntry(e.table, tuple(sorted(parts[0].items())), e.action, e.params, e.priority, e.origin))
+            continue
+        for k, p in enumerate(parts):
+            origin = f"{e.origin} prefix {k}" if e.origin else f"prefix {k}"
+            out.append(TableEntry(e.table, tuple(sorted(p.items())), e.action, e.params, e.priority, origin))
+    return out
+
+
 def _fmt(m: Match) -> str:
     match m:
         case Exact(v):

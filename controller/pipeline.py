@@ -11,7 +11,7 @@ path of every read-back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -80,7 +80,7 @@ class Pipeline:
         except Exception as exc:
             raise PipelineError(f"cannot load {a.p4info}: {exc}") from exc
         pipeline = cls(a.p4info, a.binary, schema)
-        pipeline.check_contract()
+        pipeline.check_contract(ternary_for_range=dataplane_contract.TOFINO_TERNARY_FOR_RANGE)
         return pipeline
 
     @property
@@ -94,20 +94,23 @@ class Pipeline:
 
     # ---- contract ---------------------------------------------------------------------------
 
-    def check_contract(self) -> None:
-        """Fail early with every missing or changed name listed (the P4Info may carry more)."""
+    def check_contract(self, ternary_for_range: Mapping[str, tuple[str, ...]] | None = None) -> None:
+        """Fail early with every missing or changed name listed (the P4Info may carry more).
+        ``ternary_for_range``: per table, the range keys this target matches ternary instead."""
         problems: list[str] = []
         for spec in dataplane_contract.TABLES.values():
             table = self.schema.tables.get(spec.name)
             if table is None:
                 problems.append(f"table {spec.name} missing")
                 continue
+            as_ternary = (ternary_for_range or {}).get(spec.name, ())
             for want in spec.fields:
                 fld = table.match_fields.get(want.name)
+                kind = "ternary" if want.name in as_ternary and want.kind == "range" else want.kind
                 if fld is None:
                     problems.append(f"{spec.name}: match field {want.name} missing")
-                elif _KINDS.get(fld.match_type) != want.kind:
-                    problems.append(f"{spec.name}: {want.name} is {fld.match_type}, expected {want.kind}")
+                elif _KINDS.get(fld.match_type) != kind:
+                    problems.append(f"{spec.name}: {want.name} is {fld.match_type}, expected {kind}")
             for action in spec.actions:
                 if table.actions.get(action) is None:
                     problems.append(f"{spec.name}: action {action} missing")

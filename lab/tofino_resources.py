@@ -110,15 +110,29 @@ def summarize(build: Path) -> Summary:
     )
 
 
-def _short(name: str) -> str:
-    return name.removeprefix("tbl_")
+COMPILER_MADE = "(compiler-made: conditions, assignments)"
+
+
+def by_p4_table(tables: dict[str, TableUse]) -> dict[str, TableUse]:
+    """Fold a table's `$action` (action data) half into it, and the compiler-made tables (gateways for
+    `if`s, one-instruction tables for assignments: names without a dot) into one row."""
+    out: dict[str, TableUse] = defaultdict(TableUse)
+    for name, use in tables.items():
+        p4 = name.removesuffix("$action").lstrip(".")
+        key = p4 if "." in p4 else COMPILER_MADE
+        out[key].stages |= use.stages
+        for unit, n in use.units.items():
+            out[key].units[unit] += n
+    return dict(out)
 
 
 def render(s: Summary) -> str:
-    units = [u for u in UNITS.values() if any(t.units.get(u) for t in s.tables.values())]
+    tables = by_p4_table(s.tables)
+    units = [u for u in UNITS.values() if any(t.units.get(u) for t in tables.values())]
+    ordered = sorted(tables.items(), key=lambda kv: (kv[0] == COMPILER_MADE, min(kv[1].stages, default=99), kv[0]))
     rows = [
-        [_short(name), ",".join(map(str, sorted(t.stages)))] + [str(t.units.get(u, 0) or "") for u in units]
-        for name, t in sorted(s.tables.items(), key=lambda kv: (min(kv[1].stages, default=99), kv[0]))
+        [name, ",".join(map(str, sorted(t.stages)))] + [str(t.units.get(u, 0) or "") for u in units]
+        for name, t in ordered
     ]
     out = [
         f"# Tofino 1 resources of p4src/tna/mlfc.p4 (compiler {s.compiler})",
@@ -127,8 +141,8 @@ def render(s: Summary) -> str:
         + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in s.totals.items())
         + " (pipeline totals, metrics.json).",
         "",
-        "Per table, summed over its stages (resources.json; compiler-made tables for conditions and",
-        "assignments are named after the code they hold):",
+        "Per P4 table (with its action-data half), summed over its stages (resources.json); the tables",
+        "the compiler makes for `if` conditions and assignments are summed in the last row:",
         "",
         markdown_table(["table", "stages", *units], rows),
         "",

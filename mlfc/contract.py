@@ -267,6 +267,11 @@ TABLES: dict[str, TableSpec] = {
     )
 }
 
+# Where the TNA program's key differs from TABLES: the Tofino compiler takes a range match only on a
+# key of at most 5 PHV nibbles (20 bits), and the iteration is 32, so on Tofino the iteration key is
+# ternary and the controller writes an iteration window as the prefixes that cover it.
+TOFINO_TERNARY_FOR_RANGE: dict[str, tuple[str, ...]] = {JOB_PRIORITY: (ITERATION,)}
+
 COUNTERS: dict[str, CounterSpec] = {
     c.name: c
     for c in (

@@ -1,5 +1,6 @@
 """Tofino switches in the deployment file, and the same intents compiled for the TNA program: the
-entry set equals the BMv2 one except that every queue-depth range is in 80-byte cells, and every
+entry set equals the BMv2 one except that every queue-depth range is in 80-byte cells and every
+iteration window is written as ternary prefixes, and every
 entry encodes against the committed Tofino P4Info (offline, finsy's P4Schema; no switch)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from test_controller_encoding import RICH
 from mlfc import contract as names
 from mlfc.controller import compile as comp
 from mlfc.controller.config import queue_settings
-from mlfc.controller.entries import Range, TableEntry
+from mlfc.controller.entries import Range, TableEntry, Ternary, ranges_as_ternaries
 from mlfc.controller.errors import ValidationError
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.queues import NoQueues, queue_client
@@ -71,9 +72,12 @@ def test_the_same_intent_gives_the_same_entries_up_to_depth_units(packet_bytes: 
         entries[doc.get("target", "bmv2")] = comp.compile_intent(RICH, cfg).entries["s1"]
     cells = depth.cells_per_packet(packet_bytes)
     want = [c for c in (_in_cells(e, cells) for e in entries["bmv2"]) if c is not None]
+    want = ranges_as_ternaries(want, comp.TOFINO_TERNARY_WIDTHS)
     assert [e.key for e in entries["tofino"]] == [e.key for e in want]
     assert list(entries["tofino"]) == want
     assert any(isinstance(v, Range) and v.lo > 0 for e in entries["tofino"] for k, v in e.match if k in DEPTH_FIELDS)
+    windows = [v for e in entries["tofino"] for k, v in e.match if k == names.ITERATION]
+    assert windows and all(isinstance(v, Ternary) for v in windows)
 
 
 @pytest.fixture(scope="module")

@@ -5,18 +5,30 @@
 control Ecn(inout ipv4_h ipv4, in PortId_t egress_port, in QueueDepth_t enq_qdepth, in job_slot_t job_slot) {
     Counter<bit<32>, job_slot_t>(MAX_JOBS, CounterType_t.PACKETS) job_ecn_marks;
     Random<bit<16>>() random;
-    bit<16> margin = 0;  // > 0 marks: threshold - random, saturated at 0 (or 1: always)
+    // The action only loads its operands: one VLIW instruction cannot take both the threshold (action
+    // data) and the random number (also on the action bus), so the subtraction follows the table.
+    mark_threshold_t threshold_now = 0;
+    bit<16> draw = 0;
+    bit<16> margin = 0;  // threshold - random, saturated at 0: > 0 marks (always: 1 - 0)
+
+    // Its own step: a gateway tests a field, not an arithmetic expression.
+    action take_margin() {
+        margin = threshold_now |-| draw;
+    }
 
     action mark_always() {
-        margin = 1;
+        threshold_now = 1;
+        draw = 0;
     }
 
     action mark_with_probability(mark_threshold_t threshold) {
-        margin = threshold |-| random.get();
+        threshold_now = threshold;
+        draw = random.get();
     }
 
     action no_mark() {
-        margin = 0;
+        threshold_now = 0;
+        draw = 0;
     }
 
     table ecn_profile {
@@ -32,6 +44,7 @@ control Ecn(inout ipv4_h ipv4, in PortId_t egress_port, in QueueDepth_t enq_qdep
     apply {
         if (ipv4.ecn != ECN_NOT_ECT && ipv4.ecn != ECN_CE) {
             ecn_profile.apply();
+            take_margin();
             if (margin != 0) {
                 ipv4.ecn = ECN_CE;
                 job_ecn_marks.count(job_slot);

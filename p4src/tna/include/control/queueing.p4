@@ -10,7 +10,7 @@ control Queueing(in bit<4> msg_type, inout mlfc_meta_t meta, out QueueId_t qid, 
     table job_priority {
         key = {
             meta.job_id: ternary @name("job_id");
-            meta.iteration: range @name("iteration");
+            meta.iteration: ternary @name("iteration");
             meta.progress: range @name("progress");
         }
         actions = { set_priority; }
