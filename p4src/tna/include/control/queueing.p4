@@ -10,6 +10,8 @@ control Queueing(in bit<4> msg_type, inout mlfc_meta_t meta, out QueueId_t qid, 
     table job_priority {
         key = {
             meta.job_id: ternary @name("job_id");
+            // Ternary, not range as on v1model: the compiler takes range keys of at most 20 bits; the
+            // controller writes an iteration window as the prefixes that cover it.
             meta.iteration: ternary @name("iteration");
             meta.progress: range @name("progress");
         }
