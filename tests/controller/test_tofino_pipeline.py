@@ -75,3 +75,15 @@ def test_artifacts_say_what_is_missing(tmp_path: Path) -> None:
     assert _bf_pipeline_config_class().FromString(a.device_config()).bfruntime_info == b"bfrt.json"
     with pytest.raises(ValueError, match="device_config_format"):
         TofinoArtifacts(a.p4info, device_config_format="tar").device_config()
+
+
+def test_the_committed_outputs_load_and_pack_for_both_servers() -> None:
+    a = TofinoArtifacts()
+    if a.missing():
+        pytest.skip(f"Tofino outputs not committed: {', '.join(a.missing())}")
+    cfg = _bf_pipeline_config_class().FromString(a.device_config())
+    assert cfg.p4_name == "mlfc" and cfg.bfruntime_info == a.bfrt.read_bytes()
+    (profile,) = cfg.profiles
+    assert (profile.binary, profile.context) == (a.binary.read_bytes(), a.context.read_bytes())
+    pi = TofinoArtifacts(device_config_format="pi").device_config()
+    assert len(pi) == 3 * 4 + len(b"mlfc") + a.binary.stat().st_size + a.context.stat().st_size
