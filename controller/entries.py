@@ -125,11 +125,8 @@ def ranges_as_ternaries(entries: list[TableEntry], fields: Mapping[str, Mapping[
             if name in widths and isinstance(m, Range):
                 parts = [{**p, name: t} for p in parts for t in range_to_ternaries(m, widths[name])]
         parts = [{k: v for k, v in p.items() if not (isinstance(v, Ternary) and v.mask == 0)} for p in parts]
-        if len(parts) == 1:
-            out.append(TableEntry(e.table, tuple(sorted(parts[0].items())), e.action, e.params, e.priority, e.origin))
-            continue
         for k, p in enumerate(parts):
-            origin = f"{e.origin} prefix {k}" if e.origin else f"prefix {k}"
+            origin = e.origin if len(parts) == 1 else f"{e.origin} prefix {k}".lstrip()
             out.append(TableEntry(e.table, tuple(sorted(p.items())), e.action, e.params, e.priority, origin))
     return out
 
