@@ -11,6 +11,8 @@ declaration there is no estimate yet and bytes_ratio is 0.
 An iteration starts with ``start_iteration()`` (the training loop's explicit call), when the iteration
 number given to ``note_iteration`` changes, or after an idle gap: no new data for ``idle_gap`` seconds
 (choose it much longer than the RTT and than gaps between tensors of one iteration; None disables it).
+An explicit start is one boundary: the iteration number that follows it and the idle gap before its
+first byte (the compute phase) belong to it and do not start another one, so its declared size holds.
 Time is passed in, so tests drive it with a fake clock.
 """
 
@@ -34,6 +36,9 @@ class IterationProgress:
         self.iterations_started = 0
         self.iteration: int | None = None
         self._last_sent: float | None = None
+        # An explicit start_iteration not yet bound to an iteration number (note_iteration) or to its first
+        # byte (on_sent): the boundaries those would see are this one.
+        self._explicit_pending = False
 
     def start_iteration(self, expected_bytes: int | None = None) -> None:
         """Close the current iteration (feeding the EWMA) and start a new one."""
@@ -49,18 +54,29 @@ class IterationProgress:
         self.bytes_this_iteration = 0
         self.expected_bytes = expected_bytes
         self.iterations_started += 1
+        self._explicit_pending = True
+
+    def _implicit_boundary(self) -> None:
+        if not self._explicit_pending:
+            self.start_iteration()
+            self._explicit_pending = False
 
     def note_iteration(self, iteration: int) -> None:
-        """The training loop's iteration number for the data about to be sent; a change starts an iteration."""
+        """The training loop's iteration number for the data about to be sent; a change starts an iteration
+        unless an explicit start_iteration just did."""
         if self.iteration is not None and iteration != self.iteration:
-            self.start_iteration()
+            self._implicit_boundary()
         self.iteration = iteration
+        if self.bytes_this_iteration == 0:
+            return  # the explicit start stays pending for on_sent's idle check
+        self._explicit_pending = False
 
     def on_sent(self, nbytes: int, now: float) -> None:
         """New (not retransmitted) application bytes sent."""
         last = self._last_sent
         if last is not None and self.idle_gap is not None and now - last > self.idle_gap:
-            self.start_iteration()
+            self._implicit_boundary()
+        self._explicit_pending = False
         self._last_sent = now
         self.bytes_this_iteration += nbytes
 
@@ -107,8 +123,8 @@ class IterationProgress:
     def checkpoint(self) -> tuple:
         """The counting state, for ``restore`` (a batch the socket refused was not sent)."""
         return (self.bytes_this_iteration, self.bytes_per_iteration_ewma, self.expected_bytes,
-                self.iterations_started, self._last_sent)  # fmt: skip
+                self.iterations_started, self._last_sent, self._explicit_pending)  # fmt: skip
 
     def restore(self, state: tuple) -> None:
         (self.bytes_this_iteration, self.bytes_per_iteration_ewma, self.expected_bytes,
-         self.iterations_started, self._last_sent) = state  # fmt: skip
+         self.iterations_started, self._last_sent, self._explicit_pending) = state  # fmt: skip

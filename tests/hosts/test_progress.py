@@ -97,3 +97,31 @@ def test_checkpoint_restores_a_run_that_was_not_sent():
     tr.tag_run([1000] * 5, 1.0)  # would start an iteration (idle gap) and count 5000 bytes
     tr.restore(state)
     assert (tr.bytes_this_iteration, tr.iterations_started, tr.expected_bytes) == (2000, 1, 10_000)
+
+
+def test_explicit_start_then_iteration_number_then_idle_gap_is_one_iteration():
+    """The training loop and the emulator call start_iteration(size) after their compute phase, then
+    send_tensor notes the iteration number and sends after the idle gap: one boundary, the declared size
+    kept, so a variable-size iteration gets its own ratio, not the EWMA of earlier ones."""
+    tr = IterationProgress(idle_gap=0.1)
+    now = 0.0
+    for it, size in enumerate([1000, 4000, 500, 4000]):
+        now += 0.6  # compute: longer than idle_gap
+        tr.start_iteration(size)
+        tr.note_iteration(it)  # send_tensor, before its first chunk
+        half = tr.tag_run([size // 2], now)  # the first run of chunks, after the idle gap
+        assert tr.iterations_started == it + 1, f"iteration {it}: counted {tr.iterations_started} boundaries"
+        assert tr.expected_bytes == size and tr.bytes_per_iteration == size
+        assert tr.ratio == pytest.approx(0.5) and half == [0]
+        tr.note_iteration(it)  # a second tensor of the same iteration
+        tr.on_sent(size - size // 2, now + 0.01)
+        assert tr.ratio == 1.0 and tr.iterations_started == it + 1
+
+
+def test_iteration_number_alone_still_starts_iterations_after_an_explicit_one():
+    tr = IterationProgress(idle_gap=None)
+    tr.start_iteration(1000)
+    tr.note_iteration(0)
+    tr.on_sent(1000, 0.0)
+    tr.note_iteration(1)  # no explicit call this time: the number's change is the boundary
+    assert tr.iterations_started == 2 and tr.expected_bytes is None and tr.bytes_per_iteration == 1000
