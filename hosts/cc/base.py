@@ -27,7 +27,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Protocol
 
-from mlfc.policy.mltcp import MltcpParams, mltcp_factor
+from mlfc.policy.mltcp import MltcpParams, mltcp_factor, mltcp_scales
 
 
 class RatioSource(Protocol):
@@ -47,6 +47,10 @@ class Mltcp:
     def factor(self) -> float:
         return mltcp_factor(self.progress.ratio, self.params)
 
+    def scales(self) -> tuple[float, float]:
+        """(increase multiplier, decrease multiplier) under the params' rule (mlfc.policy.mltcp)."""
+        return mltcp_scales(self.progress.ratio, self.params)
+
 
 class CongestionControl(ABC):
     """Base class: ``mss`` is the transport's chunk size on the wire (bytes)."""
@@ -60,8 +64,16 @@ class CongestionControl(ABC):
         self.mltcp = mltcp
 
     def factor(self) -> float:
-        """MLTCP's F for the additive increase; 1 when the augmentation is off."""
+        """MLTCP's F; 1 when the augmentation is off."""
         return 1.0 if self.mltcp is None else self.mltcp.factor()
+
+    def increase_scale(self) -> float:
+        """What MLTCP multiplies the window's growth by (F under the paper's rule); 1 when off."""
+        return 1.0 if self.mltcp is None else self.mltcp.scales()[0]
+
+    def decrease_scale(self) -> float:
+        """What MLTCP multiplies the size of a multiplicative cut by (1 under the paper's rule)."""
+        return 1.0 if self.mltcp is None else self.mltcp.scales()[1]
 
     @property
     @abstractmethod

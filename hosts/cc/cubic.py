@@ -8,7 +8,8 @@ and cwnd follows W_est when W_cubic is below it. Defaults: C = 0.4, beta = 0.7 (
 fast convergence on (section 4.7), initial window 10 segments (RFC 6928).
 
 MLTCP scales the growth by F: both the step toward W_cubic and W_est's additive increase are
-multiplied by F (the paper's ``cnt = cnt / F``; arXiv 2402.09589). F = 1 without MLTCP.
+multiplied by F (the paper's ``cnt = cnt / F``; arXiv 2402.09589); under MLTCP's bounded rule by
+F / F(1), and the cut (1 - beta) by F(0) / F (mlfc.policy.mltcp.mltcp_scales). 1 without MLTCP.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ class Cubic(CongestionControl):
     def _ca_increase(self, segs: float, now: float) -> float:
         """Window increase (segments) for ``segs`` acknowledged segments in congestion avoidance."""
         p = self.params
-        f = self.factor()
+        f = self.increase_scale()
         t = now - self.epoch_start
         self.w_est += f * self.alpha_cubic * segs / self.w
         if w_cubic(t, self.w_max, self.k, p.c) < self.w_est:
@@ -109,7 +110,8 @@ class Cubic(CongestionControl):
         else:
             self.w_last_max = self.w
             self.w_max = self.w
-        self.w = max(self.w * p.beta, float(p.min_window))
+        beta = 1 - (1 - p.beta) * self.decrease_scale()  # MLTCP's bounded rule cuts a flow ahead less
+        self.w = max(self.w * beta, float(p.min_window))
         self.ssthresh = self.w
         self.epoch_start = now
         self.k = cubic_k(self.w_max, self.w, p.c)

@@ -4,8 +4,9 @@ Defaults and sources: initial window 10 segments (RFC 6928); slow start adds the
 congestion avoidance adds ``F * mss * acked / cwnd`` per ACK, i.e. ``cwnd += F / cwnd`` segments per
 acknowledged segment, F = 1 without MLTCP; a loss or an ECN echo halves the window (RFC 5681,
 RFC 3168); an RTO collapses it to one segment (RFC 5681 loss window); after more than an RTO idle
-the window restarts from the initial window (RFC 5681 section 4.1). MLTCP scales only the
-congestion-avoidance increase; slow start and the halving are unchanged (arXiv 2402.09589).
+the window restarts from the initial window (RFC 5681 section 4.1). MLTCP scales the
+congestion-avoidance increase (arXiv 2402.09589) and, under its bounded rule, the size of the cut
+(mlfc.policy.mltcp.mltcp_scales); slow start and the RTO's collapse are unchanged.
 """
 
 from __future__ import annotations
@@ -58,11 +59,12 @@ class Reno(CongestionControl):
             if acked_bytes <= 0:
                 self._clamp()
                 return
-        self._cwnd += self.factor() * self.mss * acked_bytes / self._cwnd
+        self._cwnd += self.increase_scale() * self.mss * acked_bytes / self._cwnd
         self._clamp()
 
     def _decrease(self) -> None:
-        self.ssthresh = max(self._cwnd * self.params.beta, float(self.params.min_window * self.mss))
+        beta = 1 - (1 - self.params.beta) * self.decrease_scale()
+        self.ssthresh = max(self._cwnd * beta, float(self.params.min_window * self.mss))
         self._cwnd = self.ssthresh
         self._clamp()
 

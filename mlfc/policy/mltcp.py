@@ -13,9 +13,20 @@ g(0) = 0 to g(1) = 1, so every shape spans the same range [intercept, intercept 
 * ``sigmoid`` a logistic step centred on knee (width ~0.2 of the iteration), rescaled to g(0) = 0,
   g(1) = 1.
 
+F's *rule* says where F acts (``mltcp_scales``):
+
+* ``increase`` (the paper's): the additive increase is multiplied by F; the decrease is unchanged. n flows
+  late in their iterations add n * F(1) segments per RTT between them, so the step's 16.5 that separates
+  two jobs over-drives four.
+* ``bounded``: the increase is multiplied by F / F(1) and the multiplicative decrease by F(0) / F. No flow
+  grows faster than the plain algorithm (n flows add at most n segments per RTT, as n unmodified flows
+  do), and the ranking comes from the decrease: with losses seen together, a window settles where its
+  growth between cuts equals its cut, so the shares of two flows are in the ratio (F_a / F_b) ** 2: 64x
+  between the ends of 7:1, and F keeps ranking flows over the whole iteration.
+
 Text form (CLIs, sweep grids, CSV columns): ``SLOPE:INTERCEPT`` for the line, else
-``SLOPE:INTERCEPT:SHAPE=ARG``, e.g. ``2:0.5:power=0.5``, ``4:0.25:step=0.2`` (``format_params`` /
-``parse_params``)."""
+``SLOPE:INTERCEPT:SHAPE=ARG``, e.g. ``2:0.5:power=0.5``, ``4:0.25:step=0.2``; ``:bounded`` at the end
+for that rule, e.g. ``7:1:bounded`` (``format_params`` / ``parse_params``)."""
 
 from __future__ import annotations
 
@@ -25,6 +36,7 @@ from dataclasses import dataclass
 from mlfc.policy.priority import PolicyError
 
 SHAPES = ("linear", "power", "step", "sigmoid")
+RULES = ("increase", "bounded")
 # The argument each shape takes in the text form, and its default.
 SHAPE_ARG = {"power": "exponent", "step": "knee", "sigmoid": "knee"}
 SIGMOID_STEEPNESS = 12.0  # per unit of bytes_ratio: the logistic rises from 12 % to 88 % over knee +- 1/6
@@ -40,6 +52,7 @@ class MltcpParams:
     shape: str = "linear"  # one of SHAPES (module docstring)
     exponent: float = 1.0  # power: g(r) = r ** exponent
     knee: float = 0.5  # step, sigmoid: the bytes_ratio where F rises
+    rule: str = "increase"  # one of RULES (module docstring)
 
     def __post_init__(self) -> None:
         for name in ("slope", "intercept", "exponent", "knee"):
@@ -50,6 +63,8 @@ class MltcpParams:
             raise PolicyError(f"slope={self.slope} must be >= 0 (F increases with bytes_ratio)")
         if self.intercept <= 0:
             raise PolicyError(f"intercept={self.intercept} must be > 0 (F(0) must still grow the window)")
+        if self.rule not in RULES:
+            raise PolicyError(f"rule={self.rule!r}: expected one of {', '.join(RULES)}")
         if self.shape not in SHAPES:
             raise PolicyError(f"shape={self.shape!r}: expected one of {', '.join(SHAPES)}")
         if not 0 < self.exponent <= 16:
@@ -139,6 +154,16 @@ def mltcp_factor(ratio: float, params: MltcpParams = MltcpParams()) -> float:
     return params.slope * shape_value(r, params) + params.intercept
 
 
+def mltcp_scales(ratio: float, params: MltcpParams = MltcpParams()) -> tuple[float, float]:
+    """(increase multiplier, decrease multiplier) of a flow at ``ratio`` under the params' rule: the
+    controller multiplies its additive (or cubic) increase by the first and the size of its multiplicative
+    cut (1 - beta) by the second."""
+    f = mltcp_factor(ratio, params)
+    if params.rule == "increase":
+        return f, 1.0
+    return f / (params.intercept + params.slope), params.intercept / f
+
+
 def format_shape(params: MltcpParams) -> str:
     """The shape alone, as parse_shape reads it: 'linear', 'power=0.5', 'step=0.2', ..."""
     if params.shape == "linear":
@@ -149,7 +174,9 @@ def format_shape(params: MltcpParams) -> str:
 def format_params(params: MltcpParams) -> str:
     """``SLOPE:INTERCEPT`` for the line, ``SLOPE:INTERCEPT:SHAPE=ARG`` for the other shapes."""
     head = f"{params.slope:g}:{params.intercept:g}"
-    return head if params.shape == "linear" else f"{head}:{format_shape(params)}"
+    if params.shape != "linear":
+        head = f"{head}:{format_shape(params)}"
+    return head if params.rule == "increase" else f"{head}:{params.rule}"
 
 
 def parse_shape(text: str) -> dict[str, object]:
@@ -175,16 +202,21 @@ def parse_shape(text: str) -> dict[str, object]:
 
 
 def parse_params(text: str) -> MltcpParams:
-    """The inverse of format_params: 'SLOPE:INTERCEPT[:SHAPE[=ARG]]'. Raises PolicyError."""
+    """The inverse of format_params: 'SLOPE:INTERCEPT[:SHAPE[=ARG]][:RULE]'. Raises PolicyError."""
     parts = text.strip().split(":")
+    rule = {}
+    if len(parts) > 2 and parts[-1].strip() in RULES:
+        rule = {"rule": parts.pop().strip()}
     if len(parts) not in (2, 3):
-        raise PolicyError(f"F {text!r}: expected SLOPE:INTERCEPT[:SHAPE=ARG], e.g. 2:0.5 or 2:0.5:power=0.5")
+        raise PolicyError(
+            f"F {text!r}: expected SLOPE:INTERCEPT[:SHAPE=ARG][:RULE], e.g. 2:0.5, 2:0.5:power=0.5 or 7:1:bounded"
+        )
     try:
         slope, intercept = float(parts[0]), float(parts[1])
     except ValueError:
         raise PolicyError(f"F {text!r}: slope and intercept must be numbers") from None
     shape = parse_shape(parts[2]) if len(parts) == 3 else {}
-    return MltcpParams(slope, intercept, **shape)  # type: ignore[arg-type]
+    return MltcpParams(slope, intercept, **shape, **rule)  # type: ignore[arg-type]
 
 
 def shift(delta: float, period: float, comm_fraction: float, params: MltcpParams = MltcpParams()) -> float:

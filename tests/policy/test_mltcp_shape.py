@@ -205,3 +205,38 @@ def test_e2e_takes_f_for_its_mltcp_treatments() -> None:
     assert _f_arg("16:0.5:step=0.2") == MltcpParams(16, 0.5, "step", knee=0.2)
     with pytest.raises(argparse.ArgumentTypeError, match="must be numbers"):
         _f_arg("2:x")
+
+
+def test_bounded_rule_never_grows_faster_than_the_plain_algorithm_and_ranks_by_the_cut():
+    from mlfc.policy.mltcp import mltcp_scales
+
+    p = parse_params("7:1:bounded")
+    assert p.rule == "bounded" and format_params(p) == "7:1:bounded"
+    inc0, dec0 = mltcp_scales(0.0, p)
+    inc1, dec1 = mltcp_scales(1.0, p)
+    assert inc1 == pytest.approx(1.0) and inc0 == pytest.approx(1 / 8)
+    assert dec0 == pytest.approx(1.0) and dec1 == pytest.approx(1 / 8)
+    # steady share ~ increase / cut: (F_a / F_b) ** 2 between the ends
+    assert (inc1 / dec1) / (inc0 / dec0) == pytest.approx(64)
+    ratios = [i / 10 for i in range(11)]
+    incs = [mltcp_scales(r, p)[0] for r in ratios]
+    assert incs == sorted(incs) and all(i <= 1.0 + 1e-12 for i in incs)
+    assert mltcp_scales(0.5, parse_params("2:0.5")) == (pytest.approx(1.5), 1.0)  # the paper's rule
+
+
+def test_bounded_rule_in_reno_and_cubic_cuts_a_flow_ahead_less():
+    from types import SimpleNamespace
+
+    from mlfc.hosts.cc import Cubic, Mltcp, Reno
+
+    p = parse_params("7:1:bounded")
+    for cls in (Reno, Cubic):
+        ahead, behind = SimpleNamespace(ratio=1.0), SimpleNamespace(ratio=0.0)
+        a, b = cls(1000, Mltcp(p, ahead)), cls(1000, Mltcp(p, behind))
+        for cc in (a, b):
+            cc.on_loss(0.0)  # leave slow start at the initial window's cut
+        wa, wb = a.cwnd, b.cwnd
+        assert wa > wb, cls.name
+        a.on_loss(1.0)
+        b.on_loss(1.0)
+        assert a.cwnd / wa > b.cwnd / wb, cls.name
