@@ -14,17 +14,21 @@ SHELL_VENV ?= .venv-shell
 GRPC_ADDR ?= 127.0.0.1:50051
 DEVICE_ID ?= 1
 
-.PHONY: help install install-sim bpf kernel-mltcp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep hpsearch approx mltcp-real chaos bench run sim sim-scale lint shell shell-venv clean
+.PHONY: help install debian-packages figures install-sim bpf kernel-mltcp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep hpsearch approx mltcp-real chaos bench run sim sim-scale lint shell shell-venv clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: pyproject.toml
+# As root: the Debian packages mlfc uses (only the missing ones); otherwise the apt-get line for them.
+debian-packages:  ## the Debian packages (mininet, ethtool, clang, bpftool, ...) that are missing: installed as root, else printed
+	@bash scripts/debian-packages.sh
+
+$(VENV)/.installed: pyproject.toml | debian-packages
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q -e '.[test,train]'
 	touch $@
 
-install: $(VENV)/.installed  ## create .venv, install mlfc with its test tools and PyTorch (CPU, the train extra); `make bpf` where clang is
+install: debian-packages $(VENV)/.installed  ## the Debian packages (root), .venv, mlfc with its test tools and PyTorch (CPU, the train extra); `make bpf` where clang is
 	@if command -v clang >/dev/null && [ -e /sys/kernel/btf/vmlinux ]; then $(MAKE) --no-print-directory bpf; \
 	else echo "make install: no clang or no kernel BTF: eBPF MLTCP not built (docs/kernel-mltcp.md)"; fi
 

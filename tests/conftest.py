@@ -43,7 +43,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 pytest.skip(f"[{marker}] {reason}")
 
 
-_GROUPS = ("p4c", "tofino", "bmv2", "mininet", "root", "ns3")
+_GROUPS = ("p4c", "tofino", "bmv2", "mininet", "root", "ns3", "kernel")
+
+# The one command (or page) that brings a skipped group, printed under it in the table.
+BRINGS = {
+    "p4c": "p4c: docs/toolchain.md",
+    "tofino": "the Tofino compiler: docs/tofino.md",
+    "bmv2": "BMv2 (and root): docs/toolchain.md",
+    "mininet": "as root: make install (its Debian packages), then make test as root",
+    "root": "run as root: sudo make test",
+    "ns3": "make install-sim",
+    "kernel": "as root: make install (clang, libbpf-dev, bpftool), then make test as root",
+}
+
+
+def _group(keywords, reason: str | None = None) -> str:
+    """The test's group: its marker, else the "[group]" its skip reason starts with, else "plain"."""
+    group = next((g for g in _GROUPS if g in keywords and g != "kernel"), None)
+    if group is None and reason and reason.startswith("["):
+        tag = reason[1 : reason.find("]")]
+        group = tag if tag in _GROUPS else None
+    return group or "plain"
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
@@ -57,13 +77,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
             if status != "skipped" and rep.when == "setup" and rep.passed:
                 continue
             keywords = getattr(rep, "keywords", {})
-            group = next((g for g in _GROUPS if g in keywords), "plain")
             if status == "skipped":
                 reason = str(rep.longrepr[2]) if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
                 reason = reason.removeprefix("Skipped: ")
+                group = _group(keywords, reason)
                 skipped[group][reason] = skipped[group].get(reason, 0) + 1
             else:
-                ran[group] += 1
+                ran[_group(keywords)] += 1
     terminalreporter.section("mlfc test groups")
     for group in (*_GROUPS, "plain"):
         n_skip = sum(skipped[group].values())
@@ -72,3 +92,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         terminalreporter.write_line(f"{group:8s} ran {ran[group]:4d}, skipped {n_skip:4d}")
         for reason, count in sorted(skipped[group].items()):
             terminalreporter.write_line(f"           {count:4d} x {reason}")
+        if n_skip and group in BRINGS:
+            terminalreporter.write_line(f"           to run them: {BRINGS[group]}")
