@@ -142,6 +142,8 @@ class WorkerClient:
                     except proto.ProtocolError:
                         continue
                     self.tx.abort()  # a push to the old PS would wait for the peer timeout
+                elif d.tensor_id == proto.PING:  # the receiver acknowledged it: that is the answer
+                    continue
                 elif d.tensor_id == proto.ABORT:
                     try:
                         self._abort = str(proto.decode(d.data, "ABORT").get("error") or "no reason given")

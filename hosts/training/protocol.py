@@ -17,6 +17,7 @@ BYE         worker->PS  0         {"rank", "error"?}: the worker is done (aggreg
 REJOIN      PS->worker  session   {"iteration"}: a restarted PS (from its checkpoint): connect again
 ABORT       PS->worker  session   {"error"}: aggregate mode: the job cannot go on (e.g. a rank beyond
                                   ``workers`` knocked); the worker's waits raise with the message
+PING        PS->worker  n         empty: aggregate mode, idle: is the worker still there (its receiver acks)
 =========== =========== ========= =====================================================================
 
 ``session`` is a random number a worker picks for each connection (and a restarted PS for its REJOINs):
@@ -48,6 +49,7 @@ STATS = 0xFFFD
 BYE = 0xFFFC
 REJOIN = 0xFFFB
 ABORT = 0xFFFA
+PING = 0xFFF9
 MAX_TENSORS = 0xFFF0  # data tensor ids are 0..MAX_TENSORS-1
 CONTROL_IMPORTANCE = IMPORTANCE_LEVELS - 1  # control messages are protected: never dropped selectively
 

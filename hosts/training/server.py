@@ -535,7 +535,7 @@ class TrainingServer:
             finished = [f for f in self._inflight if f.done()]
             self._wait(finished)  # a failed pull ends the job here, not at the end
             self._inflight = [f for f in self._inflight if not f.done()]
-            d = self._recv(f"buckets or BYE from workers {sorted(active)}")
+            d = self._next_in_serve(active)
             w = self._by_peer.get(d.peer)
             if d.tensor_id == proto.HELLO:
                 self._late_hello(d, active)
@@ -579,6 +579,41 @@ class TrainingServer:
                 )
         self._wait(self._inflight)
         self._inflight.clear()
+
+    PROBE_AFTER = 2.0  # s without anything from the workers before the aggregator checks they are alive
+
+    def _next_in_serve(self, active: set[int]) -> DeliveredTensor:
+        """The next delivery; while none comes, every PROBE_AFTER s a PING to each active worker: a rank
+        that is gone (killed, no BYE) ends the job then, not at the timeout."""
+        waited = 0.0
+        while True:
+            step = min(self.PROBE_AFTER, self.cfg.timeout - waited)
+            try:
+                return self.rx.recv(timeout=step)
+            except TimeoutError:
+                waited += step
+            if waited >= self.cfg.timeout:
+                raise TrainingError(
+                    f"nothing from the workers for {self.cfg.timeout:.0f} s while waiting for buckets or BYE "
+                    f"from workers {sorted(active)}"
+                )
+            gone = self._probe(active)
+            if gone:
+                reason = f"worker(s) {gone} gone: no answer to the aggregator's probe (killed without a BYE?)"
+                self._abort(active - set(gone), reason)
+                raise TrainingError(reason)
+
+    def _probe(self, active: set[int]) -> list[int]:
+        self._pings = getattr(self, "_pings", 0) + 1
+        n = self._pings
+
+        def ping(w: _Worker) -> None:
+            assert w.sender is not None
+            w.sender.send_tensor(self.cfg.job, n, proto.PING, b"\0", importance=proto.CONTROL_IMPORTANCE,
+                                 timeout=min(5.0, self.cfg.timeout))  # fmt: skip
+
+        futures = {r: w.pool.submit(ping, w) for r, w in self.workers.items() if r in active}  # type: ignore[union-attr]
+        return sorted(r for r, f in futures.items() if f.exception() is not None)
 
     @staticmethod
     def _bye_error(d: DeliveredTensor) -> str | None:

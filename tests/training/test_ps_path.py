@@ -246,3 +246,26 @@ def test_a_rank_that_gives_up_ends_the_aggregator_and_the_other_ranks_hear_why()
         for c in clients:
             c.close()
     assert "worker 1 gave up: out of memory" in str(box["error"])
+
+
+def test_the_aggregator_ends_soon_after_a_rank_vanished_without_bye_not_at_its_timeout():
+    import time
+
+    from mlfc.hosts.training.client import JobAborted
+
+    srv, ps, box = _aggregator(2)  # timeout 20 s
+    with srv:
+        clients = [_agg_client(srv, r) for r in (0, 1)]
+        threads = [threading.Thread(target=c.connect, args=([3],), daemon=True) for c in clients]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        t0 = time.monotonic()
+        clients[1].close()  # killed: no BYE, its receiver is gone
+        with pytest.raises(JobAborted, match=r"worker\(s\) \[1\] gone"):
+            clients[0].wait(0, 0, timeout=15)
+        ps.join(timeout=30)
+        assert time.monotonic() - t0 < 12, "the aggregator waited for its timeout"
+        clients[0].close()
+    assert "[1] gone" in str(box["error"])
