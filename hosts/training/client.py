@@ -31,6 +31,10 @@ class WorkerError(RuntimeError):
     """The PS refused this worker, or stopped answering."""
 
 
+class JobAborted(WorkerError):
+    """The aggregator ended the job (ABORT): e.g. a rank beyond its ``workers`` knocked, or another rank gave up."""
+
+
 class PsRestarted(WorkerError):
     """The PS restarted (from its checkpoint) and asks this worker to connect again (REJOIN)."""
 
@@ -98,6 +102,7 @@ class WorkerClient:
         self._closing = False
         self._error: BaseException | None = None
         self._rejoin: dict | None = None
+        self._abort: str | None = None
         self.session = 0
         self._thread = threading.Thread(target=self._dispatch, name=f"mlfc-pull-rx-{cfg.rank}", daemon=True)
         self._thread.start()
@@ -137,9 +142,22 @@ class WorkerClient:
                     except proto.ProtocolError:
                         continue
                     self.tx.abort()  # a push to the old PS would wait for the peer timeout
+                elif d.tensor_id == proto.PING:  # the receiver acknowledged it: that is the answer
+                    continue
+                elif d.tensor_id == proto.ABORT:
+                    try:
+                        self._abort = str(proto.decode(d.data, "ABORT").get("error") or "no reason given")
+                    except proto.ProtocolError as exc:
+                        self._abort = str(exc)
+                    self.tx.abort()  # a push would wait for the peer timeout
                 else:
                     self._box[(d.iteration, d.tensor_id)] = d
                 self._cv.notify_all()
+
+    @property
+    def role(self) -> str:
+        """What this worker's server is called in messages: "aggregator" (aggregate mode) or "PS"."""
+        return proto.role(self.cfg.mode)
 
     def wait(self, iteration: int, tensor_id: int, timeout: float | None = None) -> DeliveredTensor:
         """The pulled tensor (iteration, tensor id), waiting up to ``timeout`` (default: the config's)."""
@@ -147,8 +165,15 @@ class WorkerClient:
         key = (iteration, tensor_id)
         with self._cv:
             ok = self._cv.wait_for(
-                lambda: key in self._box or self._error is not None or self._rejoin is not None, timeout
+                lambda: (
+                    key in self._box or self._error is not None or self._rejoin is not None or self._abort is not None
+                ),
+                timeout,
             )
+            if self._abort is not None:
+                raise JobAborted(
+                    f"job {self.cfg.job} worker {self.cfg.rank}: the {self.role} ended the job: {self._abort}"
+                )
             if self._error is not None:
                 raise WorkerError(f"pull receiver failed: {self._error}") from self._error
             if key not in self._box and self._rejoin is not None:
@@ -160,14 +185,16 @@ class WorkerClient:
             if not ok:
                 raise WorkerError(
                     f"job {self.cfg.job} worker {self.cfg.rank}: tensor {tensor_id} of iteration "
-                    f"{iteration} not received from the PS within {timeout:.0f} s"
+                    f"{iteration} not received from the {self.role} within {timeout:.0f} s"
                 )
             return self._box.pop(key)
 
     # -- protocol ---------------------------------------------------------------------------------
 
-    def connect(self, numels: Sequence[int]) -> dict:
-        """HELLO to the PS (retried while it is not up yet), then wait for its WELCOME. Returns it."""
+    def connect(self, numels: Sequence[int], *, welcome_timeout: float | None = None) -> dict:
+        """HELLO to the PS (retried while it is not up yet), then wait for its WELCOME (up to
+        ``welcome_timeout``; default the longer of the config's timeouts: the PS answers once every
+        worker has connected). Returns it."""
         cfg = self.cfg
         host, port = self.rx.address
         hello = {"rank": cfg.rank, "rx": [host, port], "numels": list(numels), "mode": cfg.mode}
@@ -198,16 +225,29 @@ class WorkerClient:
             except TimeoutError:  # the transport's PeerTimeout: nobody answering yet
                 if time.monotonic() >= end:
                     raise WorkerError(
-                        f"no parameter server answering at {cfg.ps[0]}:{cfg.ps[1]} within {cfg.connect_timeout:.0f} s"
+                        f"no {self.role} answering at {cfg.ps[0]}:{cfg.ps[1]} within {cfg.connect_timeout:g} s"
                     ) from None
                 time.sleep(0.2)
         # The PS answers once every worker has connected: wait as long as we would knock.
-        d = self.wait(self.session, proto.WELCOME, timeout=max(cfg.timeout, cfg.connect_timeout))
+        if welcome_timeout is None:
+            welcome_timeout = max(cfg.timeout, cfg.connect_timeout)
+        try:
+            d = self.wait(self.session, proto.WELCOME, timeout=welcome_timeout)
+        except JobAborted:
+            raise
+        except WorkerError as exc:
+            if "not received" not in str(exc):
+                raise
+            raise WorkerError(
+                f"job {cfg.job} worker {cfg.rank}: the {self.role} at {cfg.ps[0]}:{cfg.ps[1]} took the HELLO but did "
+                f"not admit this worker within {welcome_timeout:g} s (it answers once all its workers have "
+                "connected: are the others up, and is its worker count this job's?)"
+            ) from None
         self.welcome = proto.decode(d.data, "WELCOME")
         if self.welcome.get("error"):
-            raise WorkerError(f"the parameter server refused worker {cfg.rank}: {self.welcome['error']}")
+            raise WorkerError(f"the {self.role} refused worker {cfg.rank}: {self.welcome['error']}")
         if self.welcome.get("mode") != cfg.mode:
-            raise WorkerError(f"the parameter server runs in {self.welcome.get('mode')!r} mode, not {cfg.mode!r}")
+            raise WorkerError(f"the {self.role} runs in {self.welcome.get('mode')!r} mode, not {cfg.mode!r}")
         return self.welcome
 
     def initial_parameters(self) -> np.ndarray:
@@ -266,17 +306,19 @@ class WorkerClient:
         """PS mode: the PS's STATS message for ``iteration`` (what it zero-filled of this worker's pushes)."""
         return proto.decode(self.wait(iteration, proto.STATS).data, "STATS")
 
-    def bye(self) -> None:
+    def bye(self, error: str | None = None, timeout: float = 10.0) -> None:
         """Aggregate mode: tell the aggregator this worker is done (it ends when every worker has). A PS
-        knows its iterations and is gone after the last pull: PS-mode workers do not say BYE."""
-        with contextlib.suppress(TimeoutError):  # the PS may have finished and gone already
+        knows its iterations and is gone after the last pull: PS-mode workers do not say BYE. With
+        ``error`` the worker gives up: the aggregator ends the job (and tells the other workers)."""
+        body = {"rank": self.cfg.rank} if error is None else {"rank": self.cfg.rank, "error": error}
+        with contextlib.suppress(Exception):  # best effort: the PS may have finished and gone already
             self.tx.send_tensor(
                 self.cfg.job,
                 0,
                 proto.BYE,
-                proto.encode({"rank": self.cfg.rank}),
+                proto.encode(body),
                 importance=proto.CONTROL_IMPORTANCE,
-                timeout=10.0,
+                timeout=timeout,
             )
 
     def close(self) -> None:

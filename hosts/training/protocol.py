@@ -12,8 +12,12 @@ HELLO       worker->PS  session   {"rank", "rx": [ip, port], "numels": [...], "m
 WELCOME     PS->worker  session   {"mode", "workers", "tensors", "iteration", "error"?}
 INITIAL     PS->worker  session   every parameter, float32, concatenated in tensor order (PS mode)
 STATS       PS->worker  i         what the PS did with iteration i's pushes (lost chunks, timings)
-BYE         worker->PS  0         {"rank"}: the worker is done (aggregate mode ends when all said it)
+BYE         worker->PS  0         {"rank", "error"?}: the worker is done (aggregate mode ends when all said
+                                  it) or, with "error", gave up (aggregate mode ends the job at once)
 REJOIN      PS->worker  session   {"iteration"}: a restarted PS (from its checkpoint): connect again
+ABORT       PS->worker  session   {"error"}: aggregate mode: the job cannot go on (e.g. a rank beyond
+                                  ``workers`` knocked); the worker's waits raise with the message
+PING        PS->worker  n         empty: aggregate mode, idle: is the worker still there (its receiver acks)
 =========== =========== ========= =====================================================================
 
 ``session`` is a random number a worker picks for each connection (and a restarted PS for its REJOINs):
@@ -44,12 +48,19 @@ INITIAL = 0xFFFE
 STATS = 0xFFFD
 BYE = 0xFFFC
 REJOIN = 0xFFFB
+ABORT = 0xFFFA
+PING = 0xFFF9
 MAX_TENSORS = 0xFFF0  # data tensor ids are 0..MAX_TENSORS-1
 CONTROL_IMPORTANCE = IMPORTANCE_LEVELS - 1  # control messages are protected: never dropped selectively
 
 MODES = ("ps", "aggregate")  # PS: pull = updated parameters; aggregate: pull = mean gradient (DDP hook)
 PROTOCOL_VERSION = 1
 MAX_SESSION = (1 << 31) - 1
+
+
+def role(mode: str) -> str:
+    """What the server side is called in messages: the DDP hook's docs say aggregator, the PS's say PS."""
+    return "aggregator" if mode == "aggregate" else "PS"
 
 
 def new_session() -> int:

@@ -183,10 +183,10 @@ class TrainingServer:
             self.stray += 1
             return None
         if msg.get("mode") != cfg.mode:
-            self._refuse(d, f"worker {rank} runs in {msg.get('mode')!r} mode, this PS in {cfg.mode!r} mode")
+            self._refuse(d, f"worker {rank} runs in {msg.get('mode')!r} mode, this {self.role} in {cfg.mode!r} mode")
             return None
         if not 0 <= rank < cfg.workers:
-            self._refuse(d, f"rank {rank} outside 0..{cfg.workers - 1}")
+            self._refuse(d, f"rank {rank} outside 0..{cfg.workers - 1}: this {self.role} serves {cfg.workers} workers")
             return None
         if compression.active and cfg.mode != "ps":
             self._refuse(d, f"worker {rank} compresses its pushes ({compression.spec()}): PS mode only")
@@ -214,6 +214,10 @@ class TrainingServer:
         self._by_peer[d.peer] = w
         log.info("job %d: worker %d connected from %s:%d", cfg.job, rank, *d.peer)
         return w
+
+    @property
+    def role(self) -> str:
+        return proto.role(self.cfg.mode)
 
     def _welcome(self, error: str | None = None) -> bytes:
         cfg = self.cfg
@@ -332,7 +336,7 @@ class TrainingServer:
         want = self._numels()
         for w in sorted(self.workers.values(), key=lambda w: w.rank):
             if w.numels != want:
-                src = "the PS's model" if self.params is not None else "worker 0"
+                src = f"the {self.role}'s model" if self.params is not None else "worker 0"
                 return (
                     f"worker {w.rank} has {len(w.numels)} tensors of {sum(w.numels)} elements, {src} "
                     f"{len(want)} of {sum(want)}: not the same model"
@@ -531,10 +535,19 @@ class TrainingServer:
             finished = [f for f in self._inflight if f.done()]
             self._wait(finished)  # a failed pull ends the job here, not at the end
             self._inflight = [f for f in self._inflight if not f.done()]
-            d = self._recv(f"buckets or BYE from workers {sorted(active)}")
+            d = self._next_in_serve(active)
             w = self._by_peer.get(d.peer)
+            if d.tensor_id == proto.HELLO:
+                self._late_hello(d, active)
+                continue
             if w is not None and d.tensor_id == proto.BYE:
                 active.discard(w.rank)
+                error = self._bye_error(d)
+                if error is not None:
+                    reason = f"worker {w.rank} gave up: {error}"
+                    self._abort(active, reason)
+                    self._linger(reason)
+                    raise TrainingError(reason)
                 continue
             if not self._place(d):
                 continue
@@ -566,6 +579,108 @@ class TrainingServer:
                 )
         self._wait(self._inflight)
         self._inflight.clear()
+
+    PROBE_AFTER = 2.0  # s without anything from the workers before the aggregator checks they are alive
+
+    def _next_in_serve(self, active: set[int]) -> DeliveredTensor:
+        """The next delivery; while none comes, every PROBE_AFTER s a PING to each active worker: a rank
+        that is gone (killed, no BYE) ends the job then, not at the timeout."""
+        waited = 0.0
+        while True:
+            step = min(self.PROBE_AFTER, self.cfg.timeout - waited)
+            try:
+                return self.rx.recv(timeout=step)
+            except TimeoutError:
+                waited += step
+            if waited >= self.cfg.timeout:
+                raise TrainingError(
+                    f"nothing from the workers for {self.cfg.timeout:.0f} s while waiting for buckets or BYE "
+                    f"from workers {sorted(active)}"
+                )
+            gone = self._probe(active)
+            if gone:
+                reason = f"worker(s) {gone} gone: no answer to the aggregator's probe (killed without a BYE?)"
+                self._abort(active - set(gone), reason)
+                raise TrainingError(reason)
+
+    def _probe(self, active: set[int]) -> list[int]:
+        self._pings = getattr(self, "_pings", 0) + 1
+        n = self._pings
+
+        def ping(w: _Worker) -> None:
+            assert w.sender is not None
+            w.sender.send_tensor(self.cfg.job, n, proto.PING, b"\0", importance=proto.CONTROL_IMPORTANCE,
+                                 timeout=min(5.0, self.cfg.timeout))  # fmt: skip
+
+        futures = {r: w.pool.submit(ping, w) for r, w in self.workers.items() if r in active}  # type: ignore[union-attr]
+        return sorted(r for r, f in futures.items() if f.exception() is not None)
+
+    @staticmethod
+    def _bye_error(d: DeliveredTensor) -> str | None:
+        try:
+            error = proto.decode(d.data, "BYE").get("error")
+        except proto.ProtocolError:
+            return None
+        return None if error is None else str(error)
+
+    def _late_hello(self, d: DeliveredTensor, active: set[int]) -> None:
+        """A HELLO while the buckets flow (aggregate mode has no re-join): a rank beyond ``workers`` (the DDP
+        group is larger than this aggregator was told) or a second process of an admitted rank. Either way
+        the means so far are of the wrong group: refuse it, tell the admitted workers, end the job."""
+        cfg = self.cfg
+        try:
+            rank: int | str = int(proto.decode(d.data, "HELLO")["rank"])
+        except (proto.ProtocolError, KeyError, TypeError, ValueError):
+            self.stray += 1
+            return
+        if not 0 <= rank < cfg.workers:
+            reason = (
+                f"rank {rank} connected after the {cfg.workers} workers this aggregator serves (ranks "
+                f"0..{cfg.workers - 1}) were admitted: the DDP group has more ranks than --workers {cfg.workers}"
+            )
+        else:
+            reason = f"a second process of rank {rank} connected while the job ran: aggregate mode has no re-join"
+        self._refuse(d, reason)
+        self._abort(active, reason)
+        self._linger(reason)
+        raise TrainingError(reason)
+
+    def _linger(self, reason: str, seconds: float = 3.0) -> None:
+        """After ending the job, answer HELLOs of late ranks for a few seconds (a refusal with the reason)
+        rather than leave them knocking at a closed port."""
+        end = time.monotonic() + min(seconds, self.cfg.timeout)
+        while (left := end - time.monotonic()) > 0:
+            try:
+                d = self.rx.recv(timeout=left)
+            except TimeoutError:
+                return
+            if d.tensor_id != proto.HELLO or d.peer in self._by_peer:
+                continue
+            try:
+                rank = int(proto.decode(d.data, "HELLO")["rank"])
+            except (proto.ProtocolError, KeyError, TypeError, ValueError):
+                continue
+            n = self.cfg.workers
+            why = f"rank {rank} outside 0..{n - 1}: this aggregator serves {n} workers" if not 0 <= rank < n else ""
+            self._refuse(d, f"{why}; the job has ended: {reason}" if why else f"the job has ended: {reason}")
+
+    def _abort(self, ranks: set[int], reason: str) -> None:
+        """Best effort, in parallel: ABORT to each worker of ``ranks`` so its waits end with ``reason``."""
+
+        def tell(w: _Worker) -> None:
+            try:
+                with Sender(w.rx, (self.cfg.bind, 0), self.cfg.sender) as tx:
+                    tx.send_tensor(self.cfg.job, w.session, proto.ABORT, proto.encode({"error": reason}),
+                                   importance=proto.CONTROL_IMPORTANCE, timeout=min(5.0, self.cfg.timeout))  # fmt: skip
+            except Exception as exc:
+                log.info("job %d: ABORT to worker %d not delivered: %s", self.cfg.job, w.rank, exc)
+
+        threads = [threading.Thread(target=tell, args=(w,), daemon=True, name=f"mlfc-abort-{w.rank}")
+                   for r, w in self.workers.items() if r in ranks]  # fmt: skip
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=10)
 
     def _pull_mean(self, w: _Worker, it: int, tensor: int, mean: np.ndarray) -> None:
         assert w.sender is not None

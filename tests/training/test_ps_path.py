@@ -175,3 +175,97 @@ def test_lost_chunks_are_exported_to_prometheus():
     assert 'mlfc_training_chunks_total{job="7",worker="0"} 10.0' in text
     assert 'mlfc_training_lost_elements_total{job="7",tensor="4"} 5.0' in text
     assert 'mlfc_training_iteration{job="7"} 3.0' in text
+
+
+def _aggregator(workers: int) -> tuple[TrainingServer, threading.Thread, dict]:
+    cfg = ServerConfig(job=6, workers=workers, port=0, mode="aggregate", tx_port_base=None, timeout=20, sender=SMALL)
+    srv = TrainingServer(cfg, emit=None)
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            srv.accept()
+            srv.serve()
+        except TrainingError as exc:
+            box["error"] = exc
+
+    ps = threading.Thread(target=run, daemon=True)
+    ps.start()
+    return srv, ps, box
+
+
+def _agg_client(srv: TrainingServer, rank: int) -> WorkerClient:
+    return WorkerClient(ClientConfig(job=6, rank=rank, ps=srv.address, rx_port=0, tx_port=0, mode="aggregate",
+                                     timeout=20, connect_timeout=5, sender=SMALL))  # fmt: skip
+
+
+def test_a_rank_beyond_the_aggregators_workers_arriving_late_ends_the_job_on_every_rank():
+    import time
+
+    from mlfc.hosts.training.client import JobAborted
+
+    srv, ps, box = _aggregator(2)
+    with srv:
+        admitted = [_agg_client(srv, r) for r in (0, 1)]
+        threads = [threading.Thread(target=c.connect, args=([3],), daemon=True) for c in admitted]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert all(c.welcome.get("workers") == 2 for c in admitted)
+        t0 = time.monotonic()
+        with _agg_client(srv, 2) as late, pytest.raises(WorkerError, match=r"rank 2 .*more ranks than --workers 2"):
+            late.connect([3])
+        # the admitted ranks learn of it instead of waiting for a mean that would be over 2 of 3 ranks
+        for c in admitted:
+            with pytest.raises(JobAborted, match=r"aggregator ended the job: rank 2 connected after the 2 workers"):
+                c.wait(0, 0, timeout=10)
+            c.close()
+        assert time.monotonic() - t0 < 10
+        ps.join(timeout=30)
+        assert not ps.is_alive()
+    assert "more ranks than --workers 2" in str(box["error"])
+
+
+def test_a_rank_that_gives_up_ends_the_aggregator_and_the_other_ranks_hear_why():
+    from mlfc.hosts.training.client import JobAborted
+
+    srv, ps, box = _aggregator(2)
+    with srv:
+        clients = [_agg_client(srv, r) for r in (0, 1)]
+        threads = [threading.Thread(target=c.connect, args=([3],), daemon=True) for c in clients]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        clients[1].bye(error="out of memory")
+        with pytest.raises(JobAborted, match="worker 1 gave up: out of memory"):
+            clients[0].wait(0, 0, timeout=10)
+        ps.join(timeout=30)
+        assert not ps.is_alive(), "the aggregator runs on after a rank gave up"
+        for c in clients:
+            c.close()
+    assert "worker 1 gave up: out of memory" in str(box["error"])
+
+
+def test_the_aggregator_ends_soon_after_a_rank_vanished_without_bye_not_at_its_timeout():
+    import time
+
+    from mlfc.hosts.training.client import JobAborted
+
+    srv, ps, box = _aggregator(2)  # timeout 20 s
+    with srv:
+        clients = [_agg_client(srv, r) for r in (0, 1)]
+        threads = [threading.Thread(target=c.connect, args=([3],), daemon=True) for c in clients]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        t0 = time.monotonic()
+        clients[1].close()  # killed: no BYE, its receiver is gone
+        with pytest.raises(JobAborted, match=r"worker\(s\) \[1\] gone"):
+            clients[0].wait(0, 0, timeout=15)
+        ps.join(timeout=30)
+        assert time.monotonic() - t0 < 12, "the aggregator waited for its timeout"
+        clients[0].close()
+    assert "[1] gone" in str(box["error"])
