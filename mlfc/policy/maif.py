@@ -27,6 +27,7 @@ coordinator/decision.py):
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -346,27 +347,14 @@ def rank_jobs(
             reasons[j].append(f"plateaued: predicted gain {s.gain:.3g} < {limit:.3g} over {params.horizon_s:g}s")
 
     known = sorted((j for j in scores if j in previous), key=lambda j: (previous[j].rank, j))
-    order: list[int] = []
-    for j in known:
-        order.append(j)
-    for j in sorted((j for j in scores if j not in previous), key=lambda j: (-eff[j], j)):
-        pos = next((i for i, k in enumerate(order) if eff[j] > eff[k]), len(order))
-        order.insert(pos, j)
+    new = sorted((j for j in scores if j not in previous), key=lambda j: (-eff[j], j))
+    order = _place_new(known, new, eff)
+    for j in new:
         reasons[j].append("new job: placed by score")
 
     # Plateaued jobs sink below every improving job regardless of hysteresis.
-    order = [j for j in order if not plateau[j]] + [j for j in order if plateau[j]]
     m = 1.0 + params.hysteresis
-    swapped = True
-    while swapped:  # each swap removes one score inversion, so this terminates
-        swapped = False
-        for i in range(len(order) - 1):
-            up, lo = order[i], order[i + 1]
-            if plateau[up] != plateau[lo]:
-                continue
-            if eff[lo] > eff[up] * m and eff[lo] > eff[up]:
-                order[i], order[i + 1] = lo, up
-                swapped = True
+    order = _settle([j for j in order if not plateau[j]], eff, m) + _settle([j for j in order if plateau[j]], eff, m)
     for i in range(len(order) - 1):
         up, lo = order[i], order[i + 1]
         if plateau[up] == plateau[lo] and eff[lo] > eff[up]:
@@ -385,6 +373,82 @@ def rank_jobs(
         else:
             cls = params.top_class - (i * k) // len(active)
         out[j] = Assignment(i + 1, cls, eff[j], plateau[j], reasons[j])
+    return out
+
+
+def _place_new(known: list[int], new: list[int], eff: Mapping[int, float]) -> list[int]:
+    """Known jobs in order, each new job (taken in ``new``'s order) inserted before the first job it outscores.
+
+    ``new`` is sorted by falling score, so a new job never outscores one inserted before it and lands
+    just before the first known job with a lower score: the first index where the known scores' running
+    minimum drops below its score, found by bisection (O(n log n) in all). NaN scores defeat the sort's
+    order; then the jobs are inserted one by one as the definition says.
+    """
+    if any(math.isnan(eff[j]) for j in new) or any(math.isnan(eff[j]) for j in known):
+        order = list(known)
+        for j in new:
+            pos = next((i for i, k in enumerate(order) if eff[j] > eff[k]), len(order))
+            order.insert(pos, j)
+        return order
+    # neg_min[i] = -min(eff of known[:i+1]) rises with i: bisect for the first index whose minimum < score
+    neg_min: list[float] = []
+    low = math.inf
+    for k in known:
+        low = min(low, eff[k])
+        neg_min.append(-low)
+    before: list[list[int]] = [[] for _ in range(len(known) + 1)]
+    for j in new:
+        before[bisect.bisect_right(neg_min, -eff[j])].append(j)
+    order: list[int] = []
+    for i, k in enumerate(known):
+        order.extend(before[i])
+        order.append(k)
+    order.extend(before[len(known)])
+    return order
+
+
+def _settle(order: list[int], eff: Mapping[int, float], m: float) -> list[int]:
+    """The order that adjacent swaps reach when a lower job moves up past one it outscores by the margin.
+
+    A job ``lo`` passes ``up`` when ``eff[lo] > eff[up] * m and eff[lo] > eff[up]`` ("beats"). Beating is a
+    strict partial order (transitive: ``eff[up] * m`` is never below ``eff[up]``), so every sequence of such
+    swaps ends in the same order (terminating and locally confluent). This computes that order by merge
+    sort in O(n log n): merging two settled halves A and B keeps each half's order, and a job of B ends
+    just after the last job of A it does not beat at or after where the previous job of B ended, which a
+    pointer over A's suffix maxima of ``eff * m`` finds in one pass.
+    """
+    n = len(order)
+    if n < 2:
+        return list(order)
+    # bar[j]: a job with score s beats j iff s > bar[j] (NaN: never beaten); score s < a NaN's: beats nobody
+    bar = {j: math.inf if math.isnan(e := eff[j]) else max(e * m, e) for j in order}
+    val = {j: -math.inf if math.isnan(e := eff[j]) else e for j in order}
+    runs = [[j] for j in order]
+    while len(runs) > 1:
+        merged = [_merge(runs[i], runs[i + 1], bar, val) for i in range(0, len(runs) - 1, 2)]
+        if len(runs) % 2:
+            merged.append(runs[-1])
+        runs = merged
+    return runs[0]
+
+
+def _merge(a: list[int], b: list[int], bar: Mapping[int, float], val: Mapping[int, float]) -> list[int]:
+    suffix_max = [0.0] * len(a)
+    top = -math.inf
+    for i in range(len(a) - 1, -1, -1):
+        top = max(top, bar[a[i]])
+        suffix_max[i] = top
+    out: list[int] = []
+    p = 0  # a[:p] is placed; the next job of b goes after the last a[i] (i >= p - 1) it does not beat
+    for j in b:
+        v = val[j]
+        q = p
+        while q < len(a) and suffix_max[q] >= v:
+            q += 1
+        out.extend(a[p:q])
+        out.append(j)
+        p = q
+    out.extend(a[p:])
     return out
 
 
