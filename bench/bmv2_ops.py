@@ -59,7 +59,7 @@ def trace_one(program: str, size: int, workdir: Path) -> Counter[str]:
             extra_args=("--log-file", str(base), "--log-flush", "-L", "trace"),
         ) as sw,
     ):
-        pipeline = Pipeline.load(P4_BUILD / f"{program}.p4info.txtpb", P4_BUILD / f"{program}.json", contract=False)
+        pipeline = Pipeline.load(P4_BUILD / f"{program}.p4info.txtpb", P4_BUILD / f"{program}.json", checked=False)
         with SwitchConnection(sw.grpc_addr, sw.device_id, pipeline=pipeline) as conn:
             conn.load_pipeline(force=True)
             conn.reconcile(entries_for(program))

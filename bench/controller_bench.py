@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import yaml
 
-from mlfc import contract as names
+from mlfc import contract
 from mlfc.controller.entries import Lpm, Range, Ternary, entry
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.sync import SwitchConnection
@@ -33,41 +33,45 @@ from mlfc.proto import intent_pb2 as pb
 
 def synthetic_entries(pipeline: Pipeline, per_table: int) -> list:
     out = []
-    for i in range(min(per_table, pipeline.table_size(names.ROUTES_V4))):
+    for i in range(min(per_table, pipeline.table_size(contract.ROUTES_V4))):
         out.append(
             entry(
-                names.ROUTES_V4,
-                {names.IPV4_DST: Lpm(0x0A000000 + i, 32)},
-                names.SET_NEXT_HOP,
+                contract.ROUTES_V4,
+                {contract.IPV4_DST: Lpm(0x0A000000 + i, 32)},
+                contract.SET_NEXT_HOP,
                 {"port": 1 + i % 8, "src_mac": i, "dst_mac": i + 1},
             )
         )
-    for i in range(min(per_table, pipeline.table_size(names.FLOWS))):
+    for i in range(min(per_table, pipeline.table_size(contract.FLOWS))):
         out.append(
             entry(
-                names.FLOWS,
-                {names.IPV4_DST: Ternary(0x0B000000 + i, 0xFFFFFFFF)},
-                names.SET_JOB,
+                contract.FLOWS,
+                {contract.IPV4_DST: Ternary(0x0B000000 + i, 0xFFFFFFFF)},
+                contract.SET_JOB,
                 {"job_id": 1 + i},
                 100,
             )
         )
-    for i in range(min(per_table, pipeline.table_size(names.JOB_PRIORITY))):
+    for i in range(min(per_table, pipeline.table_size(contract.JOB_PRIORITY))):
         out.append(
             entry(
-                names.JOB_PRIORITY, {names.JOB_ID: Ternary(1 + i, 0xFFFF)}, names.SET_PRIORITY, {"priority": i % 7}, 30
+                contract.JOB_PRIORITY,
+                {contract.JOB_ID: Ternary(1 + i, 0xFFFF)},
+                contract.SET_PRIORITY,
+                {"priority": i % 7},
+                30,
             )
         )
-    for i in range(min(per_table * 3, pipeline.table_size(names.ECN_PROFILE))):
+    for i in range(min(per_table * 3, pipeline.table_size(contract.ECN_PROFILE))):
         port, depth = divmod(i, 64)
         out.append(
             entry(
-                names.ECN_PROFILE,
+                contract.ECN_PROFILE,
                 {
-                    names.EGRESS_PORT: Ternary(1 + port % 500, 0x1FF),
-                    names.ENQ_QDEPTH: Range(depth * 10, depth * 10 + 9),
+                    contract.EGRESS_PORT: Ternary(1 + port % 500, 0x1FF),
+                    contract.ENQ_QDEPTH: Range(depth * 10, depth * 10 + 9),
                 },
-                names.MARK_WITH_PROBABILITY,
+                contract.MARK_WITH_PROBABILITY,
                 {"threshold": 100 + depth},
                 2,
             )
@@ -146,9 +150,9 @@ def bench_daemon(pipeline: Pipeline, tmp: Path, intents: int, jobs: int) -> None
                     ctl.client.apply(intent)
                     t_apply = time.perf_counter()
                     while True:
-                        held = observer.read_entries([names.JOB_PRIORITY])
+                        held = observer.read_entries([contract.JOB_PRIORITY])
                         if any(
-                            e.match_dict().get(names.JOB_ID) == Ternary(1, 0xFFFF)
+                            e.match_dict().get(contract.JOB_ID) == Ternary(1, 0xFFFF)
                             and e.params_dict()["priority"] == prio
                             for e in held
                         ):

@@ -32,7 +32,7 @@ from scapy.layers.l2 import Ether
 from summary import Row, record
 from summary import verdict as verdict_of
 
-from mlfc import contract as names
+from mlfc import contract
 from mlfc.contract import P4_BUILD
 from mlfc.controller import compile as cc
 from mlfc.controller.entries import Lpm, entry
@@ -60,9 +60,9 @@ def frame(size: int) -> bytes:
 
 def entries_for(program: str) -> list:
     route = entry(
-        names.ROUTES_V4,
-        {names.IPV4_DST: Lpm(int.from_bytes(socket.inet_aton(DST_IP)), 32)},
-        names.SET_NEXT_HOP,
+        contract.ROUTES_V4,
+        {contract.IPV4_DST: Lpm(int.from_bytes(socket.inet_aton(DST_IP)), 32)},
+        contract.SET_NEXT_HOP,
         {"port": 1, "src_mac": int(SWITCH_MAC.replace(":", ""), 16), "dst_mac": int(HOST_MAC.replace(":", ""), 16)},
     )
     if program == "l3fwd":
@@ -107,7 +107,7 @@ def measure(
     switch: Bmv2Switch, program: str, in_iface: str, out_iface: str, size: int, seconds: float
 ) -> tuple[float, float]:
     """(forwarded, offered) packets per second."""
-    pipeline = Pipeline.load(P4_BUILD / f"{program}.p4info.txtpb", P4_BUILD / f"{program}.json", contract=False)
+    pipeline = Pipeline.load(P4_BUILD / f"{program}.p4info.txtpb", P4_BUILD / f"{program}.json", checked=False)
     with SwitchConnection(switch.grpc_addr, switch.device_id, pipeline=pipeline) as conn:
         conn.load_pipeline(force=True)
         conn.reconcile(entries_for(program))

@@ -16,7 +16,7 @@ import time
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from mlfc import contract as P
+from mlfc import contract
 from mlfc.controller.entries import Lpm, TableEntry, Ternary, entry
 from mlfc.controller.sync import SwitchConnection
 from mlfc.launch.switches import RefSwitch
@@ -33,12 +33,18 @@ ETH_P_ALL = 0x0003
 def entries() -> list[TableEntry]:
     return [
         entry(
-            P.ROUTES_V4,
-            {P.IPV4_DST: Lpm(0x0A00000B, 32)},
-            P.SET_NEXT_HOP,
+            contract.ROUTES_V4,
+            {contract.IPV4_DST: Lpm(0x0A00000B, 32)},
+            contract.SET_NEXT_HOP,
             {"port": 1, "src_mac": 0xAABB00000001, "dst_mac": 0x11},
         ),
-        entry(P.JOB_PRIORITY, {P.JOB_ID: Ternary(3, P.MAX_JOB_ID)}, P.SET_PRIORITY, {"priority": 5}, 1),
+        entry(
+            contract.JOB_PRIORITY,
+            {contract.JOB_ID: Ternary(3, contract.MAX_JOB_ID)},
+            contract.SET_PRIORITY,
+            {"priority": 5},
+            1,
+        ),
     ]
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from mlfc import contract as names
+from mlfc import contract
 from mlfc.controller.config import ControllerSettings, SwitchConfig
 from mlfc.controller.entries import EntryKey, TableEntry
 from mlfc.controller.pipeline import Pipeline
@@ -39,8 +39,8 @@ from mlfc.proto import intent_pb2 as pb
 DISCOVERY_EVERY = 5  # telemetry cycles between scans for jobs with traffic
 LOG = logging.getLogger(__name__)
 
-JOB_COUNTERS = names.JOB_COUNTERS
-PORT_COUNTERS = names.PORT_COUNTERS
+JOB_COUNTERS = contract.JOB_COUNTERS
+PORT_COUNTERS = contract.PORT_COUNTERS
 _CONNECTION_CODES = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"}
 
 
@@ -328,11 +328,11 @@ class SwitchAgent:
     # ---- telemetry ------------------------------------------------------------------------------
 
     def counter_requests(self) -> dict[str, list[int]]:
-        job_size = self.pipeline.counter_size(names.JOB_PACKETS)
+        job_size = self.pipeline.counter_size(contract.JOB_PACKETS)
         self._seen_jobs.update(j for j in self._desired.job_ids if j < job_size)
         jobs = sorted({0, *self._seen_jobs})
         ports = sorted(
-            p for p in self.config.port_numbers if p < self.pipeline.counter_size(names.SHIM_BAD_HEADER_COUNTER)
+            p for p in self.config.port_numbers if p < self.pipeline.counter_size(contract.SHIM_BAD_HEADER_COUNTER)
         )
         return {**{c: jobs for c in JOB_COUNTERS}, **{c: ports for c in PORT_COUNTERS}}
 
@@ -341,7 +341,7 @@ class SwitchAgent:
             try:
                 if self._telemetry_cycles % DISCOVERY_EVERY == 0:
                     # One wildcard read of the per-job packet counter finds jobs that carry traffic.
-                    cells = await self.client.read_counters(names.JOB_PACKETS)
+                    cells = await self.client.read_counters(contract.JOB_PACKETS)
                     self._seen_jobs.update(i for i, v in cells.items() if v.packets)
                 self._telemetry_cycles += 1
                 self.stats.counters = await self.client.read_many_counters(self.counter_requests())

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from mlfc import contract as names
+from mlfc import contract
 from mlfc.controller.config import MAX_PORT, DeploymentConfig, SwitchConfig, parse_prefix
 from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary, entry, ranges_as_ternaries
 from mlfc.controller.errors import ValidationError, join
@@ -37,9 +37,9 @@ from mlfc.policy import depth, drop, ecn, priority
 from mlfc.policy.priority import PolicyError
 from mlfc.proto import intent_pb2 as pb
 
-MAX_JOB_ID = names.MAX_JOB_ID  # 0 means "no job"
-MAX_ITERATION = names.MAX_ITERATION
-PORT_MASK = (1 << names.PORT_BITS) - 1
+MAX_JOB_ID = contract.MAX_JOB_ID  # 0 means "no job"
+MAX_ITERATION = contract.MAX_ITERATION
+PORT_MASK = (1 << contract.PORT_BITS) - 1
 
 # job_priority entry priorities: higher wins (windows > job > job-0 guard > interleaving bands).
 PRIO_WINDOW = 40
@@ -285,8 +285,8 @@ def compile_switch(policy: Policy, sw: SwitchConfig, cells: int = 1) -> list[Tab
 
 # The keys the TNA program matches ternary where v1model has a range, with their widths.
 TOFINO_TERNARY_WIDTHS = {
-    table: {f.name: f.bitwidth for f in names.TABLES[table].fields if f.name in fields}
-    for table, fields in names.TOFINO_TERNARY_FOR_RANGE.items()
+    table: {f.name: f.bitwidth for f in contract.TABLES[table].fields if f.name in fields}
+    for table, fields in contract.TOFINO_TERNARY_FOR_RANGE.items()
 }
 
 
@@ -300,12 +300,14 @@ def route_entries(sw: SwitchConfig) -> list[TableEntry]:
     out = []
     for i, r in enumerate(sw.routes_v4):
         # A /0 route is the LPM don't-care: P4Runtime wants the field omitted.
-        match = {names.IPV4_DST: Lpm(int(r.prefix.network_address), r.prefix.prefixlen)} if r.prefix.prefixlen else {}
+        match = (
+            {contract.IPV4_DST: Lpm(int(r.prefix.network_address), r.prefix.prefixlen)} if r.prefix.prefixlen else {}
+        )
         out.append(
             entry(
-                names.ROUTES_V4,
+                contract.ROUTES_V4,
                 match,
-                names.SET_NEXT_HOP,
+                contract.SET_NEXT_HOP,
                 {"port": r.port, "src_mac": r.src_mac, "dst_mac": r.dst_mac},
                 origin=f"{sw.name}.routes_v4[{i}]",
             )
@@ -319,20 +321,20 @@ def flow_entries(jobs: tuple[Job, ...]) -> list[TableEntry]:
         for k, f in enumerate(job.flows):
             match: dict[str, Match] = {}
             if f.src and f.src.prefixlen:
-                match[names.IPV4_SRC] = Ternary(int(f.src.network_address), int(f.src.netmask))
+                match[contract.IPV4_SRC] = Ternary(int(f.src.network_address), int(f.src.netmask))
             if f.dst and f.dst.prefixlen:
-                match[names.IPV4_DST] = Ternary(int(f.dst.network_address), int(f.dst.netmask))
+                match[contract.IPV4_DST] = Ternary(int(f.dst.network_address), int(f.dst.netmask))
             if f.protocol:
-                match[names.IP_PROTOCOL] = Ternary(f.protocol, 0xFF)
+                match[contract.IP_PROTOCOL] = Ternary(f.protocol, 0xFF)
             if f.src_port:
-                match[names.L4_SRC_PORT] = Ternary(f.src_port, 0xFFFF)
+                match[contract.L4_SRC_PORT] = Ternary(f.src_port, 0xFFFF)
             if f.dst_port:
-                match[names.L4_DST_PORT] = Ternary(f.dst_port, 0xFFFF)
+                match[contract.L4_DST_PORT] = Ternary(f.dst_port, 0xFFFF)
             out.append(
                 entry(
-                    names.FLOWS,
+                    contract.FLOWS,
                     match,
-                    names.SET_JOB,
+                    contract.SET_JOB,
                     {"job_id": job.job_id},
                     priority=1 + f.specificity,
                     origin=f"job {job.job_id} flows[{k}]",
@@ -344,12 +346,12 @@ def flow_entries(jobs: tuple[Job, ...]) -> list[TableEntry]:
 def job_priority_entries(jobs: tuple[Job, ...], interleaving: bool) -> list[TableEntry]:
     out = []
     for job in jobs:
-        job_match = {names.JOB_ID: Ternary(job.job_id, 0xFFFF)}
+        job_match = {contract.JOB_ID: Ternary(job.job_id, 0xFFFF)}
         out.append(
             entry(
-                names.JOB_PRIORITY,
+                contract.JOB_PRIORITY,
                 job_match,
-                names.SET_PRIORITY,
+                contract.SET_PRIORITY,
                 {"priority": job.priority},
                 PRIO_JOB,
                 origin=f"job {job.job_id}",
@@ -358,12 +360,12 @@ def job_priority_entries(jobs: tuple[Job, ...], interleaving: bool) -> list[Tabl
         for k, w in enumerate(job.windows):
             match: dict[str, Match] = dict(job_match)
             if (w.first, w.last) != (0, MAX_ITERATION):  # the full range is a don't-care: omitted
-                match[names.ITERATION] = Range(w.first, w.last)
+                match[contract.ITERATION] = Range(w.first, w.last)
             out.append(
                 entry(
-                    names.JOB_PRIORITY,
+                    contract.JOB_PRIORITY,
                     match,
-                    names.SET_PRIORITY,
+                    contract.SET_PRIORITY,
                     {"priority": w.priority},
                     PRIO_WINDOW,
                     origin=f"job {job.job_id} windows[{k}]",
@@ -373,9 +375,9 @@ def job_priority_entries(jobs: tuple[Job, ...], interleaving: bool) -> list[Tabl
         # Untagged/unknown traffic (job 0) has progress 0 and would otherwise fall into band 0.
         out.append(
             entry(
-                names.JOB_PRIORITY,
-                {names.JOB_ID: Ternary(0, 0xFFFF)},
-                names.SET_PRIORITY,
+                contract.JOB_PRIORITY,
+                {contract.JOB_ID: Ternary(0, 0xFFFF)},
+                contract.SET_PRIORITY,
                 {"priority": priority.PRIORITY_DEFAULT},
                 PRIO_NO_JOB_GUARD,
                 origin="interleaving: job 0",
@@ -384,9 +386,9 @@ def job_priority_entries(jobs: tuple[Job, ...], interleaving: bool) -> list[Tabl
         for band in priority.interleaving_bands():
             out.append(
                 entry(
-                    names.JOB_PRIORITY,
-                    {names.PROGRESS: Range(band.lo, band.hi)},
-                    names.SET_PRIORITY,
+                    contract.JOB_PRIORITY,
+                    {contract.PROGRESS: Range(band.lo, band.hi)},
+                    contract.SET_PRIORITY,
                     {"priority": band.priority},
                     PRIO_BAND,
                     origin=f"interleaving band {band.lo}..{band.hi}",
@@ -403,9 +405,9 @@ def drop_entries(policy: drop.DropPolicy, cells: int = 1) -> list[TableEntry]:
             continue
         out.append(
             entry(
-                names.CONGESTION_LEVELS,
-                {names.DEQ_QDEPTH: depths},
-                names.SET_LEVEL,
+                contract.CONGESTION_LEVELS,
+                {contract.DEQ_QDEPTH: depths},
+                contract.SET_LEVEL,
                 {"l": level},
                 PRIO_SINGLE,
                 origin=f"drop level {level}",
@@ -414,9 +416,9 @@ def drop_entries(policy: drop.DropPolicy, cells: int = 1) -> list[TableEntry]:
     for level in range(1, drop.NUM_LEVELS):
         out.append(
             entry(
-                names.DROP_THRESHOLD,
-                {names.LEVEL: Exact(level)},
-                names.SET_MIN_IMPORTANCE,
+                contract.DROP_THRESHOLD,
+                {contract.LEVEL: Exact(level)},
+                contract.SET_MIN_IMPORTANCE,
                 {"importance": policy.min_importance[level]},
                 origin=f"drop threshold {level}",  # exact key only: P4Runtime wants priority 0
             )
@@ -431,20 +433,25 @@ def ecn_entries(profiles: Mapping[int, ecn.EcnProfile], cells: int = 1) -> list[
         match_port: dict[str, Match] = {}
         prio = PRIO_ECN_ANY
         if port != EVERY_PORT:
-            match_port = {names.EGRESS_PORT: Ternary(port, PORT_MASK)}
+            match_port = {contract.EGRESS_PORT: Ternary(port, PORT_MASK)}
             prio = PRIO_ECN_PORT
         origin = f"ecn port {port or 'any'}"
         for r in ranges:
             depths = _depth_range(r.lo, r.hi, cells)
             if depths is None:
                 continue
-            match = {**match_port, names.ENQ_QDEPTH: depths}
+            match = {**match_port, contract.ENQ_QDEPTH: depths}
             if r.always:
-                out.append(entry(names.ECN_PROFILE, match, names.MARK_ALWAYS, {}, prio, origin))
+                out.append(entry(contract.ECN_PROFILE, match, contract.MARK_ALWAYS, {}, prio, origin))
             else:
                 out.append(
                     entry(
-                        names.ECN_PROFILE, match, names.MARK_WITH_PROBABILITY, {"threshold": r.threshold}, prio, origin
+                        contract.ECN_PROFILE,
+                        match,
+                        contract.MARK_WITH_PROBABILITY,
+                        {"threshold": r.threshold},
+                        prio,
+                        origin,
                     )
                 )
         if port != EVERY_PORT:
@@ -454,8 +461,8 @@ def ecn_entries(profiles: Mapping[int, ecn.EcnProfile], cells: int = 1) -> list[
                     continue
                 match = dict(match_port)
                 if (depths.lo, depths.hi) != (0, ecn.MAX_QDEPTH):  # the full range is a don't-care: omitted
-                    match[names.ENQ_QDEPTH] = depths
-                out.append(entry(names.ECN_PROFILE, match, names.NO_MARK, {}, prio, origin))
+                    match[contract.ENQ_QDEPTH] = depths
+                out.append(entry(contract.ECN_PROFILE, match, contract.NO_MARK, {}, prio, origin))
     return out
 
 
@@ -480,9 +487,9 @@ def check_capacity(entries: tuple[TableEntry, ...], pipeline: Pipeline, switch: 
         size = pipeline.table_size(table)
         if size and n > size:
             field_name = {
-                names.FLOWS: "jobs.flows",
-                names.JOB_PRIORITY: "jobs",
-                names.ROUTES_V4: "routes_v4",
-                names.ECN_PROFILE: "ecn",
+                contract.FLOWS: "jobs.flows",
+                contract.JOB_PRIORITY: "jobs",
+                contract.ROUTES_V4: "routes_v4",
+                contract.ECN_PROFILE: "ecn",
             }.get(table, table)
             raise ValidationError(field_name, f"{switch}: {n} entries for {table} exceed its size {size}")

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from mlfc import contract as names
+from mlfc import contract
 
 if TYPE_CHECKING:
     from mlfc.controller.daemon import Daemon
@@ -54,17 +54,17 @@ class ControllerCollector(Collector):
         for name, agent in list(d.agents.items()):
             st = agent.refresh()
             counters = st.counters
-            for job, v in counters.get(names.JOB_PACKETS, {}).items():
+            for job, v in counters.get(contract.JOB_PACKETS, {}).items():
                 job_packets.add_metric([name, str(job)], v.packets)
                 job_bytes.add_metric([name, str(job)], v.bytes)
-            for job, v in counters.get(names.JOB_ECN_MARKS, {}).items():
+            for job, v in counters.get(contract.JOB_ECN_MARKS, {}).items():
                 ecn_marks.add_metric([name, str(job)], v.packets)
-            for job, v in counters.get(names.JOB_DROPS, {}).items():
+            for job, v in counters.get(contract.JOB_DROPS, {}).items():
                 drops.add_metric([name, str(job)], v.packets)
                 drop_bytes.add_metric([name, str(job)], v.bytes)
             for counter, kind in (
-                (names.SHIM_BAD_HEADER_COUNTER, "bad_header"),
-                (names.SHIM_TRUNCATED_COUNTER, "truncated"),
+                (contract.SHIM_BAD_HEADER_COUNTER, "bad_header"),
+                (contract.SHIM_TRUNCATED_COUNTER, "truncated"),
             ):
                 for port, v in counters.get(counter, {}).items():
                     shim.add_metric([name, str(port), kind], v.packets)

@@ -20,7 +20,7 @@ import finsy as fy
 from finsy.p4schema import P4MatchType
 from finsy.proto import p4r
 
-from mlfc import contract as dataplane_contract
+from mlfc import contract
 from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary
 from mlfc.controller.tofino_pipeline import TofinoArtifacts
 
@@ -47,12 +47,12 @@ class Pipeline:
 
     @classmethod
     def load(
-        cls, p4info: Path | str | None = None, device_config: Path | str | None = None, *, contract: bool = True
+        cls, p4info: Path | str | None = None, device_config: Path | str | None = None, *, checked: bool = True
     ) -> Pipeline:
-        """``contract=False`` loads another program (e.g. the l3fwd baseline of the benchmarks) without
+        """``checked=False`` loads another program (e.g. the l3fwd baseline of the benchmarks) without
         checking it carries mlfc's tables."""
-        p4info_path = Path(p4info) if p4info else dataplane_contract.P4INFO
-        config_path = Path(device_config) if device_config else dataplane_contract.BMV2_JSON
+        p4info_path = Path(p4info) if p4info else contract.P4INFO
+        config_path = Path(device_config) if device_config else contract.BMV2_JSON
         for what, path in (("P4Info", p4info_path), ("BMv2 JSON", config_path)):
             if not path.is_file():
                 raise PipelineError(f"{what} not found: {path} (run `make p4`)")
@@ -62,7 +62,7 @@ class Pipeline:
         except Exception as exc:
             raise PipelineError(f"cannot load {p4info_path}: {exc}") from exc
         pipeline = cls(p4info_path, config_path, schema)
-        if contract:
+        if checked:
             pipeline.check_contract()
         return pipeline
 
@@ -80,7 +80,7 @@ class Pipeline:
         except Exception as exc:
             raise PipelineError(f"cannot load {a.p4info}: {exc}") from exc
         pipeline = cls(a.p4info, a.binary, schema)
-        pipeline.check_contract(ternary_for_range=dataplane_contract.TOFINO_TERNARY_FOR_RANGE)
+        pipeline.check_contract(ternary_for_range=contract.TOFINO_TERNARY_FOR_RANGE)
         return pipeline
 
     @property
@@ -98,7 +98,7 @@ class Pipeline:
         """Fail early with every missing or changed name listed (the P4Info may carry more).
         ``ternary_for_range``: per table, the range keys this target matches ternary instead."""
         problems: list[str] = []
-        for spec in dataplane_contract.TABLES.values():
+        for spec in contract.TABLES.values():
             table = self.schema.tables.get(spec.name)
             if table is None:
                 problems.append(f"table {spec.name} missing")
@@ -114,7 +114,7 @@ class Pipeline:
             for action in spec.actions:
                 if table.actions.get(action) is None:
                     problems.append(f"{spec.name}: action {action} missing")
-        for counter in dataplane_contract.COUNTERS:
+        for counter in contract.COUNTERS:
             if self.schema.counters.get(counter) is None:
                 problems.append(f"counter {counter} missing")
         if problems:

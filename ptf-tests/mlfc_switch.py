@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from mlfc import contract as names
+from mlfc import contract
 from mlfc.controller import compile as cc
 from mlfc.controller.entries import Lpm, TableEntry, entry
 from mlfc.controller.queues import QueueClient
@@ -16,8 +16,8 @@ from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
 
 # The tests' short counter names: the last component of the P4Info name.
-JOB_COUNTERS = {name.rsplit(".", 1)[-1]: name for name in names.JOB_COUNTERS}
-PORT_COUNTERS = {name.rsplit(".", 1)[-1]: name for name in names.PORT_COUNTERS}
+JOB_COUNTERS = {name.rsplit(".", 1)[-1]: name for name in contract.JOB_COUNTERS}
+PORT_COUNTERS = {name.rsplit(".", 1)[-1]: name for name in contract.PORT_COUNTERS}
 UNLIMITED_PPS = 1_000_000
 DEFAULT_DEPTH = 64
 
@@ -79,9 +79,9 @@ class TestSwitch:
         net = ipaddress.IPv4Network(prefix)
         self.routes.append(
             entry(
-                names.ROUTES_V4,
-                {names.IPV4_DST: Lpm(int(net.network_address), net.prefixlen)},
-                names.SET_NEXT_HOP,
+                contract.ROUTES_V4,
+                {contract.IPV4_DST: Lpm(int(net.network_address), net.prefixlen)},
+                contract.SET_NEXT_HOP,
                 {"port": port, "src_mac": _mac(src_mac), "dst_mac": _mac(dst_mac)},
             )
         )

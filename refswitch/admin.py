@@ -16,6 +16,7 @@ import socketserver
 import threading
 from collections.abc import Callable
 
+from mlfc import contract
 from mlfc.refswitch.tm import QueueConfigError, TrafficManager
 
 log = logging.getLogger("mlfc.refswitch.admin")
@@ -45,8 +46,8 @@ def execute(line: str, tm: TrafficManager, stats: Callable[[], str] | None = Non
             value = _int(rest[0], "rate_pps" if cmd == "set_queue_rate" else "nb_pkts")
             port = _int(rest[1], "egress_port") if len(rest) > 1 else None
             prio = _int(rest[2], "priority") if len(rest) > 2 else None
-            if port is not None and not 0 <= port < 512:
-                raise AdminError(f"egress_port {port} out of range 0..511")
+            if port is not None and not 0 <= port < contract.MAX_PORTS:
+                raise AdminError(f"egress_port {port} out of range 0..{contract.MAX_PORTS - 1}")
             if cmd == "set_queue_rate":
                 tm.set_rate(value, port, prio)
             else:

@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 
+from mlfc import contract
 from mlfc.controller.queues import QueueConfigError, RefSwitchAdminQueues
 from mlfc.refswitch.pipeline import default_rng
 from mlfc.refswitch.server import RefSwitchServer, SwitchOptions
@@ -26,8 +27,8 @@ DEFAULT_ADMIN_PORT = 9190
 
 def parse_interface(text: str) -> tuple[int, str]:
     port, sep, iface = text.partition("@")
-    if not sep or not port.isdigit() or not iface or not 0 <= int(port) < 511:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected PORT@IFACE with PORT in 0..510")
+    if not sep or not port.isdigit() or not iface or not 0 <= int(port) <= contract.MAX_PORT:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected PORT@IFACE with PORT in 0..{contract.MAX_PORT}")
     return int(port), iface
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from mlfc import contract as names
+from mlfc import contract
 from mlfc.controller.compile import compile_intent
 from mlfc.controller.config import Defaults, DeploymentConfig, SwitchConfig
 from mlfc.controller.entries import Exact, Range, TableEntry, Ternary
@@ -25,11 +25,11 @@ from mlfc.proto import intent_pb2 as ipb
 from mlfc.wire import IMPORTANCE_PROTECTED, PROGRESS_BUCKETS
 
 ANY32 = (0, 0)
-FULL_ITER = (0, names.MAX_ITERATION)
+FULL_ITER = (0, contract.MAX_ITERATION)
 FULL_PROGRESS = (0, PROGRESS_BUCKETS - 1)
 FULL_DEPTH = (0, ecn.MAX_QDEPTH)
 ALWAYS = ecn.RANDOM_RANGE
-IGNORED_TABLES = (names.ROUTES_V4, names.FLOWS)
+IGNORED_TABLES = (contract.ROUTES_V4, contract.FLOWS)
 
 
 class BridgeError(ValueError):
@@ -120,43 +120,43 @@ def tables_from_entries(entries: Iterable[TableEntry]) -> Tables:
         if e.table in IGNORED_TABLES:
             continue
         params = e.params_dict()
-        if e.table == names.JOB_PRIORITY:
-            m = _only(e, (names.JOB_ID, names.ITERATION, names.PROGRESS))
-            if e.action != names.SET_PRIORITY:
+        if e.table == contract.JOB_PRIORITY:
+            m = _only(e, (contract.JOB_ID, contract.ITERATION, contract.PROGRESS))
+            if e.action != contract.SET_PRIORITY:
                 raise BridgeError(f"{e}: unknown action")
             prio.append(
                 PriorityRow(
-                    _ternary(m.get(names.JOB_ID), str(e)),
-                    _range(m.get(names.ITERATION), FULL_ITER, str(e)),
-                    _range(m.get(names.PROGRESS), FULL_PROGRESS, str(e)),
+                    _ternary(m.get(contract.JOB_ID), str(e)),
+                    _range(m.get(contract.ITERATION), FULL_ITER, str(e)),
+                    _range(m.get(contract.PROGRESS), FULL_PROGRESS, str(e)),
                     e.priority,
                     params["priority"],
                 )
             )
-        elif e.table == names.CONGESTION_LEVELS:
-            m = _only(e, (names.DEQ_QDEPTH,))
-            levels.append(LevelRow(_range(m.get(names.DEQ_QDEPTH), FULL_DEPTH, str(e)), params["l"]))
-        elif e.table == names.DROP_THRESHOLD:
-            m = _only(e, (names.LEVEL,))
-            level = m.get(names.LEVEL)
+        elif e.table == contract.CONGESTION_LEVELS:
+            m = _only(e, (contract.DEQ_QDEPTH,))
+            levels.append(LevelRow(_range(m.get(contract.DEQ_QDEPTH), FULL_DEPTH, str(e)), params["l"]))
+        elif e.table == contract.DROP_THRESHOLD:
+            m = _only(e, (contract.LEVEL,))
+            level = m.get(contract.LEVEL)
             if not isinstance(level, Exact) or not 0 <= level.value < drop.NUM_LEVELS:
                 raise BridgeError(f"{e}: the level must be an exact level 0..{drop.NUM_LEVELS - 1}")
             min_imp[level.value] = params["importance"]
-        elif e.table == names.ECN_PROFILE:
-            m = _only(e, (names.EGRESS_PORT, names.ENQ_QDEPTH))
-            if e.action == names.MARK_WITH_PROBABILITY:
+        elif e.table == contract.ECN_PROFILE:
+            m = _only(e, (contract.EGRESS_PORT, contract.ENQ_QDEPTH))
+            if e.action == contract.MARK_WITH_PROBABILITY:
                 thr = params["threshold"]
-            elif e.action == names.MARK_ALWAYS:
+            elif e.action == contract.MARK_ALWAYS:
                 thr = ALWAYS
-            elif e.action == names.NO_MARK:
+            elif e.action == contract.NO_MARK:
                 thr = 0
             else:
                 raise BridgeError(f"{e}: unknown action")
             ecn_rows.append(
                 EcnRow(
-                    _ternary(m.get(names.EGRESS_PORT), str(e)),
+                    _ternary(m.get(contract.EGRESS_PORT), str(e)),
                     ANY32,  # the class: ecn_profile has no class key (the simulated switch's row keeps one)
-                    _range(m.get(names.ENQ_QDEPTH), FULL_DEPTH, str(e)),
+                    _range(m.get(contract.ENQ_QDEPTH), FULL_DEPTH, str(e)),
                     e.priority,
                     thr,
                 )

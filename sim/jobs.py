@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from mlfc import contract
 from mlfc.sim.lab import JobProfile, JobSpec
 
 PS, RING = "ps", "ring"
@@ -63,8 +64,8 @@ class SimJob:
     tags: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
-        if not 1 <= self.job_id <= 0xFFFF:
-            raise ValueError(f"job {self.name}: job_id={self.job_id} out of range 1..65535")
+        if not 1 <= self.job_id <= contract.MAX_JOB_ID:
+            raise ValueError(f"job {self.name}: job_id={self.job_id} out of range 1..{contract.MAX_JOB_ID}")
         if self.pattern not in (PS, RING):
             raise ValueError(f"job {self.job_id}: pattern {self.pattern!r} is not {PS!r} or {RING!r}")
         if not self.workers:

@@ -30,7 +30,7 @@ from controller_helpers import (
     wait_restored,
 )
 
-from mlfc import contract as names
+from mlfc import contract
 from mlfc.controller import compile as comp
 from mlfc.controller.config import parse_config
 from mlfc.controller.entries import Ternary, entry
@@ -55,16 +55,18 @@ def test_switch_connection_round_trip(switch_factory) -> None:
         assert conn.pipeline_cookie() == PIPELINE.cookie
         conn.write_entries(desired_a)
         assert set(conn.read_entries()) == set(desired_a)  # the switch's canonical form equals ours
-        job7 = entry(names.JOB_PRIORITY, {names.JOB_ID: Ternary(7, 0xFFFF)}, names.SET_PRIORITY, {"priority": 1}, 30)
+        job7 = entry(
+            contract.JOB_PRIORITY, {contract.JOB_ID: Ternary(7, 0xFFFF)}, contract.SET_PRIORITY, {"priority": 1}, 30
+        )
         conn.modify_entries([job7])
-        assert job7 in conn.read_entries([names.JOB_PRIORITY])
+        assert job7 in conn.read_entries([contract.JOB_PRIORITY])
         d = conn.reconcile(desired_b)
         assert len(d.inserts) and len(d.deletes) and len(d.modifies)
         assert set(conn.read_entries()) == set(desired_b)
         assert conn.reconcile(desired_b).empty  # idempotent
-        assert conn.read_counter(names.JOB_PACKETS, 7) == (0, 0)
-        assert set(conn.read_counters(names.SHIM_TRUNCATED_COUNTER)) == set(
-            range(PIPELINE.counter_size(names.SHIM_TRUNCATED_COUNTER))
+        assert conn.read_counter(contract.JOB_PACKETS, 7) == (0, 0)
+        assert set(conn.read_counters(contract.SHIM_TRUNCATED_COUNTER)) == set(
+            range(PIPELINE.counter_size(contract.SHIM_TRUNCATED_COUNTER))
         )
         with pytest.raises(Exception, match="ALREADY_EXISTS"):
             conn.write_entries([desired_b[0]])
@@ -121,7 +123,7 @@ def test_daemon_installs_modifies_and_deletes_on_two_switches(switch_factory, co
 
     st = ctl.client.status()
     s1_status = next(s for s in st.switches if s.name == "s1")
-    assert s1_status.entries[names.JOB_PRIORITY] == sum(1 for e in b if e.table == names.JOB_PRIORITY)
+    assert s1_status.entries[contract.JOB_PRIORITY] == sum(1 for e in b if e.table == contract.JOB_PRIORITY)
     assert s1_status.last_error == ""  # queue settings (Thrift, or the refswitch admin port) went through too
     if s1.target == "refswitch":  # its admin port can show them: port 3 at 1000 pkt/s, 32 packets a queue
         port3 = next(line for line in s1.cli("show_queues").split(" | ") if line.startswith("port 3 "))
@@ -191,8 +193,10 @@ def test_start_up_reconciles_what_the_switch_already_holds(switch_factory, contr
     s1 = switch_factory(device_id=1)
     config = parse_config(config_doc(target_doc(s1)))
     defaults = list(comp.compile_intent(pb.Intent(), config, PIPELINE).entries["s1"])
-    stray = entry(names.JOB_PRIORITY, {names.JOB_ID: Ternary(99, 0xFFFF)}, names.SET_PRIORITY, {"priority": 6}, 30)
-    route = next(e for e in defaults if e.table == names.ROUTES_V4)
+    stray = entry(
+        contract.JOB_PRIORITY, {contract.JOB_ID: Ternary(99, 0xFFFF)}, contract.SET_PRIORITY, {"priority": 6}, 30
+    )
+    route = next(e for e in defaults if e.table == contract.ROUTES_V4)
     wrong_route = entry(route.table, route.match_dict(), route.action, {**route.params_dict(), "port": 2})
     with SwitchConnection(s1.grpc_addr, 1, pipeline=PIPELINE) as conn:
         conn.load_pipeline()

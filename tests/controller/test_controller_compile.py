@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from table_model import lookup
 
-from mlfc import contract as names
+from mlfc import contract
 from mlfc.controller import compile as comp
 from mlfc.controller.entries import Lpm, Range, Ternary
 from mlfc.controller.errors import ValidationError
@@ -23,7 +23,11 @@ def compiled(intent: pb.Intent, switch: str = "s1") -> tuple[comp.TableEntry, ..
 
 
 def job_class(entries, job: int, iteration: int = 0, progress: int = 0) -> int:
-    e = lookup(entries, names.JOB_PRIORITY, {names.JOB_ID: job, names.ITERATION: iteration, names.PROGRESS: progress})
+    e = lookup(
+        entries,
+        contract.JOB_PRIORITY,
+        {contract.JOB_ID: job, contract.ITERATION: iteration, contract.PROGRESS: progress},
+    )
     return priority.PRIORITY_DEFAULT if e is None else e.params_dict()["priority"]
 
 
@@ -38,11 +42,11 @@ def test_window_beats_the_job_wide_entry() -> None:
         ]
     )
     entries = compiled(intent)
-    jp = [e for e in entries if e.table == names.JOB_PRIORITY]
-    job_wide = next(e for e in jp if e.match == ((names.JOB_ID, Ternary(5, 0xFFFF)),))
-    window = next(e for e in jp if names.ITERATION in e.match_dict())
+    jp = [e for e in entries if e.table == contract.JOB_PRIORITY]
+    job_wide = next(e for e in jp if e.match == ((contract.JOB_ID, Ternary(5, 0xFFFF)),))
+    window = next(e for e in jp if contract.ITERATION in e.match_dict())
     assert window.priority > job_wide.priority > 0
-    assert window.match_dict() == {names.JOB_ID: Ternary(5, 0xFFFF), names.ITERATION: Range(10, 20)}
+    assert window.match_dict() == {contract.JOB_ID: Ternary(5, 0xFFFF), contract.ITERATION: Range(10, 20)}
     assert window.params_dict() == {"priority": 6}
     # Behaviour: a window iteration takes the window's class, all others the job's class.
     assert [job_class(entries, 5, it) for it in (9, 10, 15, 20, 21)] == [2, 6, 6, 6, 2]
@@ -53,8 +57,8 @@ def test_window_beats_the_job_wide_entry() -> None:
 def test_interleaving_bands_come_from_the_policy_and_spare_job_0_and_listed_jobs() -> None:
     entries = compiled(pb.Intent(jobs=[pb.JobIntent(job_id=5, priority=4)], interleaving=True))
     bands = priority.interleaving_bands()
-    band_entries = [e for e in entries if names.PROGRESS in e.match_dict()]
-    assert sorted((e.match_dict()[names.PROGRESS], e.params_dict()["priority"]) for e in band_entries) == sorted(
+    band_entries = [e for e in entries if contract.PROGRESS in e.match_dict()]
+    assert sorted((e.match_dict()[contract.PROGRESS], e.params_dict()["priority"]) for e in band_entries) == sorted(
         (Range(b.lo, b.hi), b.priority) for b in bands
     )
     for b in bands:
@@ -65,35 +69,35 @@ def test_interleaving_bands_come_from_the_policy_and_spare_job_0_and_listed_jobs
 
 
 def test_no_interleaving_entries_unless_asked() -> None:
-    assert not [e for e in compiled(pb.Intent()) if names.PROGRESS in e.match_dict()]
+    assert not [e for e in compiled(pb.Intent()) if contract.PROGRESS in e.match_dict()]
 
 
 # ---- ECN, drop -------------------------------------------------------------------------------------
 
 
 def mark_probability(entries, port: int, depth: int) -> float:
-    e = lookup(entries, names.ECN_PROFILE, {names.EGRESS_PORT: port, names.ENQ_QDEPTH: depth})
-    if e is None or e.action == names.NO_MARK:
+    e = lookup(entries, contract.ECN_PROFILE, {contract.EGRESS_PORT: port, contract.ENQ_QDEPTH: depth})
+    if e is None or e.action == contract.NO_MARK:
         return 0.0
-    if e.action == names.MARK_ALWAYS:
+    if e.action == contract.MARK_ALWAYS:
         return 1.0
     return e.params_dict()["threshold"] / ecn.RANDOM_RANGE
 
 
 def test_ecn_ranges_equal_compile_profile() -> None:
     profile = CONFIG.defaults.ecn
-    entries = [e for e in compiled(pb.Intent()) if e.table == names.ECN_PROFILE]
-    got = [(e.match_dict()[names.ENQ_QDEPTH], e.action, e.params_dict().get("threshold")) for e in entries]
+    entries = [e for e in compiled(pb.Intent()) if e.table == contract.ECN_PROFILE]
+    got = [(e.match_dict()[contract.ENQ_QDEPTH], e.action, e.params_dict().get("threshold")) for e in entries]
     want = [
         (
             Range(r.lo, r.hi),
-            names.MARK_ALWAYS if r.always else names.MARK_WITH_PROBABILITY,
+            contract.MARK_ALWAYS if r.always else contract.MARK_WITH_PROBABILITY,
             None if r.always else r.threshold,
         )
         for r in ecn.compile_profile(profile)
     ]
     assert got == want
-    assert all(names.EGRESS_PORT not in e.match_dict() for e in entries)  # every port
+    assert all(contract.EGRESS_PORT not in e.match_dict() for e in entries)  # every port
 
 
 @settings(max_examples=40, deadline=None)
@@ -126,14 +130,16 @@ def test_drop_levels_and_thresholds_come_from_the_policy() -> None:
     policy = drop.DropPolicy((10, 20, 30), (0, 3, 5, 8))
     entries = compiled(pb.Intent(drop_policy=pb.DropPolicy(level_depths=[10, 20, 30], min_importance=[0, 3, 5, 8])))
     levels = sorted(
-        (e.match_dict()[names.DEQ_QDEPTH], e.params_dict()["l"]) for e in entries if e.table == names.CONGESTION_LEVELS
+        (e.match_dict()[contract.DEQ_QDEPTH], e.params_dict()["l"])
+        for e in entries
+        if e.table == contract.CONGESTION_LEVELS
     )
     assert levels == [(Range(lo, hi), lvl) for lo, hi, lvl in drop.level_ranges(policy)]
     for q in (0, 9, 10, 19, 20, 30, ecn.MAX_QDEPTH):
-        e = lookup(entries, names.CONGESTION_LEVELS, {names.DEQ_QDEPTH: q})
+        e = lookup(entries, contract.CONGESTION_LEVELS, {contract.DEQ_QDEPTH: q})
         assert (0 if e is None else e.params_dict()["l"]) == drop.congestion_level(policy, q)
     for level in range(drop.NUM_LEVELS):
-        e = lookup(entries, names.DROP_THRESHOLD, {names.LEVEL: level})
+        e = lookup(entries, contract.DROP_THRESHOLD, {contract.LEVEL: level})
         assert (0 if e is None else e.params_dict()["importance"]) == policy.min_importance[level]
 
 
@@ -148,8 +154,8 @@ def test_unset_fields_fall_back_to_the_deployment_defaults() -> None:
 
 
 def test_routes_come_from_the_deployment_file() -> None:
-    routes = [e for e in compiled(pb.Intent()) if e.table == names.ROUTES_V4]
-    assert {(e.match_dict()[names.IPV4_DST], e.params_dict()["port"]) for e in routes} == {
+    routes = [e for e in compiled(pb.Intent()) if e.table == contract.ROUTES_V4]
+    assert {(e.match_dict()[contract.IPV4_DST], e.params_dict()["port"]) for e in routes} == {
         (Lpm(0x0A000101, 32), 1),
         (Lpm(0x0A000200, 24), 2),
     }
@@ -167,13 +173,13 @@ def test_more_specific_flows_win() -> None:
 
     def job_of(dst: int, proto: int, dport: int) -> int | None:
         fields = {
-            names.IPV4_SRC: 0x0A000101,
-            names.IPV4_DST: dst,
-            names.IP_PROTOCOL: proto,
-            names.L4_SRC_PORT: 1234,
-            names.L4_DST_PORT: dport,
+            contract.IPV4_SRC: 0x0A000101,
+            contract.IPV4_DST: dst,
+            contract.IP_PROTOCOL: proto,
+            contract.L4_SRC_PORT: 1234,
+            contract.L4_DST_PORT: dport,
         }
-        e = lookup(entries, names.FLOWS, fields)
+        e = lookup(entries, contract.FLOWS, fields)
         return None if e is None else e.params_dict()["job_id"]
 
     assert job_of(0x0A000205, 17, 4791) == 2

@@ -8,7 +8,7 @@ import pytest
 from controller_helpers import BMV2_JSON, P4INFO, make_config, needs_artifacts, switch_doc
 from finsy.proto import p4r
 
-from mlfc import contract as names
+from mlfc import contract
 from mlfc.controller import compile as comp
 from mlfc.controller.entries import Exact, Lpm, Range, Ternary, entry
 from mlfc.controller.errors import ValidationError
@@ -42,17 +42,17 @@ def pipeline() -> Pipeline:
 
 def test_contract_holds(pipeline: Pipeline) -> None:
     pipeline.check_contract()
-    assert pipeline.table_size(names.JOB_PRIORITY) == 1024
-    assert pipeline.table_size(names.ECN_PROFILE) == 4096
-    assert pipeline.counter_size(names.JOB_PACKETS) == 4096
-    assert pipeline.field_width(names.ECN_PROFILE, names.ENQ_QDEPTH) == 19
+    assert pipeline.table_size(contract.JOB_PRIORITY) == 1024
+    assert pipeline.table_size(contract.ECN_PROFILE) == 4096
+    assert pipeline.counter_size(contract.JOB_PACKETS) == 4096
+    assert pipeline.field_width(contract.ECN_PROFILE, contract.ENQ_QDEPTH) == 19
     assert pipeline.name.startswith("mlfc@0x")
 
 
 def test_every_compiled_entry_round_trips(pipeline: Pipeline) -> None:
     compiled = comp.compile_intent(RICH, CONFIG, pipeline)
     for entries in compiled.entries.values():
-        assert {e.table for e in entries} == set(names.TABLES)
+        assert {e.table for e in entries} == set(contract.TABLES)
         for e in entries:
             msg = pipeline.encode(e)
             assert pipeline.decode(msg) == e, str(e)
@@ -60,27 +60,27 @@ def test_every_compiled_entry_round_trips(pipeline: Pipeline) -> None:
 
 def test_wire_form_of_a_route_and_a_ternary_range_entry(pipeline: Pipeline) -> None:
     route = entry(
-        names.ROUTES_V4,
-        {names.IPV4_DST: Lpm(0x0A000200, 24)},
-        names.SET_NEXT_HOP,
+        contract.ROUTES_V4,
+        {contract.IPV4_DST: Lpm(0x0A000200, 24)},
+        contract.SET_NEXT_HOP,
         {"port": 3, "src_mac": 0x0A, "dst_mac": 0x0B0C},
     )
     msg = pipeline.encode(route)
-    table = pipeline.schema.tables[names.ROUTES_V4]
+    table = pipeline.schema.tables[contract.ROUTES_V4]
     assert msg.table_id == table.id
     (fm,) = msg.match
-    assert fm.field_id == table.match_fields[names.IPV4_DST].id
+    assert fm.field_id == table.match_fields[contract.IPV4_DST].id
     assert (fm.lpm.value, fm.lpm.prefix_len) == (bytes([10, 0, 2, 0]), 24)
-    assert msg.action.action.action_id == pipeline.schema.actions[names.SET_NEXT_HOP].id
+    assert msg.action.action.action_id == pipeline.schema.actions[contract.SET_NEXT_HOP].id
     # P4Runtime canonical byte strings: no leading zero bytes.
-    params = pipeline.schema.actions[names.SET_NEXT_HOP].params
+    params = pipeline.schema.actions[contract.SET_NEXT_HOP].params
     got = {params[p.param_id].name: p.value for p in msg.action.action.params}
     assert got == {"port": b"\x03", "src_mac": b"\x0a", "dst_mac": b"\x0b\x0c"}
 
     jp = entry(
-        names.JOB_PRIORITY,
-        {names.JOB_ID: Ternary(7, 0xFFFF), names.ITERATION: Range(3, 9)},
-        names.SET_PRIORITY,
+        contract.JOB_PRIORITY,
+        {contract.JOB_ID: Ternary(7, 0xFFFF), contract.ITERATION: Range(3, 9)},
+        contract.SET_PRIORITY,
         {"priority": 6},
         40,
     )
@@ -92,21 +92,23 @@ def test_wire_form_of_a_route_and_a_ternary_range_entry(pipeline: Pipeline) -> N
 
 def test_values_that_do_not_fit_are_refused(pipeline: Pipeline) -> None:
     too_wide = entry(
-        names.ROUTES_V4,
-        {names.IPV4_DST: Lpm(1, 32)},
-        names.SET_NEXT_HOP,
+        contract.ROUTES_V4,
+        {contract.IPV4_DST: Lpm(1, 32)},
+        contract.SET_NEXT_HOP,
         {"port": 512, "src_mac": 0, "dst_mac": 0},
     )
     with pytest.raises(ValueError, match="bitwidth 9: 512"):
         pipeline.encode(too_wide)
-    unknown = entry(names.JOB_PRIORITY, {names.JOB_ID: Exact(1)}, "MlfcIngress.queueing.nope", {}, 1)
+    unknown = entry(contract.JOB_PRIORITY, {contract.JOB_ID: Exact(1)}, "MlfcIngress.queueing.nope", {}, 1)
     with pytest.raises(ValueError, match="nope"):
         pipeline.encode(unknown)
 
 
 def test_updates_are_ordered_delete_modify_insert(pipeline: Pipeline) -> None:
     def jp(job: int):
-        return entry(names.JOB_PRIORITY, {names.JOB_ID: Ternary(job, 0xFFFF)}, names.SET_PRIORITY, {"priority": 1}, 30)
+        return entry(
+            contract.JOB_PRIORITY, {contract.JOB_ID: Ternary(job, 0xFFFF)}, contract.SET_PRIORITY, {"priority": 1}, 30
+        )
 
     ups = to_updates(Diff(inserts=(jp(1),), modifies=(jp(2),), deletes=(jp(3), jp(4))), pipeline)
     U = p4r.Update

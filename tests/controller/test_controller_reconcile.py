@@ -6,16 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mlfc import contract as names
+from mlfc import contract
 from mlfc.controller.entries import Range, Ternary, entry
 from mlfc.controller.reconcile import Diff, apply_diff, batches, count_by_table, diff, index
 
 
 def jp(job: int, prio: int, lo: int = 0, hi: int = 0, entry_prio: int = 30):
-    match = {names.JOB_ID: Ternary(job, 0xFFFF)}
+    match = {contract.JOB_ID: Ternary(job, 0xFFFF)}
     if hi:
-        match[names.ITERATION] = Range(lo, hi)
-    return entry(names.JOB_PRIORITY, match, names.SET_PRIORITY, {"priority": prio}, entry_prio)
+        match[contract.ITERATION] = Range(lo, hi)
+    return entry(contract.JOB_PRIORITY, match, contract.SET_PRIORITY, {"priority": prio}, entry_prio)
 
 
 def test_insert_modify_delete() -> None:
@@ -39,8 +39,12 @@ def test_identity_is_table_match_and_priority_not_the_action() -> None:
 
 
 def test_origin_is_not_switch_state() -> None:
-    a = entry(names.JOB_PRIORITY, {names.JOB_ID: Ternary(1, 0xFFFF)}, names.SET_PRIORITY, {"priority": 2}, 30, "x")
-    b = entry(names.JOB_PRIORITY, {names.JOB_ID: Ternary(1, 0xFFFF)}, names.SET_PRIORITY, {"priority": 2}, 30, "y")
+    a = entry(
+        contract.JOB_PRIORITY, {contract.JOB_ID: Ternary(1, 0xFFFF)}, contract.SET_PRIORITY, {"priority": 2}, 30, "x"
+    )
+    b = entry(
+        contract.JOB_PRIORITY, {contract.JOB_ID: Ternary(1, 0xFFFF)}, contract.SET_PRIORITY, {"priority": 2}, 30, "y"
+    )
     assert diff([a], [b]).empty
 
 
@@ -77,4 +81,4 @@ def test_applying_the_diff_converges_and_is_idempotent(desired, actual) -> None:
 def test_batches_and_counts() -> None:
     assert [len(b) for b in batches(list(range(12)), 5)] == [5, 5, 2]
     assert list(batches([], 5)) == []
-    assert count_by_table([jp(1, 1), jp(2, 2)]) == {names.JOB_PRIORITY: 2}
+    assert count_by_table([jp(1, 1), jp(2, 2)]) == {contract.JOB_PRIORITY: 2}

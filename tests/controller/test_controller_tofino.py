@@ -9,7 +9,7 @@ import pytest
 from controller_helpers import make_config, switch_doc
 from test_controller_encoding import RICH
 
-from mlfc import contract as names
+from mlfc import contract
 from mlfc.controller import compile as comp
 from mlfc.controller.config import queue_settings
 from mlfc.controller.entries import Range, TableEntry, Ternary, ranges_as_ternaries
@@ -19,7 +19,7 @@ from mlfc.controller.queues import NoQueues, queue_client
 from mlfc.policy import depth
 from mlfc.proto import intent_pb2 as pb
 
-DEPTH_FIELDS = {names.ENQ_QDEPTH, names.DEQ_QDEPTH}
+DEPTH_FIELDS = {contract.ENQ_QDEPTH, contract.DEQ_QDEPTH}
 
 
 def tofino_doc(name: str = "t1", grpc_port: int = 9559, device_id: int = 1, **extra: object) -> dict:
@@ -76,14 +76,14 @@ def test_the_same_intent_gives_the_same_entries_up_to_depth_units(packet_bytes: 
     assert [e.key for e in entries["tofino"]] == [e.key for e in want]
     assert list(entries["tofino"]) == want
     assert any(isinstance(v, Range) and v.lo > 0 for e in entries["tofino"] for k, v in e.match if k in DEPTH_FIELDS)
-    windows = [v for e in entries["tofino"] for k, v in e.match if k == names.ITERATION]
+    windows = [v for e in entries["tofino"] for k, v in e.match if k == contract.ITERATION]
     assert windows and all(isinstance(v, Ternary) for v in windows)
 
 
 @pytest.fixture(scope="module")
 def tofino_pipeline() -> Pipeline:
-    if not names.TOFINO_P4INFO.is_file():
-        pytest.skip(f"{names.TOFINO_P4INFO} missing: the Tofino compiler's outputs are not committed")
+    if not contract.TOFINO_P4INFO.is_file():
+        pytest.skip(f"{contract.TOFINO_P4INFO} missing: the Tofino compiler's outputs are not committed")
     return Pipeline.load_tofino(device_config=False)
 
 
@@ -94,6 +94,6 @@ def test_every_intent_field_encodes_for_tofino(tofino_pipeline: Pipeline) -> Non
     cfg = make_config(tofino_doc("s1"), tofino_doc("s2", 9560, 2))
     compiled = comp.compile_intent(intent, cfg, tofino_pipeline)
     for entries in compiled.entries.values():
-        assert {e.table for e in entries} == set(names.TABLES)
+        assert {e.table for e in entries} == set(contract.TABLES)
         for e in entries:
             assert tofino_pipeline.decode(tofino_pipeline.encode(e)) == e, str(e)

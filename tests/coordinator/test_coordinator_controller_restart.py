@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))  # c
 
 from controller_helpers import BMV2_JSON, P4INFO, config_doc, needs_artifacts, target_doc, wait_restored
 
-from mlfc import contract as names
+from mlfc import contract
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.sync import SwitchConnection
 from mlfc.launch.daemons import ControllerProcess
@@ -32,7 +32,7 @@ pytestmark = [needs_artifacts, pytest.mark.slow, pytest.mark.timeout(180)]
 def _job_entries(sw: RefSwitch, pipeline: Pipeline) -> set:
     """The job_priority entries the switch holds, read back as a backup client (lower election id)."""
     with SwitchConnection(sw.grpc_addr, sw.device_id, pipeline=pipeline, election_id=1).connect() as conn:
-        return set(conn.read_entries([names.JOB_PRIORITY]))
+        return set(conn.read_entries([contract.JOB_PRIORITY]))
 
 
 def test_controller_restarted_without_state_gets_the_decision_back(tmp_path, make_coordinator) -> None:  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from scapy.layers.l2 import Ether
 
-from mlfc import contract as P
+from mlfc import contract
 from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary, entry
 from mlfc.policy.drop import NUM_LEVELS, DropPolicy, level_ranges
 from mlfc.policy.ecn import MAX_QDEPTH, EcnProfile, compile_profile
@@ -26,7 +26,7 @@ from mlfc.testing.packets import (  # noqa: F401 - re-exported for the test modu
 )
 from mlfc.testing.packets import forwarded as forwarded_packet
 
-PORT_MASK = (1 << P.PORT_BITS) - 1
+PORT_MASK = (1 << contract.PORT_BITS) - 1
 
 
 def mac(text: str) -> int:
@@ -54,9 +54,9 @@ def forwarded(pkt: Ether, out_port: int, *, ce: bool = False) -> bytes:
 def route(prefix: str, port: int, dst_mac: str, src_mac: str = SWITCH_MAC) -> TableEntry:
     addr, _, plen = prefix.partition("/")
     return entry(
-        P.ROUTES_V4,
-        {P.IPV4_DST: Lpm(ip(addr), int(plen or 32))},
-        P.SET_NEXT_HOP,
+        contract.ROUTES_V4,
+        {contract.IPV4_DST: Lpm(ip(addr), int(plen or 32))},
+        contract.SET_NEXT_HOP,
         {"port": port, "src_mac": mac(src_mac), "dst_mac": mac(dst_mac)},
     )
 
@@ -76,15 +76,15 @@ def flow(
 ) -> TableEntry:
     match: dict[str, Match] = {}
     for name, value in (
-        (P.IPV4_SRC, src and ip(src)),
-        (P.IPV4_DST, dst and ip(dst)),
-        (P.IP_PROTOCOL, protocol),
-        (P.L4_SRC_PORT, src_port),
-        (P.L4_DST_PORT, dst_port),
+        (contract.IPV4_SRC, src and ip(src)),
+        (contract.IPV4_DST, dst and ip(dst)),
+        (contract.IP_PROTOCOL, protocol),
+        (contract.L4_SRC_PORT, src_port),
+        (contract.L4_DST_PORT, dst_port),
     ):
         if value is not None:
-            match[name] = exact_ternary(value, P.TABLES[P.FLOWS].field(name).bitwidth)
-    return entry(P.FLOWS, match, P.SET_JOB, {"job_id": job}, priority)
+            match[name] = exact_ternary(value, contract.TABLES[contract.FLOWS].field(name).bitwidth)
+    return entry(contract.FLOWS, match, contract.SET_JOB, {"job_id": job}, priority)
 
 
 def job_priority(
@@ -97,12 +97,12 @@ def job_priority(
 ) -> TableEntry:
     match: dict[str, Match] = {}
     if job is not None:
-        match[P.JOB_ID] = exact_ternary(job, P.JOB_ID_BITS)
+        match[contract.JOB_ID] = exact_ternary(job, contract.JOB_ID_BITS)
     if iterations is not None:
-        match[P.ITERATION] = Range(*iterations)
+        match[contract.ITERATION] = Range(*iterations)
     if progress is not None:
-        match[P.PROGRESS] = Range(*progress)
-    return entry(P.JOB_PRIORITY, match, P.SET_PRIORITY, {"priority": klass}, priority)
+        match[contract.PROGRESS] = Range(*progress)
+    return entry(contract.JOB_PRIORITY, match, contract.SET_PRIORITY, {"priority": klass}, priority)
 
 
 def _depth_match(lo: int, hi: int) -> Range | None:
@@ -115,13 +115,15 @@ def ecn_entries(profile: EcnProfile, port: int | None = None) -> list[TableEntry
     for i, r in enumerate(compile_profile(profile)):
         match: dict[str, Match] = {}
         if port is not None:
-            match[P.EGRESS_PORT] = Ternary(port, PORT_MASK)
+            match[contract.EGRESS_PORT] = Ternary(port, PORT_MASK)
         if (depth := _depth_match(r.lo, r.hi)) is not None:
-            match[P.ENQ_QDEPTH] = depth
+            match[contract.ENQ_QDEPTH] = depth
         if r.always:
-            out.append(entry(P.ECN_PROFILE, match, P.MARK_ALWAYS, priority=i + 1))
+            out.append(entry(contract.ECN_PROFILE, match, contract.MARK_ALWAYS, priority=i + 1))
         else:
-            out.append(entry(P.ECN_PROFILE, match, P.MARK_WITH_PROBABILITY, {"threshold": r.threshold}, i + 1))
+            out.append(
+                entry(contract.ECN_PROFILE, match, contract.MARK_WITH_PROBABILITY, {"threshold": r.threshold}, i + 1)
+            )
     return out
 
 
@@ -129,13 +131,15 @@ def drop_entries(policy: DropPolicy) -> list[TableEntry]:
     """``congestion_levels`` and ``drop_threshold`` entries for a DropPolicy (mlfc.policy.drop)."""
     out = []
     for lo, hi, level in level_ranges(policy):
-        out.append(entry(P.CONGESTION_LEVELS, {P.DEQ_QDEPTH: Range(lo, hi)}, P.SET_LEVEL, {"l": level}, 1))
+        out.append(
+            entry(contract.CONGESTION_LEVELS, {contract.DEQ_QDEPTH: Range(lo, hi)}, contract.SET_LEVEL, {"l": level}, 1)
+        )
     for level in range(NUM_LEVELS):
         out.append(
             entry(
-                P.DROP_THRESHOLD,
-                {P.LEVEL: Exact(level)},
-                P.SET_MIN_IMPORTANCE,
+                contract.DROP_THRESHOLD,
+                {contract.LEVEL: Exact(level)},
+                contract.SET_MIN_IMPORTANCE,
                 {"importance": policy.min_importance[level]},
                 0,
             )

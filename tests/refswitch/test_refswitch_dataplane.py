@@ -26,7 +26,7 @@ from refswitch_net import wired
 from scapy.layers.inet import IP
 from scapy.layers.l2 import ARP, Ether
 
-from mlfc import contract as P
+from mlfc import contract
 from mlfc.controller.sync import SwitchConnection
 from mlfc.launch.switches import RefSwitch
 from mlfc.policy.drop import DropPolicy
@@ -176,7 +176,7 @@ def test_ecn_marks_from_real_queue_depths(fresh):
         elif i <= profile.kmin:
             assert not ce
     marks = sum(p[IP].tos & 3 == 3 for p in got)
-    assert counter_cells(conn, P.JOB_ECN_MARKS) == {1: (marks, 0)}
+    assert counter_cells(conn, contract.JOB_ECN_MARKS) == {1: (marks, 0)}
 
 
 def test_selective_drop_under_real_congestion(fresh):
@@ -197,4 +197,4 @@ def test_selective_drop_under_real_congestion(fresh):
     eventually(lambda: occupancy(sw, 1) == 0, 30, "port 1 drained")
     seqs = {Ether(f)[MlfcShim].chunk_seq for _, f in left + wire.collect(quiet=0.5)}
     assert {imp for imp in range(16) if imp not in seqs} == set(range(8)), sorted(seqs)
-    assert conn.read_counter(P.JOB_DROPS, 1)[0] == 8
+    assert conn.read_counter(contract.JOB_DROPS, 1)[0] == 8

@@ -35,7 +35,7 @@ from refswitch_net import wired
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import ARP, Ether
 
-from mlfc import contract as P
+from mlfc import contract
 from mlfc.controller.entries import Exact, Range, TableEntry, Ternary, entry
 from mlfc.controller.sync import SwitchConnection
 from mlfc.launch.switches import Bmv2Switch, RefSwitch
@@ -96,10 +96,10 @@ class Rig:
 
     def bmv2_levels(self, *, reset: bool = False) -> dict[int, int]:
         """Non-zero cells of BMv2's congestion register (P4Runtime cannot read registers on BMv2)."""
-        cmds = [f"register_read {P.CONGESTION_LEVEL_REGISTER}"] + (
-            [f"register_reset {P.CONGESTION_LEVEL_REGISTER}"] if reset else []
+        cmds = [f"register_read {contract.CONGESTION_LEVEL_REGISTER}"] + (
+            [f"register_reset {contract.CONGESTION_LEVEL_REGISTER}"] if reset else []
         )
-        line = next(s for s in self.bmv2.cli(*cmds).splitlines() if f"{P.CONGESTION_LEVEL_REGISTER}=" in s)
+        line = next(s for s in self.bmv2.cli(*cmds).splitlines() if f"{contract.CONGESTION_LEVEL_REGISTER}=" in s)
         values = [int(v) for v in line.split("=", 1)[1].split(",")]
         return {i: v for i, v in enumerate(values) if v}
 
@@ -112,7 +112,7 @@ class Rig:
     def check_counters(self) -> None:
         """Compared on the unit the P4Info declares: BMv2 also reports bytes for packets-only counters."""
         got = counter_snapshot(self.conn)
-        for name, spec in P.COUNTERS.items():
+        for name, spec in contract.COUNTERS.items():
             if spec.unit == "PACKETS":
                 got[name] = {i: (pk, 0) for i, (pk, _) in got[name].items()}
         assert got == self.state.snapshot()
@@ -130,7 +130,7 @@ def rig():
 def probe_entries(level: int = 3) -> list[TableEntry]:
     """Class probe: every departing packet records ``level`` at congestion_level[port x 8 + class] (no
     drop threshold comes with it), so the classes packets took show in the register."""
-    return [entry(P.CONGESTION_LEVELS, {}, P.SET_LEVEL, {"l": level}, priority=1)]
+    return [entry(contract.CONGESTION_LEVELS, {}, contract.SET_LEVEL, {"l": level}, priority=1)]
 
 
 # ---- the PTF scenarios, packet by packet -----------------------------------------------------------
@@ -184,14 +184,17 @@ def test_selective_drop_and_ecn_agree(rig):
     """Deterministic on an idle switch: egress records the level of the range holding depth 0."""
     policy = DropPolicy(level_depths=(4, 8, 12), min_importance=(0, 2, 4, 8))
     level_at_zero = entry(
-        P.CONGESTION_LEVELS,
-        {P.DEQ_QDEPTH: Range(0, 3)},
-        P.SET_LEVEL,
+        contract.CONGESTION_LEVELS,
+        {contract.DEQ_QDEPTH: Range(0, 3)},
+        contract.SET_LEVEL,
         {"l": 2},
         5,
     )
     always = entry(
-        P.ECN_PROFILE, {P.EGRESS_PORT: Ternary(2, PORT_MASK), P.ENQ_QDEPTH: Range(0, 9)}, P.MARK_ALWAYS, priority=3
+        contract.ECN_PROFILE,
+        {contract.EGRESS_PORT: Ternary(2, PORT_MASK), contract.ENQ_QDEPTH: Range(0, 9)},
+        contract.MARK_ALWAYS,
+        priority=3,
     )
     rig.reset([*drop_entries(policy), level_at_zero, always])
     for imp in range(16):
@@ -323,47 +326,51 @@ def entry_sets(draw) -> list[TableEntry]:
         m = {
             k: t
             for k, t in {
-                P.IPV4_SRC: _ternary(draw, 32, [ip(a) for a in ADDRS]),
-                P.IP_PROTOCOL: _ternary(draw, 8, [6, 17]),
-                P.L4_DST_PORT: _ternary(draw, 16, [80, SHIM_PORT_BASE + 1, 5001]),
+                contract.IPV4_SRC: _ternary(draw, 32, [ip(a) for a in ADDRS]),
+                contract.IP_PROTOCOL: _ternary(draw, 8, [6, 17]),
+                contract.L4_DST_PORT: _ternary(draw, 16, [80, SHIM_PORT_BASE + 1, 5001]),
             }.items()
             if t is not None
         }
-        out.append(entry(P.FLOWS, m, P.SET_JOB, {"job_id": draw(st.sampled_from([1, 2, 5000]))}, next(prios)))
+        out.append(
+            entry(contract.FLOWS, m, contract.SET_JOB, {"job_id": draw(st.sampled_from([1, 2, 5000]))}, next(prios))
+        )
     for _ in range(draw(st.integers(0, 4))):
         m = {
             k: v
             for k, v in {
-                P.JOB_ID: _ternary(draw, P.JOB_ID_BITS, [0, 1, 2, 5000]),
-                P.ITERATION: _range(draw, P.MAX_ITERATION),
-                P.PROGRESS: _range(draw, (1 << P.PROGRESS_BITS) - 1),
+                contract.JOB_ID: _ternary(draw, contract.JOB_ID_BITS, [0, 1, 2, 5000]),
+                contract.ITERATION: _range(draw, contract.MAX_ITERATION),
+                contract.PROGRESS: _range(draw, (1 << contract.PROGRESS_BITS) - 1),
             }.items()
             if v is not None
         }
         klass = draw(st.sampled_from([0, 1, 5, 6, 7, 7]))
-        out.append(entry(P.JOB_PRIORITY, m, P.SET_PRIORITY, {"priority": klass}, next(prios)))
+        out.append(entry(contract.JOB_PRIORITY, m, contract.SET_PRIORITY, {"priority": klass}, next(prios)))
     for level in range(4):
         if draw(st.booleans()):
-            m = {P.LEVEL: Exact(level)}
+            m = {contract.LEVEL: Exact(level)}
             importance = draw(st.integers(0, 15))
-            out.append(entry(P.DROP_THRESHOLD, m, P.SET_MIN_IMPORTANCE, {"importance": importance}, 0))
+            out.append(entry(contract.DROP_THRESHOLD, m, contract.SET_MIN_IMPORTANCE, {"importance": importance}, 0))
     for _ in range(draw(st.integers(0, 2))):
-        m = {P.DEQ_QDEPTH: Range(0, draw(st.integers(0, 30)))}
-        out.append(entry(P.CONGESTION_LEVELS, m, P.SET_LEVEL, {"l": draw(st.integers(0, 3))}, next(prios)))
+        m = {contract.DEQ_QDEPTH: Range(0, draw(st.integers(0, 30)))}
+        out.append(
+            entry(contract.CONGESTION_LEVELS, m, contract.SET_LEVEL, {"l": draw(st.integers(0, 3))}, next(prios))
+        )
     for _ in range(draw(st.integers(0, 3))):
         m = {
             k: v
             for k, v in {
-                P.EGRESS_PORT: _ternary(draw, P.PORT_BITS, [0, 1, 2]),
-                P.ENQ_QDEPTH: _range(draw, P.MAX_QDEPTH),
+                contract.EGRESS_PORT: _ternary(draw, contract.PORT_BITS, [0, 1, 2]),
+                contract.ENQ_QDEPTH: _range(draw, contract.MAX_QDEPTH),
             }.items()
             if v is not None
         }
-        action = draw(st.sampled_from([P.MARK_ALWAYS, P.NO_MARK, P.MARK_WITH_PROBABILITY]))
-        params = {"threshold": 0} if action == P.MARK_WITH_PROBABILITY else {}  # 0: deterministic (never)
-        out.append(entry(P.ECN_PROFILE, m, action, params, next(prios)))
+        action = draw(st.sampled_from([contract.MARK_ALWAYS, contract.NO_MARK, contract.MARK_WITH_PROBABILITY]))
+        params = {"threshold": 0} if action == contract.MARK_WITH_PROBABILITY else {}  # 0: deterministic (never)
+        out.append(entry(contract.ECN_PROFILE, m, action, params, next(prios)))
     if draw(st.booleans()):
-        out.append(route("10.1.0.0/16", draw(st.sampled_from([0, 1, 2, P.V1MODEL_DROP_PORT])), HOST_MAC[1]))
+        out.append(route("10.1.0.0/16", draw(st.sampled_from([0, 1, 2, contract.V1MODEL_DROP_PORT])), HOST_MAC[1]))
     return out + probe_entries(draw(st.sampled_from([1, 2, 3])))
 
 

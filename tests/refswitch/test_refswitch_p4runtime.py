@@ -15,7 +15,7 @@ from finsy.proto import p4r
 from raw_p4runtime import RawError, RawP4Runtime
 from refswitch_helpers import HOST_IP, HOST_MAC, flow, host_routes, job_priority, route, shim_packet
 
-from mlfc import contract as P
+from mlfc import contract
 from mlfc.controller.entries import Exact, Range, entry
 from mlfc.controller.sync import SwitchConnection
 from mlfc.refswitch import pipeline as pl
@@ -144,11 +144,11 @@ def test_pipeline_actions_and_get_config(client):
     assert client.get_pipeline().p4info == default_p4info()
     client.set_pipeline(default_p4info(), DEVICE_CONFIG, action=req.VERIFY)
     client.set_pipeline(default_p4info(), DEVICE_CONFIG, action=req.RECONCILE_AND_COMMIT, cookie=0x1234)
-    assert len(client.read_table(P.ROUTES_V4)) == 3, "reconcile keeps the forwarding state"
+    assert len(client.read_table(contract.ROUTES_V4)) == 3, "reconcile keeps the forwarding state"
     client.set_pipeline(default_p4info(), DEVICE_CONFIG, action=req.VERIFY_AND_SAVE)
-    assert len(client.read_table(P.ROUTES_V4)) == 3, "saved, not yet committed"
+    assert len(client.read_table(contract.ROUTES_V4)) == 3, "saved, not yet committed"
     client.set_pipeline(p4r.ForwardingPipelineConfig().p4info, action=req.COMMIT)
-    assert client.read_table(P.ROUTES_V4) == [], "a committed pipeline starts empty"
+    assert client.read_table(contract.ROUTES_V4) == [], "a committed pipeline starts empty"
 
 
 def _entries():
@@ -157,15 +157,26 @@ def _entries():
         flow(42, 3, src=HOST_IP[0], dst=HOST_IP[1], protocol=6, dst_port=5001),
         job_priority(7, 5, iterations=(10, 20), progress=(0, 3), priority=9),
         entry(
-            P.DROP_THRESHOLD,
-            {P.LEVEL: Exact(2)},
-            P.SET_MIN_IMPORTANCE,
+            contract.DROP_THRESHOLD,
+            {contract.LEVEL: Exact(2)},
+            contract.SET_MIN_IMPORTANCE,
             {"importance": 4},
             0,
         ),
-        entry(P.CONGESTION_LEVELS, {P.DEQ_QDEPTH: Range(16, 31)}, P.SET_LEVEL, {"l": 1}, 1),
-        entry(P.ECN_PROFILE, {P.ENQ_QDEPTH: Range(33, P.MAX_QDEPTH)}, P.MARK_ALWAYS, priority=2),
-        entry(P.ECN_PROFILE, {P.ENQ_QDEPTH: Range(5, 32)}, P.MARK_WITH_PROBABILITY, {"threshold": 1000}, 1),
+        entry(contract.CONGESTION_LEVELS, {contract.DEQ_QDEPTH: Range(16, 31)}, contract.SET_LEVEL, {"l": 1}, 1),
+        entry(
+            contract.ECN_PROFILE,
+            {contract.ENQ_QDEPTH: Range(33, contract.MAX_QDEPTH)},
+            contract.MARK_ALWAYS,
+            priority=2,
+        ),
+        entry(
+            contract.ECN_PROFILE,
+            {contract.ENQ_QDEPTH: Range(5, 32)},
+            contract.MARK_WITH_PROBABILITY,
+            {"threshold": 1000},
+            1,
+        ),
     ]
 
 
@@ -199,11 +210,11 @@ def test_duplicate_missing_and_batch_errors(client, switch):
             ]
         )
     assert codes(exc.value) == [Code.OK, Code.ALREADY_EXISTS, Code.NOT_FOUND, Code.OK]
-    assert len(client.read_table(P.ROUTES_V4)) == 3, "updates that succeeded in a failed batch are applied"
+    assert len(client.read_table(contract.ROUTES_V4)) == 3, "updates that succeeded in a failed batch are applied"
     client.write([client.table_update(MODIFY, route("10.3.0.0/16", 2, HOST_MAC[2]))])
-    assert switch.device.tables[P.ROUTES_V4].lookup((0x0A030001,))[1][0] == 2
+    assert switch.device.tables[contract.ROUTES_V4].lookup((0x0A030001,))[1][0] == 2
     client.write([client.table_update(DELETE, r3)])
-    assert len(client.read_table(P.ROUTES_V4)) == 2
+    assert len(client.read_table(contract.ROUTES_V4)) == 2
 
 
 def _raw_update(client, te, mutate) -> p4r.Update:
@@ -215,29 +226,41 @@ def _raw_update(client, te, mutate) -> p4r.Update:
 @pytest.mark.parametrize(
     ("table", "mutate", "code"),
     [
-        (P.ROUTES_V4, lambda te: setattr(te.match[0].lpm, "prefix_len", 8), Code.INVALID_ARGUMENT),  # trailing bits
-        (P.ROUTES_V4, lambda te: setattr(te.match[0].lpm, "prefix_len", 0), Code.INVALID_ARGUMENT),
-        (P.ROUTES_V4, lambda te: setattr(te, "priority", 5), Code.INVALID_ARGUMENT),
-        (P.ROUTES_V4, lambda te: setattr(te, "table_id", 0x02FFFFFF), Code.INVALID_ARGUMENT),
-        (P.ROUTES_V4, lambda te: setattr(te.match[0], "field_id", 9), Code.INVALID_ARGUMENT),
-        (P.ROUTES_V4, lambda te: setattr(te.match[0].lpm, "value", b"\x01" * 5), Code.INVALID_ARGUMENT),
-        (P.ROUTES_V4, lambda te: te.action.action.params.pop(), Code.INVALID_ARGUMENT),
-        (P.ROUTES_V4, lambda te: setattr(te.action.action.params[0], "value", b"\x02\x00"), Code.INVALID_ARGUMENT),
-        (P.ROUTES_V4, lambda te: setattr(te.action.action, "action_id", 0x01FFFFFF), Code.INVALID_ARGUMENT),
-        (P.ROUTES_V4, lambda te: te.ClearField("action"), Code.INVALID_ARGUMENT),
-        (P.ROUTES_V4, lambda te: setattr(te, "idle_timeout_ns", 1000), Code.INVALID_ARGUMENT),
-        (P.FLOWS, lambda te: setattr(te, "priority", 0), Code.INVALID_ARGUMENT),
-        (P.FLOWS, lambda te: setattr(te.match[0].ternary, "mask", b"\x00"), Code.INVALID_ARGUMENT),
-        (P.FLOWS, lambda te: setattr(te.match[0].ternary, "mask", b"\xff\x00\x00\x00"), Code.INVALID_ARGUMENT),
-        (P.JOB_PRIORITY, lambda te: setattr(te.match[1].range, "low", b"\x30"), Code.INVALID_ARGUMENT),  # low > high
         (
-            P.JOB_PRIORITY,
+            contract.ROUTES_V4,
+            lambda te: setattr(te.match[0].lpm, "prefix_len", 8),
+            Code.INVALID_ARGUMENT,
+        ),  # trailing bits
+        (contract.ROUTES_V4, lambda te: setattr(te.match[0].lpm, "prefix_len", 0), Code.INVALID_ARGUMENT),
+        (contract.ROUTES_V4, lambda te: setattr(te, "priority", 5), Code.INVALID_ARGUMENT),
+        (contract.ROUTES_V4, lambda te: setattr(te, "table_id", 0x02FFFFFF), Code.INVALID_ARGUMENT),
+        (contract.ROUTES_V4, lambda te: setattr(te.match[0], "field_id", 9), Code.INVALID_ARGUMENT),
+        (contract.ROUTES_V4, lambda te: setattr(te.match[0].lpm, "value", b"\x01" * 5), Code.INVALID_ARGUMENT),
+        (contract.ROUTES_V4, lambda te: te.action.action.params.pop(), Code.INVALID_ARGUMENT),
+        (
+            contract.ROUTES_V4,
+            lambda te: setattr(te.action.action.params[0], "value", b"\x02\x00"),
+            Code.INVALID_ARGUMENT,
+        ),
+        (contract.ROUTES_V4, lambda te: setattr(te.action.action, "action_id", 0x01FFFFFF), Code.INVALID_ARGUMENT),
+        (contract.ROUTES_V4, lambda te: te.ClearField("action"), Code.INVALID_ARGUMENT),
+        (contract.ROUTES_V4, lambda te: setattr(te, "idle_timeout_ns", 1000), Code.INVALID_ARGUMENT),
+        (contract.FLOWS, lambda te: setattr(te, "priority", 0), Code.INVALID_ARGUMENT),
+        (contract.FLOWS, lambda te: setattr(te.match[0].ternary, "mask", b"\x00"), Code.INVALID_ARGUMENT),
+        (contract.FLOWS, lambda te: setattr(te.match[0].ternary, "mask", b"\xff\x00\x00\x00"), Code.INVALID_ARGUMENT),
+        (
+            contract.JOB_PRIORITY,
+            lambda te: setattr(te.match[1].range, "low", b"\x30"),
+            Code.INVALID_ARGUMENT,
+        ),  # low > high
+        (
+            contract.JOB_PRIORITY,
             lambda te: (setattr(te.match[1].range, "low", b"\x00"), setattr(te.match[1].range, "high", b"\xff" * 4)),
             Code.INVALID_ARGUMENT,
         ),
-        (P.DROP_THRESHOLD, lambda te: te.match.pop(), Code.INVALID_ARGUMENT),  # the exact field is missing
+        (contract.DROP_THRESHOLD, lambda te: te.match.pop(), Code.INVALID_ARGUMENT),  # the exact field is missing
         (
-            P.DROP_THRESHOLD,
+            contract.DROP_THRESHOLD,
             lambda te: te.match[0].ClearField("exact") or te.match[0].ternary.SetInParent(),  # wrong match kind
             Code.INVALID_ARGUMENT,
         ),
@@ -252,7 +275,7 @@ def test_invalid_entries_are_rejected_like_pi(client, table, mutate, code):
 
 def test_wrong_action_for_table(client):
     update = client.table_update(INSERT, route("10.1.0.0/16", 1, HOST_MAC[1]))
-    update.entity.table_entry.action.action.action_id = pipeline().schema.actions[P.MARK_ALWAYS].id
+    update.entity.table_entry.action.action.action_id = pipeline().schema.actions[contract.MARK_ALWAYS].id
     del update.entity.table_entry.action.action.params[:]
     with pytest.raises(RawError) as exc:
         client.write([update])
@@ -266,15 +289,15 @@ def _default_entry(table: str, action: str, **params: int) -> p4r.TableEntry:
 
 
 def test_default_actions(client, switch):
-    te = _default_entry(P.JOB_PRIORITY, P.SET_PRIORITY, priority=3)
+    te = _default_entry(contract.JOB_PRIORITY, contract.SET_PRIORITY, priority=3)
     client.write([p4r.Update(type=MODIFY, entity=p4r.Entity(table_entry=te))])
     read = client.read([p4r.Entity(table_entry=p4r.TableEntry(table_id=te.table_id, is_default_action=True))])
     assert read[0].table_entry == te
-    assert switch.device.tables[P.JOB_PRIORITY].default == (P.SET_PRIORITY, (3,))
+    assert switch.device.tables[contract.JOB_PRIORITY].default == (contract.SET_PRIORITY, (3,))
     reset = p4r.TableEntry(table_id=te.table_id, is_default_action=True)
     client.write([p4r.Update(type=MODIFY, entity=p4r.Entity(table_entry=reset))])
-    assert switch.device.tables[P.JOB_PRIORITY].default == (P.SET_PRIORITY, (1,))
-    const = _default_entry(P.ROUTES_V4, P.DROP)
+    assert switch.device.tables[contract.JOB_PRIORITY].default == (contract.SET_PRIORITY, (1,))
+    const = _default_entry(contract.ROUTES_V4, contract.DROP)
     for utype, code in (
         (MODIFY, Code.PERMISSION_DENIED),
         (INSERT, Code.INVALID_ARGUMENT),
@@ -291,19 +314,21 @@ def test_counters_read_and_write(client, switch):
     pkts = [bytes(shim_packet(0, 1, job=21, size=150 + i)) for i in range(3)]
     for p in pkts:
         pl.process(p, 0, dev.tables, dev.state)
-    assert client.read_counter(P.JOB_PACKETS) == {21: (3, sum(map(len, pkts)))}
-    assert client.read_counter(P.JOB_PACKETS, 21) == {21: (3, sum(map(len, pkts)))}
-    wildcard = client.read([p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=client.counter_id(P.JOB_PACKETS)))])
-    assert len(wildcard) == P.MAX_JOBS, "a wildcard index returns every cell"
+    assert client.read_counter(contract.JOB_PACKETS) == {21: (3, sum(map(len, pkts)))}
+    assert client.read_counter(contract.JOB_PACKETS, 21) == {21: (3, sum(map(len, pkts)))}
+    wildcard = client.read(
+        [p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=client.counter_id(contract.JOB_PACKETS)))]
+    )
+    assert len(wildcard) == contract.MAX_JOBS, "a wildcard index returns every cell"
     everything = client.read([p4r.Entity(counter_entry=p4r.CounterEntry())])
-    assert len(everything) == sum(s.size for s in P.COUNTERS.values())
+    assert len(everything) == sum(s.size for s in contract.COUNTERS.values())
     with pytest.raises(RawError) as exc:
-        client.read_counter(P.JOB_PACKETS, P.MAX_JOBS)
+        client.read_counter(contract.JOB_PACKETS, contract.MAX_JOBS)
     assert exc.value.code == grpc.StatusCode.OUT_OF_RANGE
-    reset = p4r.CounterEntry(counter_id=client.counter_id(P.JOB_PACKETS))
+    reset = p4r.CounterEntry(counter_id=client.counter_id(contract.JOB_PACKETS))
     reset.index.index = 21
     client.write([p4r.Update(type=MODIFY, entity=p4r.Entity(counter_entry=reset))])
-    assert client.read_counter(P.JOB_PACKETS) == {}
+    assert client.read_counter(contract.JOB_PACKETS) == {}
 
 
 def test_registers_and_things_outside_our_p4info(client):
@@ -338,8 +363,8 @@ def test_the_controllers_client_drives_it(switch):
     with SwitchConnection(switch.grpc_addr, pipeline=pipeline()) as conn:
         assert conn.load_pipeline(), "a switch without a pipeline gets ours"
         conn.write_entries([route(f"{HOST_IP[1]}/32", 1, "00:00:00:00:00:02", src_mac="00:00:00:00:00:01")])
-        entries = conn.read_entries([P.ROUTES_V4])
-        counters = conn.read_counters(P.JOB_PACKETS, [5])
+        entries = conn.read_entries([contract.ROUTES_V4])
+        counters = conn.read_counters(contract.JOB_PACKETS, [5])
         primary = conn.primary
     assert primary
     assert len(entries) == 1 and entries[0].params_dict() == {"port": 1, "src_mac": 1, "dst_mac": 2}
@@ -348,7 +373,7 @@ def test_the_controllers_client_drives_it(switch):
     while switch.p4runtime.arbiter.count() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert switch.p4runtime.arbiter.count() == 0, "the stream is cleaned up when the client leaves"
-    assert switch.device.tables[P.ROUTES_V4].lookup((0x0A00000B,)) == (P.SET_NEXT_HOP, (1, 1, 2))
+    assert switch.device.tables[contract.ROUTES_V4].lookup((0x0A00000B,)) == (contract.SET_NEXT_HOP, (1, 1, 2))
 
 
 @pytest.mark.skipif(committed_p4info() is None, reason="p4src/build/mlfc.p4info.txtpb missing: run `make p4`")

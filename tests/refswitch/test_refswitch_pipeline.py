@@ -25,7 +25,7 @@ from refswitch_helpers import (
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
-from mlfc import contract as P
+from mlfc import contract
 from mlfc.policy.drop import DropPolicy, congestion_level, should_drop
 from mlfc.policy.ecn import EcnProfile, compile_profile, compiled_probability, mark_probability
 from mlfc.policy.priority import interleaving_bands
@@ -115,7 +115,7 @@ def test_dropped_without_route_ttl_or_ipv4(sw, pkt, reason):
 
 
 def test_route_to_the_drop_port_drops(sw):
-    install(sw, [route("10.3.0.0/16", P.V1MODEL_DROP_PORT, HOST_MAC[1])])
+    install(sw, [route("10.3.0.0/16", contract.V1MODEL_DROP_PORT, HOST_MAC[1])])
     assert run(sw, Ether() / IP(dst="10.3.0.1") / UDP() / b"x").dropped
 
 
@@ -150,7 +150,7 @@ def test_shim_job_is_counted(sw):
     pkts = [shim_packet(0, 1, job=21, seq=i, size=150 + i) for i in range(5)]
     for p in pkts:
         assert run(sw, p).out == forwarded(p, 1)
-    assert sw[1].counter(P.JOB_PACKETS, 21) == (5, sum(len(p) for p in pkts))
+    assert sw[1].counter(contract.JOB_PACKETS, 21) == (5, sum(len(p) for p in pkts))
 
 
 def test_five_tuple_flow_gets_its_job(sw):
@@ -160,18 +160,18 @@ def test_five_tuple_flow_gets_its_job(sw):
         assert run(sw, p).job_id == 42
     assert run(sw, tcp_packet(0, 1, 40000, 5002)).job_id == 0
     assert run(sw, tcp_packet(2, 1, 40000, 5001), 2).job_id == 0
-    assert sw[1].counter(P.JOB_PACKETS, 42) == (4, 4 * 300)
+    assert sw[1].counter(contract.JOB_PACKETS, 42) == (4, 4 * 300)
     unmatched = tcp_packet(0, 1, 40000, 5002)
-    assert sw[1].counter(P.JOB_PACKETS, 0) == (2, 2 * len(unmatched)), "packets without a job count at index 0"
+    assert sw[1].counter(contract.JOB_PACKETS, 0) == (2, 2 * len(unmatched)), "packets without a job count at index 0"
 
 
 def test_wildcard_flow_and_large_job_ids(sw):
     install(sw, [flow(7, dst=HOST_IP[2])])
     for i in range(3):
         run(sw, tcp_packet(0, 2, 1000 + i, 80))
-    assert sw[1].counter(P.JOB_PACKETS, 7)[0] == 3
+    assert sw[1].counter(contract.JOB_PACKETS, 7)[0] == 3
     run(sw, shim_packet(0, 1, job=60000))
-    assert sw[1].counter(P.JOB_PACKETS, 0)[0] == 1, "ids >= 4096 share index 0"
+    assert sw[1].counter(contract.JOB_PACKETS, 0)[0] == 1, "ids >= 4096 share index 0"
 
 
 def test_flow_priority_order_and_first_inserted_on_ties(sw):
@@ -193,17 +193,17 @@ def test_malformed_are_forwarded_counted_and_never_classified(sw):
     for p in short:
         d = run(sw, p, 2)
         assert (d.egress_port, d.out, d.priority, d.job_id) == (1, forwarded(p, 1), pl.PRIORITY_DEFAULT, 0)
-    assert sw[1].counter(P.SHIM_BAD_HEADER_COUNTER, 0)[0] == 2
-    assert sw[1].counter(P.SHIM_TRUNCATED_COUNTER, 2)[0] == len(short)
-    assert sw[1].counter(P.SHIM_TRUNCATED_COUNTER, 0)[0] == 0
-    assert sw[1].counter(P.JOB_PACKETS, 5)[0] == 0
-    assert sw[1].counter(P.JOB_PACKETS, 9)[0] == 0, "a malformed shim is not classified by the 5-tuple either"
+    assert sw[1].counter(contract.SHIM_BAD_HEADER_COUNTER, 0)[0] == 2
+    assert sw[1].counter(contract.SHIM_TRUNCATED_COUNTER, 2)[0] == len(short)
+    assert sw[1].counter(contract.SHIM_TRUNCATED_COUNTER, 0)[0] == 0
+    assert sw[1].counter(contract.JOB_PACKETS, 5)[0] == 0
+    assert sw[1].counter(contract.JOB_PACKETS, 9)[0] == 0, "a malformed shim is not classified by the 5-tuple either"
 
 
 def test_short_payload_is_truncated_whatever_its_first_byte(sw):
     run(sw, truncated_shim(0, 1, 5, first=0x30), 0)
-    assert sw[1].counter(P.SHIM_TRUNCATED_COUNTER, 0)[0] == 1
-    assert sw[1].counter(P.SHIM_BAD_HEADER_COUNTER, 0)[0] == 0
+    assert sw[1].counter(contract.SHIM_TRUNCATED_COUNTER, 0)[0] == 1
+    assert sw[1].counter(contract.SHIM_BAD_HEADER_COUNTER, 0)[0] == 0
 
 
 @pytest.mark.parametrize("first", [0x10, 0x30])
@@ -214,8 +214,8 @@ def test_padded_short_frame_is_truncated_by_its_udp_length(sw, first):
     d = run(sw, frame)
     assert (d.egress_port, d.priority, d.job_id, d.shim_status) == (1, pl.PRIORITY_DEFAULT, 0, pk.SHIM_TRUNCATED)
     assert d.out[42:] == frame[42:], "payload and padding are forwarded untouched"
-    assert sw[1].counter(P.SHIM_TRUNCATED_COUNTER, 0)[0] == 1
-    assert sw[1].counter(P.JOB_PACKETS, 9)[0] == 0
+    assert sw[1].counter(contract.SHIM_TRUNCATED_COUNTER, 0)[0] == 1
+    assert sw[1].counter(contract.JOB_PACKETS, 9)[0] == 0
 
 
 def test_udp_length_short_of_a_full_shim_is_truncated(sw):
@@ -233,8 +233,8 @@ def test_frame_ending_inside_a_shim_whose_udp_length_claims_more(sw):
         frame = bytearray(bytes(truncated_shim(0, 1, 5, first=first)))
         frame[38:40] = (8 + 16).to_bytes(2, "big")
         assert run(sw, bytes(frame)).shim_status == status
-    assert sw[1].counter(P.SHIM_TRUNCATED_COUNTER, 0)[0] == 1
-    assert sw[1].counter(P.SHIM_BAD_HEADER_COUNTER, 0)[0] == 1
+    assert sw[1].counter(contract.SHIM_TRUNCATED_COUNTER, 0)[0] == 1
+    assert sw[1].counter(contract.SHIM_BAD_HEADER_COUNTER, 0)[0] == 1
 
 
 def test_empty_shim_payload_is_truncated(sw):
@@ -294,9 +294,9 @@ def test_progress_bands_from_policy(sw):
 
 
 def test_changed_default_action_applies_to_unmatched(sw):
-    sw[0][P.JOB_PRIORITY].set_default(P.SET_PRIORITY, {"priority": 3})
+    sw[0][contract.JOB_PRIORITY].set_default(contract.SET_PRIORITY, {"priority": 3})
     assert run(sw, shim_packet(0, 1, job=77)).priority == 3
-    sw[0][P.JOB_PRIORITY].reset_default()
+    sw[0][contract.JOB_PRIORITY].reset_default()
     assert run(sw, shim_packet(0, 1, job=77)).priority == 1
 
 
@@ -324,7 +324,7 @@ def test_ecn_above_kmax_always_below_kmin_never(sw):
     assert not marked_ect.ecn_marked, "already-CE packets are left alone"
     other_port = run(sw, shim_packet(0, 2, job=1, ecn=1), enq_depth=100)
     assert not _ce(other_port), "the profile is installed for port 1 only"
-    assert sw[1].counter(P.JOB_ECN_MARKS, 1)[0] == observed >= 40 - profile.kmax - 1
+    assert sw[1].counter(contract.JOB_ECN_MARKS, 1)[0] == observed >= 40 - profile.kmax - 1
 
 
 def test_ecn_marked_fraction_between_kmin_and_kmax():
@@ -345,7 +345,7 @@ def test_ecn_marked_fraction_between_kmin_and_kmax():
         total += marks
         sigma = math.sqrt(n * p * (1 - p))
         assert abs(marks - n * p) <= 4.5 * sigma, f"depth {depth}: {marks} marks of {n}, expected {n * p:.0f}"
-    assert state.counter(P.JOB_ECN_MARKS, 3)[0] == total
+    assert state.counter(contract.JOB_ECN_MARKS, 3)[0] == total
 
 
 # ---- selective drop ---------------------------------------------------------------------------------
@@ -366,7 +366,7 @@ def test_nothing_dropped_when_uncongested(sw):
     install(sw, drop_entries(POLICY))
     for imp in range(IMPORTANCE_LEVELS):
         assert not run(sw, shim_packet(0, 1, job=1, importance=imp)).dropped
-    assert sw[1].counter(P.JOB_DROPS, 1) == (0, 0)
+    assert sw[1].counter(contract.JOB_DROPS, 1) == (0, 0)
 
 
 @pytest.mark.parametrize("backlog", [2, 5, 9, 13, 40])
@@ -385,8 +385,8 @@ def test_low_importance_dropped_by_level(sw, backlog):
         tcp_packet(0, 1, 5555, 6666),
     ]
     assert not any(run(sw, p).dropped for p in never), "ACK, CNP and untagged are never dropped"
-    assert sw[1].counter(P.JOB_DROPS, 1) == (len(expected), sum(len(p) for p in expected))
-    assert sw[1].counter(P.JOB_PACKETS, 1)[0] == 1 + len(probes) + len(never), "ingress counts before dropping"
+    assert sw[1].counter(contract.JOB_DROPS, 1) == (len(expected), sum(len(p) for p in expected))
+    assert sw[1].counter(contract.JOB_PACKETS, 1)[0] == 1 + len(probes) + len(never), "ingress counts before dropping"
 
 
 def test_level_is_per_port_and_queue_and_clears_when_draining(sw):
@@ -404,5 +404,5 @@ def test_job_zero_drops_are_counted_at_index_zero(sw):
     install(sw, drop_entries(POLICY))
     _leave(sw, 30)
     assert run(sw, shim_packet(0, 1, job=0, importance=0)).dropped
-    assert sw[1].counter(P.JOB_DROPS, 0)[0] == 1
-    assert sw[1].counter(P.JOB_PACKETS, 0)[0] == 1, "counted (untracked) before it was dropped"
+    assert sw[1].counter(contract.JOB_DROPS, 0)[0] == 1
+    assert sw[1].counter(contract.JOB_PACKETS, 0)[0] == 1, "counted (untracked) before it was dropped"

@@ -10,7 +10,7 @@ from refswitch_helpers import drop_entries, ecn_entries, host_routes, job_priori
 from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 
-from mlfc import contract as P
+from mlfc import contract
 from mlfc.policy.drop import DropPolicy, should_drop
 from mlfc.policy.ecn import EcnProfile, mark_probability
 from mlfc.refswitch.sim import VirtualSwitch
@@ -196,7 +196,7 @@ def test_ecn_marks_follow_the_queue_depth_of_a_held_queue():
             assert _is_ce(e)
         elif depth <= profile.kmin:
             assert not _is_ce(e)
-    assert vs.state.counter(P.JOB_ECN_MARKS, 1)[0] == sum(_is_ce(e) for e in vs.emitted)
+    assert vs.state.counter(contract.JOB_ECN_MARKS, 1)[0] == sum(_is_ce(e) for e in vs.emitted)
 
 
 def test_marked_fraction_follows_the_profile_in_a_held_queue():

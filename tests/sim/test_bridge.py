@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlfc import contract as names
+from mlfc import contract
 from mlfc.policy import drop, ecn, priority
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
@@ -72,7 +72,7 @@ def test_switch_tables_match_the_policy(sim_env) -> None:
         bridge.load(cpp[sw], tables)
     s1, s2 = cpp["s1"], cpp["s2"]
     for job in (0, 1, 2, 3, 77):
-        for it in (0, 9, 10, 15, 20, 21, names.MAX_ITERATION):
+        for it in (0, 9, 10, 15, 20, 21, contract.MAX_ITERATION):
             for prog in range(PROGRESS_BUCKETS):
                 assert s1.ClassOf(job, it, prog) == expected_class(job, it, prog), (job, it, prog)
     general = ecn.compile_profile(PROFILE)

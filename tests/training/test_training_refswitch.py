@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from mlfc import contract as P
+from mlfc import contract
 from mlfc.controller.entries import Lpm, entry
 from mlfc.controller.sync import SwitchConnection
 from mlfc.hosts.training.launch import TrainingJob, ps_argv, worker_argv
@@ -76,7 +76,7 @@ def test_two_worker_digits_job_through_the_reference_switch():
     with _network() as (lab, ns, sw), SwitchConnection(sw.grpc_addr, 1, election_id=1) as client:
         client.load_pipeline()
         client.write_entries([
-            entry(P.ROUTES_V4, {P.IPV4_DST: Lpm(_ip(ip), 32)}, P.SET_NEXT_HOP,
+            entry(contract.ROUTES_V4, {contract.IPV4_DST: Lpm(_ip(ip), 32)}, contract.SET_NEXT_HOP,
                   {"port": port, "src_mac": _mac(SWITCH_MAC), "dst_mac": _mac(mac)})
             for port, ip, mac in HOSTS.values()
         ])  # fmt: skip
@@ -98,7 +98,7 @@ def test_two_worker_digits_job_through_the_reference_switch():
                     p.wait()
         codes = {name: p.returncode for name, p in procs.items()}
         assert codes == {"ps": 0, "w0": 0, "w1": 0}, {n: o[1][-1500:] for n, o in outs.items()}
-        packets = client.read_counter(P.JOB_PACKETS, JOB)[0]
+        packets = client.read_counter(contract.JOB_PACKETS, JOB)[0]
     recs = [json.loads(line) for line in outs["w0"][0].splitlines() if line.startswith("{")]
     its = [r for r in recs if not r.get("summary")]
     assert [r["iteration"] for r in its] == list(range(ITERATIONS))
