@@ -57,13 +57,22 @@ BRINGS = {
 }
 
 
-def _group(keywords, reason: str | None = None) -> str:
-    """The test's group: its marker, else the "[group]" its skip reason starts with, else "plain"."""
-    group = next((g for g in _GROUPS if g in keywords and g != "kernel"), None)
-    if group is None and reason and reason.startswith("["):
-        tag = reason[1 : reason.find("]")]
-        group = tag if tag in _GROUPS else None
-    return group or "plain"
+def _tag(reason: object) -> str | None:
+    """The group a skip reason names by its "[group] ..." prefix (tests/kernel, tests/sim do so)."""
+    text = str(reason or "")
+    tag = text[1 : text.find("]")] if text.startswith("[") else ""
+    return tag if tag in _GROUPS else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """Each report carries its group: the test's marker, else the group its skipif's reason names."""
+    rep = yield
+    group = next((g for g in _GROUPS if item.get_closest_marker(g)), None)
+    if group is None:
+        group = next((t for m in item.iter_markers("skipif") if (t := _tag(m.kwargs.get("reason")))), None)
+    rep.mlfc_group = group
+    return rep
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
@@ -76,14 +85,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
                 continue
             if status != "skipped" and rep.when == "setup" and rep.passed:
                 continue
-            keywords = getattr(rep, "keywords", {})
+            group = getattr(rep, "mlfc_group", None)
             if status == "skipped":
                 reason = str(rep.longrepr[2]) if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
                 reason = reason.removeprefix("Skipped: ")
-                group = _group(keywords, reason)
+                group = group or _tag(reason) or "plain"
                 skipped[group][reason] = skipped[group].get(reason, 0) + 1
             else:
-                ran[_group(keywords)] += 1
+                ran[group or "plain"] += 1
     terminalreporter.section("mlfc test groups")
     for group in (*_GROUPS, "plain"):
         n_skip = sum(skipped[group].values())
