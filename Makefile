@@ -76,6 +76,9 @@ ptf: install  ## run the PTF packet tests against a fresh simple_switch_grpc (DA
 e2e: install  ## Mininet end-to-end scenarios, tables/CSVs/plots in results/ (DATAPLANE=bmv2|ref|both; MLFC_BMV2=another build)
 	$(PY) -m mlfc.lab.e2e --out results $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
+figures: install  ## regenerate the docs' result tables (docs/results.md, README) and plots from docs/data/*/summary.json
+	$(PY) -m mlfc.lab.figures
+
 sweep: install  ## MLTCP slope/intercept sweep on one mix: table and plots in results/sweep (DATAPLANE=bmv2|ref)
 	$(PY) -m mlfc.lab.sweep --out results/sweep $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
@@ -95,8 +98,8 @@ mltcp-real: install  ## MLTCP's interleaving of two compatible real training job
 chaos: install  ## real training while a seeded schedule kills -9 and restarts every component (SEED=N FAULTS=10 DATAPLANE=ref|bmv2)
 	$(MEASURE) $(PY) -m mlfc.lab.chaos --out results/chaos --faults $(or $(FAULTS),10) $(if $(SEED),--seed $(SEED)) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
-bench: install  ## benchmark figures, scaling curves, one summary table (QUICK=1: smaller; BMV2="path ...")
-	$(PY) bench/run_all.py $(if $(QUICK),--quick) $(foreach b,$(BMV2),--bmv2 $(b))
+bench: install  ## benchmark figures, scaling curves, one summary table, published to docs/data/bench (QUICK=1: smaller, not published; BMV2="path ...")
+	$(MEASURE) $(PY) bench/run_all.py $(if $(QUICK),--quick,--publish) $(foreach b,$(BMV2),--bmv2 $(b))
 
 run: install  ## the main job: the full stack on a local Mininet network (TRAINING=1: real PyTorch jobs)
 	$(PY) -m mlfc.lab.run $(if $(TRAINING),--training) $(if $(DATAPLANE),--dataplane $(DATAPLANE))

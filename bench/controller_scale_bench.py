@@ -394,12 +394,17 @@ def report(conv: list[dict], cpu: list[dict], anchor: dict | None, refused: str,
                 f"{anchor['ctl_per_s']:,.0f} entries/s",
                 f"p4runtime-shell one by one {anchor['shell_per_s']:,.0f} entries/s",
                 f"{ratio:.1f}x",
+                value=anchor["ctl_per_s"],
+                unit="entries/s",
+                anchor_value=anchor["shell_per_s"],
+                ratio_value=ratio,
             )
         )
     for kind in sorted({r["kind"] for r in conv}):
         best = max((r for r in conv if r["kind"] == kind), key=lambda r: (r["switches"], r["entries_per_switch"]))
         record(Row(f"controller: converge {best['entries_total']:,} entries on {best['switches']} {kind} switches",
-                   f"{best['install_s']:.2f} s ({best['entries_per_s']:,.0f} entries/s)"))  # fmt: skip
+                   f"{best['install_s']:.2f} s ({best['entries_per_s']:,.0f} entries/s)",
+                   value=best["install_s"], unit="s"))  # fmt: skip
     if out:
         write_csv(out / "controller_scale.csv", header, rows)
         write_csv(out / "controller_cpu.csv", cpu_header, cpu_rows)

@@ -279,11 +279,12 @@ def report(maif: list[dict], agents: list[dict], out: Path | None) -> None:
         big = maif[-1]
         record(Row(f"coordinator: MAIF decision, {big['jobs']:,} jobs",
                    f"cold {big['cold_s'] * 1e3:,.0f} ms, warm {big['warm_s'] * 1e3:,.1f} ms, "
-                   f"+{big['rss_decided_mib']:.0f} MiB"))  # fmt: skip
+                   f"+{big['rss_decided_mib']:.0f} MiB", value=big["cold_s"], unit="s"))  # fmt: skip
     if agents:
         best = max(agents, key=lambda r: r["reports_per_s"])
         record(Row(f"coordinator: reports/s, {best['agents']} agents (best of {len(agents)} counts)",
-                   f"{best['reports_per_s']:,.0f} reports/s"))  # fmt: skip
+                   f"{best['reports_per_s']:,.0f} reports/s", value=best["reports_per_s"],
+                   unit="reports/s"))  # fmt: skip
     if out:
         if maif:
             write_csv(out / "coordinator_maif.csv", mh, mrows)

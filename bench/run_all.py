@@ -21,6 +21,8 @@ from pathlib import Path
 
 import summary
 
+from mlfc.lab import figures
+
 BENCH = Path(__file__).resolve().parent
 ORDER = ("dataplane", "controller", "controller_scale", "coordinator", "coordinator_scale", "transport", "refswitch",
          "training", "sim")  # fmt: skip
@@ -43,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer trials and smaller sizes (a few minutes less)")
     ap.add_argument("--bmv2", action="append", default=[], metavar="PATH", help="BMv2 build(s) for the dataplane bench")
     ap.add_argument("--out", type=Path, default=BENCH.parent / "results" / "bench", help="tables, plots, summary.md")
+    ap.add_argument(
+        "--publish", action="store_true", help="merge the figures into docs/data/bench/summary.json (make figures)"
+    )
     args = ap.parse_args(argv)
     names = args.only.split(",")
     for name in names:
@@ -73,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.md").write_text(text + "\n")
     print(f"wrote {args.out}/summary.md")
+    if args.publish and rows:
+        meta = {"cpus": os.cpu_count(), "load_after": load, "quick": args.quick}
+        path = figures.publish("bench", [summary.published(r) for r in rows], key=("name",), meta=meta)
+        print(f"published {len(rows)} figure(s) to {path}; `make figures` regenerates the docs' table")
     if failed:
         print(f"benchmarks that failed to run: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -2,12 +2,17 @@
 measured in the same run, the ratio and the target; bench/run_all.py prints them together at the end.
 
 A benchmark run alone (no $MLFC_BENCH_SUMMARY) records nothing and prints its own tables as before.
+Besides the table's text a row carries its figure as numbers (value, unit, the anchor's value, the
+ratio) and the command that measured it: `make bench` publishes those to docs/data/bench/summary.json
+(issue 28's schema, lab/figures.py), from which `make figures` makes the docs' table.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,6 +29,33 @@ class Row:
     ratio: str = "-"
     target: str = "none"
     verdict: str = "-"  # "met", "missed", or "-" where there is no target
+    value: float | None = None  # the measured figure as a number, in ``unit``
+    unit: str = ""
+    anchor_value: float | None = None  # the anchor's figure, same unit (None: no anchor)
+    ratio_value: float | None = None
+    command: str = ""  # filled in by record(): the benchmark's own command line
+
+
+def command_line() -> str:
+    """This benchmark's command line, as a user would type it from the project's root."""
+    return shlex.join(["python", f"bench/{os.path.basename(sys.argv[0])}", *sys.argv[1:]])
+
+
+def published(row: Row) -> dict:
+    """``row`` in docs/data/bench's schema: name, value, unit, anchor, anchor_value, ratio, target, command."""
+    anchor = row.anchor if row.anchor != "-" else None
+    return {
+        "name": row.figure,
+        "value": row.value,
+        "unit": row.unit,
+        "measured": row.measured,
+        "anchor": anchor,
+        "anchor_value": row.anchor_value,
+        "ratio": row.ratio_value,
+        "target": None if row.target == "none" else row.target,
+        "verdict": row.verdict,
+        "command": row.command,
+    }
 
 
 def verdict(ok: bool | None) -> str:
@@ -35,8 +67,10 @@ def record(row: Row, path: str | None = None) -> None:
     target = path or os.environ.get(ENV)
     if not target:
         return
+    entry = asdict(row)
+    entry["command"] = row.command or command_line()
     with Path(target).open("a") as f:
-        f.write(json.dumps(asdict(row)) + "\n")
+        f.write(json.dumps(entry) + "\n")
 
 
 def load(path: Path) -> list[Row]:

@@ -219,14 +219,17 @@ def main() -> int:
             f", 2x {verdict_of(r['gbps'] >= 2 * udp['gbps'])}" if udp else ""
         )
         record(Row(f"transport: one flow, {r['method']}, 1500 MTU", f"{r['gbps']:.2f} Gb/s", anchor, ratio,
-                   ">= 3 Gb/s and >= 2x iperf3 UDP", both))  # fmt: skip
+                   ">= 3 Gb/s and >= 2x iperf3 UDP", both, value=r["gbps"], unit="Gb/s",
+                   anchor_value=udp["gbps"] if udp else None,
+                   ratio_value=r["gbps"] / udp["gbps"] if udp else None))  # fmt: skip
     if tcp:
         print(
             f"| path limit (iperf3 TCP, one stream) | {tcp['gbps']:.2f} Gb/s | - | "
             f"best mlfc flow {best['gbps'] / tcp['gbps']:.2f} of it | - |"
         )
         record(Row("transport: path limit, iperf3 TCP one stream", f"{tcp['gbps']:.2f} Gb/s", "-",
-                   f"best mlfc flow {best['gbps'] / tcp['gbps']:.2f} of it"))  # fmt: skip
+                   f"best mlfc flow {best['gbps'] / tcp['gbps']:.2f} of it", value=tcp["gbps"],
+                   unit="Gb/s"))  # fmt: skip
     print("\ngoodput: application bytes at the receiver / time (mlfc: first packet to last tensor delivered);")
     print("CPU s/Gb: process CPU time (user + system) per 10^9 bits delivered (iperf3: its own cpu_utilization);")
     print("softirq work the kernel does outside the processes is in neither figure")

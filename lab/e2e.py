@@ -13,12 +13,15 @@ treatment (default: each controller's, mlfc.policy.mltcp.default_params).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mlfc.lab import dataplanes
+from mlfc.hosts.transport.config import DEFAULT_CHUNK
+from mlfc.lab import dataplanes, figures
 from mlfc.lab.cleanup import interrupt_on_sigterm, leftovers
 from mlfc.lab.fallback_watch import FallbackWatch
 from mlfc.lab.fallback_watch import describe as describe_fallback
@@ -32,6 +35,7 @@ from mlfc.lab.scenarios import (
     Treatment,
     ideal_iteration_times,
     interleaving_iteration,
+    share_of_ideal_gain,
     solo,
     stack_config,
 )
@@ -56,72 +60,182 @@ def run_mix(
     iterations: int,
     out: Path,
     repeat: int = 1,
-    mltcp_params: MltcpParams | None = None,
+    fs: Sequence[MltcpParams | None] = (None,),
+    published: list[dict] | None = None,
+    ack_delay: float | None = None,
 ) -> str:
     """Solo runs, then ``repeat`` rounds of every treatment (rounds, not treatments, repeat, so slow drift of
-    the machine hits every treatment alike); returns the mix's markdown section."""
+    the machine hits every treatment alike); an MLTCP treatment runs once per F of ``fs`` in each round
+    (None: the controller's default F). Returns the mix's markdown section; with ``published`` given, one
+    row per MLTCP treatment and F in docs/data/mltcp's schema is appended to it (lab/figures.py)."""
     topo = mix.build_topology()
     run_dir = out / mix.name
-    base_cfg = stack_config(mix, TREATMENTS["baseline"], iterations)
-    f = mltcp_params
-    used = sorted({format_params(f or default_params(t.cc)) for t in treatments if t.mltcp})
+    base_cfg = stack_config(mix, TREATMENTS["baseline"], iterations, ack_delay=ack_delay)
+    variants = [(t, f) for t in treatments for f in (fs if t.mltcp else (None,))]
+    labelled = len(fs) > 1
+
+    def label(t: Treatment, f: MltcpParams | None) -> str:
+        return f"{t.name}@{format_params(f or default_params(t.cc))}" if labelled and t.mltcp else t.name
+
+    used = sorted({format_params(f or default_params(t.cc)) for t, f in variants if t.mltcp})
     lines = [f"## {mix.name} on {dataplane.label}: {mix.description}", "", f"MLTCP's F: {', '.join(used) or '-'}", ""]
     with network_with_control(topo, base_cfg, run_dir / "run", dataplane) as ctl:
         lines += [f"dataplane: {dataplanes.describe(dataplane)}; {ctl.probe.describe()}", ""]
-        solo_t, solo_comm, solo_push = run_solo(ctl, topo, mix, iterations)
-        ideal = ideal_iteration_times(solo_t, solo_comm, solo_push)
+        solo_t, solo_comm, solo_push, acks = run_solo(ctl, topo, mix, iterations, ack_delay)
+        ideal = ideal_iteration_times(solo_t, solo_comm, solo_push, acks)
         lines.append(
             "alone: "
             + ", ".join(
                 f"job {j} {solo_t[j]:.3f} s (comm {solo_comm[j]:.3f} s of which push {solo_push[j]:.3f} s, "
-                f"a = {solo_comm[j] / solo_t[j]:.2f})"
+                f"a = {solo_comm[j] / solo_t[j]:.2f}, {acks.get(j, math.nan):.2f} ACKs per data packet)"
                 for j in sorted(solo_t)
             )
         )
         lines.append("")
-        rows = {t.name: Rounds(t.name, t) for t in treatments}
+        rows = {label(t, f): Rounds(label(t, f), t) for t, f in variants}
+        csvs: dict[str, list[Path]] = {name: [] for name in rows}
         notes: list[str] = []  # when the coordinator's fallback engaged, per run
         for rnd in range(repeat):
-            for k, treatment in enumerate(treatments):
-                say(f"-- {mix.name} / {treatment.name}: round {rnd + 1}/{repeat} ({rnd * len(treatments) + k + 1}"
-                    f"/{repeat * len(treatments)})")  # fmt: skip
+            for k, (treatment, f) in enumerate(variants):
+                name = label(treatment, f)
+                say(f"-- {mix.name} / {name}: round {rnd + 1}/{repeat} ({rnd * len(variants) + k + 1}"
+                    f"/{repeat * len(variants)})")  # fmt: skip
                 suffix = "" if repeat == 1 else f"-r{rnd + 1}"
+                stem = run_dir / f"{name.replace(':', '_')}{suffix}"
                 result = run_treatment(
                     ctl,
                     topo,
-                    stack_config(mix, treatment, iterations, mltcp_params=f),
+                    stack_config(mix, treatment, iterations, mltcp_params=f, ack_delay=ack_delay),
                     treatment,
-                    run_dir / f"{treatment.name}{suffix}",
-                    f"{mix.name} / {treatment.name} on {dataplane.label}: communication phases",
+                    stem,
+                    f"{mix.name} / {name} on {dataplane.label}: communication phases",
                     notes,
                 )
-                rows[treatment.name].results.append(result)
+                check_f(name, treatment, f, result)
+                rows[name].results.append(result)
+                csvs[name].append(stem.parent / f"{stem.name}.csv")
                 if rnd == 0:
                     lines += _treatment_table(mix, treatment, result.run, result.per_job, result.overall)
                 if result.run.errors:
                     lines += ["", f"errors ({treatment.name}, round {rnd + 1}): " + "; ".join(result.run.errors)]
                 lines.append("")
     lines += _speedup_table(mix, rows, ideal, repeat)
+    if published is not None:
+        published += mltcp_rows(mix, dataplane, rows, ideal, variants, label, csvs, iterations, ack_delay, acks)
     if notes:
         lines += [f"### {mix.name}: the coordinator's fallback (seconds after the run's start)", "", "```", *notes,
                   "```", ""]  # fmt: skip
     return "\n".join(lines)
 
 
-def run_solo(ctl: Control, topo, mix: Mix, iterations: int) -> tuple[dict, dict, dict]:
-    """Each job alone: its iteration, communication and push time without competition (the ideal)."""
-    solo_t, solo_comm, solo_push = {}, {}, {}
+def check_f(name: str, treatment: Treatment, f: MltcpParams | None, result: TreatmentResult) -> None:
+    """The jobs record the F they ran with: a run whose jobs did not use the requested F stops the experiment
+    (it once ran a rule the emulator was never told about, under the rule's name)."""
+    want = format_params(f or default_params(treatment.cc)) if treatment.mltcp else ""
+    ran = {rec.mltcp_f for rec in result.run.records}
+    if ran and ran != {want}:
+        raise StackError(f"{name}: the jobs ran F {', '.join(sorted(ran)) or '-'}, not the requested {want or '-'}")
+
+
+MLTCP_KEY = ("mix", "cc", "dataplane", "treatment", "f", "ack_delay")
+MLTCP_SCHEMA = "issue 24: one row per mix, dataplane, MLTCP treatment and F; share_of_ideal per round (0..1)"
+
+
+def mltcp_rows(
+    mix: Mix,
+    dataplane: dataplanes.Dataplane,
+    rows: dict[str, Rounds],
+    ideal: dict[int, float],
+    variants: Sequence[tuple[Treatment, MltcpParams | None]],
+    label: Callable[[Treatment, MltcpParams | None], str],
+    csvs: dict[str, list[Path]],
+    iterations: int,
+    ack_delay: float | None = None,
+    acks: dict[int, float] | None = None,
+) -> list[tuple[dict, list[tuple[Path, str]]]]:
+    """docs/data/mltcp rows (issue 24's schema) of the MLTCP treatments, each with its CSVs to copy and
+    its baseline's (same run, same rounds)."""
+    ideal_avg = sum(ideal.values()) / len(ideal)
+    ideal_p99 = max(ideal.values())
+    out = []
+    plane = dataplane.name
+    for t, f in variants:
+        if not t.mltcp or t.baseline not in rows:
+            continue
+        name, base = label(t, f), rows[t.baseline]
+        row = rows[name]
+        text = format_params(f or default_params(t.cc))
+        command = (
+            f"python -m mlfc.lab.e2e --mix {mix.name} --treatment {t.baseline} --treatment {t.name} "
+            f"--dataplane {plane} --iterations {iterations} --repeat {len(row.results)} "
+            f"--f {text}{'' if ack_delay is None else f' --ack-delay {ack_delay:g}'} --publish"
+        )
+        record = {
+            "mix": mix.name,
+            "cc": t.cc,
+            "dataplane": plane,
+            "treatment": t.name,
+            "jobs": len(mix.jobs),
+            "rounds": len(row.results),
+            "share_of_ideal": [
+                round(share_of_ideal_gain(b.avg, r.avg, ideal_avg), 4)
+                for b, r in zip(base.results, row.results, strict=True)
+            ],
+            "avg_speedup": round(base.avg / row.avg, 4),
+            "p99_speedup": round(base.p99 / row.p99, 4),
+            "ideal_avg": round(base.avg / ideal_avg, 4),
+            "ideal_p99": round(base.p99 / ideal_p99, 4),
+            "interleaved_from": [r.interleaved_at for r in row.results],
+            "f": text,
+            "command": command,
+            "baseline_avg_s": round(base.avg, 4),
+            "avg_s": round(row.avg, 4),
+            "drops": [sum(c.get("drops", 0) for c in r.run.counters.values()) for r in row.results],
+            "baseline_drops": [sum(c.get("drops", 0) for c in r.run.counters.values()) for r in base.results],
+            "cpu_busy": [None if r.run.cpu is None else round(r.run.cpu.mean_busy, 1) for r in row.results],
+            "measured": time.strftime("%Y-%m-%d"),
+            "ack_delay": ack_delay,
+            # ACK packets per data packet alone, per job: the ideal counts them on the packet-rate bottleneck
+            "ack_share": {str(j): round(a, 3) for j, a in sorted((acks or {}).items())},
+        }
+        tag = f"{mix.name}/{plane}{'' if ack_delay is None else f'-ackdelay{ack_delay:g}'}/{name.replace(':', '_')}"
+        runs = [(p, f"{tag}-r{i + 1}.csv") for i, p in enumerate(csvs[name])]
+        runs += [(p, f"{tag.rsplit('/', 1)[0]}/{t.baseline}-r{i + 1}.csv") for i, p in enumerate(csvs[t.baseline])]
+        out.append((record, runs))
+    return out
+
+
+# Longer than two of the controller's counter reads (ControllerSettings.counter_interval_s, 1 s): the counters
+# read after this include every packet of the run that just ended on every switch.
+COUNTER_SETTLE_S = 2.5
+
+
+def run_solo(
+    ctl: Control, topo, mix: Mix, iterations: int, ack_delay: float | None = None
+) -> tuple[dict, dict, dict, dict]:
+    """Each job alone: its iteration, communication and push time without competition, and (on a
+    dumbbell, where every packet crosses both switches) the ACK packets per data packet its receivers
+    sent, from the switches' counters: what the ideal needs."""
+    solo_t, solo_comm, solo_push, acks = {}, {}, {}, {}
     solo_iters = max(4, iterations // 3)
     for job in mix.jobs:
-        cfg = stack_config(mix, TREATMENTS["baseline"], solo_iters, jobs=[solo(job)])
+        cfg = stack_config(mix, TREATMENTS["baseline"], solo_iters, jobs=[solo(job)], ack_delay=ack_delay)
+        before = job_counters(ctl.client)
         res = run_jobs(ctl, topo, cfg, progress=say)
         if res.errors:
             raise RuntimeError(f"solo run of job {job.job} failed: {res.errors}")
+        time.sleep(COUNTER_SETTLE_S)  # the controller reads the counters once a second: wait for a read after the run
+        packets = counters_delta(job_counters(ctl.client), before).get(job.job, {}).get("packets", 0)
+        packets /= len(topo.switches)
+        data = solo_iters * job.workers * (math.ceil(job.profile.push_bytes / DEFAULT_CHUNK)
+                                           + math.ceil(job.profile.pull_bytes / DEFAULT_CHUNK))  # fmt: skip
+        if mix.topology == "dumbbell" and packets > data:
+            acks[job.job] = packets / data - 1
         per_job, _ = summarise(res.records)
         solo_t[job.job] = per_job[0].avg
         solo_comm[job.job] = per_job[0].comm_avg
         solo_push[job.job] = per_job[0].push_avg
-    return solo_t, solo_comm, solo_push
+    return solo_t, solo_comm, solo_push, acks
 
 
 def run_treatment(
@@ -217,7 +331,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataplane", default="auto", choices=("auto", "bmv2", "ref", "both"))
     ap.add_argument("--repeat", type=int, default=1, help="rounds of every treatment (default 1)")
     ap.add_argument(
-        "--f", type=_f_arg, default=None, help="MLTCP's F for the MLTCP treatments (default: each controller's)"
+        "--f",
+        type=_f_arg,
+        action="append",
+        help="MLTCP's F for the MLTCP treatments (default: each controller's); repeatable: each MLTCP treatment "
+        "then runs once per F in every round, labelled TREATMENT@F",
+    )
+    ap.add_argument(
+        "--ack-delay",
+        type=float,
+        default=None,
+        help="every receiver's ACK delay in s, every run alike (hosts.transport.ReceiverConfig.ack_delay)",
+    )
+    ap.add_argument(
+        "--publish",
+        action="store_true",
+        help="merge the MLTCP rows into docs/data/mltcp/summary.json (+ per-run CSVs) for `make figures`",
     )
     args = ap.parse_args(argv)
     if args.repeat < 1:
@@ -232,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     preexisting = set(leftovers())  # not ours: only what this run leaves behind counts
+    published: list[dict] | None = [] if args.publish else None
     sections = [f"# mlfc end-to-end results ({time.strftime('%Y-%m-%d %H:%M')})", ""]
     for plane in planes:
         say(f"dataplane: {dataplanes.describe(plane)}")
@@ -244,13 +374,19 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 section = run_mix(
                     MIXES[mix_name], [TREATMENTS[n] for n in names], plane, args.iterations, args.out / plane.name,
-                    args.repeat, args.f,
+                    args.repeat, args.f or [None], published, args.ack_delay,
                 )  # fmt: skip
             except (BottleneckNotCarried, StackError) as exc:
                 print(f"make e2e stopped on {mix_name}: {exc}", file=sys.stderr)
                 return 2
             sections.append(section)
             (args.out / "summary.md").write_text("\n".join(sections))
+    if published:
+        rows, runs = zip(*published, strict=True)
+        path = figures.publish(
+            "mltcp", list(rows), key=MLTCP_KEY, runs=[r for rs in runs for r in rs], meta={"schema": MLTCP_SCHEMA}
+        )
+        say(f"published {len(rows)} row(s) to {path}; `make figures` regenerates the docs' tables")
     left = sorted(set(leftovers()) - preexisting)
     if left:
         print("left behind: " + "; ".join(left), file=sys.stderr)

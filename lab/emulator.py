@@ -30,7 +30,7 @@ import numpy as np
 # The same port layout as real training jobs, so a scenario can swap one for the other.
 from mlfc.hosts.training.protocol import PS_PORT, PS_TX_PORT_BASE, WORKER_RX_PORT, WORKER_TX_PORT
 from mlfc.hosts.transport import Receiver, ReceiverConfig, Sender, SenderConfig
-from mlfc.policy.mltcp import MltcpParams, default_params, format_params, parse_shape
+from mlfc.policy.mltcp import RULES, MltcpParams, default_params, format_params, parse_shape
 from mlfc.policy.mltcp_tuning import TuningParams
 from mlfc.policy.priority import PolicyError
 
@@ -82,12 +82,17 @@ def _sender_config(args: argparse.Namespace) -> SenderConfig:
             base,
             slope=base.slope if args.slope is None else args.slope,
             intercept=base.intercept if args.intercept is None else args.intercept,
+            rule=base.rule if args.f_rule is None else args.f_rule,
         )
     tune = TuningParams() if args.mltcp and args.mltcp_tune else None
     return SenderConfig(
         cc=args.cc, mltcp=mltcp, mltcp_tune=tune, line_rate=args.line_rate, peer_timeout=args.peer_timeout,
         idle_gap=None,
     )  # fmt: skip
+
+
+def _receiver_config(args: argparse.Namespace) -> ReceiverConfig:
+    return ReceiverConfig(jobs=frozenset({args.job}), ack_delay=args.ack_delay)
 
 
 def shape_arg(text: str) -> str:
@@ -110,7 +115,7 @@ def gradients(nbytes: int, seed: int) -> bytes:
 def run_worker(args: argparse.Namespace) -> int:
     push = gradients(args.push_bytes, seed=args.job * 1000 + args.rank)
     with (
-        Receiver((args.bind, WORKER_RX_PORT), ReceiverConfig(jobs=frozenset({args.job}))) as rx,
+        Receiver((args.bind, WORKER_RX_PORT), _receiver_config(args)) as rx,
         Sender((args.ps, PS_PORT), (args.bind, WORKER_TX_PORT), _sender_config(args)) as tx,
     ):
         # All jobs of a run start together at --start-at (wall clock): the worst case, every first
@@ -189,7 +194,7 @@ def run_ps(args: argparse.Namespace) -> int:
     cfg = _sender_config(args)
     senders = [Sender((ip, WORKER_RX_PORT), (args.bind, PS_TX_PORT_BASE + r), cfg) for r, ip in enumerate(workers)]
     try:
-        with Receiver((args.bind, PS_PORT), ReceiverConfig(jobs=frozenset({args.job}))) as rx:
+        with Receiver((args.bind, PS_PORT), _receiver_config(args)) as rx:
             for it in range(args.iterations):
                 have: set[int] = set()
                 while len(have) < args.workers:
@@ -235,10 +240,16 @@ def parser() -> argparse.ArgumentParser:
             type=shape_arg,
             help="F's shape: linear, power=E, step=K or sigmoid=K (default: the controller's; mlfc.policy.mltcp)",
         )
+        p.add_argument(
+            "--f-rule", default=None, choices=RULES, help="where F acts (default: the controller's; mlfc.policy.mltcp)"
+        )
         p.add_argument("--mltcp-tune", action="store_true", help="tune slope/intercept online (starting there)")
         p.add_argument("--line-rate", type=float, default=100e6, help="host NIC rate, bits/s (DCQCN start rate)")
         p.add_argument("--importance", type=int, default=None, help="one class for every chunk (default: by magnitude)")
         p.add_argument("--loss-bound", type=float, default=0.0)
+        p.add_argument(
+            "--ack-delay", type=float, default=ReceiverConfig.ack_delay, help="s an ACK may wait for more chunks"
+        )
         p.add_argument("--timeout", type=float, default=60.0)
         p.add_argument("--peer-timeout", type=float, default=10.0)
         p.add_argument("--push-bytes", type=int, default=PROFILES["resnet50"].push_bytes)

@@ -68,6 +68,7 @@ class Transport:
     mltcp_params: MltcpParams = field(default_factory=MltcpParams)
     line_rate: float = 100e6
     mltcp_tune: bool = False  # every sender tunes slope/intercept online from mltcp_params (emulator jobs)
+    ack_delay: float | None = None  # receivers' ReceiverConfig.ack_delay (None: its default; emulator jobs)
 
 
 @dataclass
@@ -85,10 +86,13 @@ def emulator_args(spec: JobSpec, iterations: int, transport: Transport) -> list[
     if transport.mltcp:
         p = transport.mltcp_params
         args += ["--mltcp", "--slope", str(p.slope), "--intercept", str(p.intercept), "--f-shape", format_shape(p)]
+        args += ["--f-rule", p.rule]
         if transport.mltcp_tune:
             args.append("--mltcp-tune")
     if spec.importance is not None:
         args += ["--importance", str(spec.importance)]
+    if transport.ack_delay is not None:
+        args += ["--ack-delay", str(transport.ack_delay)]
     return args
 
 
@@ -169,7 +173,8 @@ def training_job(spec: JobSpec, iterations: int, transport: Transport) -> Traini
         job=spec.job, workers=spec.workers, iterations=iterations, task=t.task, width=t.width, lr=t.lr,
         batch_size=t.batch_size, seed=t.seed, eval_every=t.eval_every, loss_bound=spec.loss_bound,
         compute_s=spec.profile.compute_s if t.pad_to_profile else 0.0, cc=transport.cc, mltcp=transport.mltcp,
-        slope=p.slope, intercept=p.intercept, f_shape=format_shape(p), line_rate=transport.line_rate, timeout=600.0,
+        slope=p.slope, intercept=p.intercept, f_shape=format_shape(p), f_rule=p.rule, line_rate=transport.line_rate,
+        timeout=600.0,
         compress=t.compress,
     )  # fmt: skip
 

@@ -155,6 +155,7 @@ def stack_config(
     bottleneck_pps: int = BOTTLENECK_PPS,
     jobs: Sequence[JobSpec] | None = None,
     mltcp_params: MltcpParams | None = None,
+    ack_delay: float | None = None,
 ) -> StackConfig:
     if treatment.fallback and treatment.priorities != "maif":
         raise ValueError(f"treatment {treatment.name}: the fallback needs priorities='maif' (the coordinator applies)")
@@ -168,6 +169,7 @@ def stack_config(
         mltcp_tune=treatment.tune,
         priorities=treatment.priorities,
         bottleneck_pps=bottleneck_pps,
+        ack_delay=ack_delay,
         coordinator_args=treatment.coordinator_args
         + (("--fallback", treatment.fallback) if treatment.fallback else ()),
     )
@@ -188,7 +190,10 @@ def solo(job: JobSpec) -> JobSpec:
 
 
 def ideal_iteration_times(
-    solo_times: dict[int, float], solo_comm: dict[int, float], solo_push: dict[int, float] | None = None
+    solo_times: dict[int, float],
+    solo_comm: dict[int, float],
+    solo_push: dict[int, float] | None = None,
+    ack_share: dict[int, float] | None = None,
 ) -> dict[int, float]:
     """The best the network could do: with perfect interleaving each job iterates as fast as alone,
     as long as the link can carry every job's communication. Past that, the link is the limit:
@@ -198,11 +203,19 @@ def ideal_iteration_times(
     with it. With ``solo_push`` (time of the push, worker -> PS; the rest of the communication is
     the pull, PS -> worker) the two directions count apart, as they are on a full-duplex link: one
     job's pull can run beside another's push. Without it, the whole communication phase counts
-    against one shared resource."""
+    against one shared resource.
+
+    With ``ack_share`` (per job: the ACK packets its receivers send per data packet, measured alone) the
+    bottleneck is a packet rate, as the lab's switches are: a direction also carries the other
+    direction's ACKs, each costing what a data packet costs, so a job's pull adds ``ack_share`` x its
+    pull time to the push direction and its push the same to the pull direction."""
     times = {j: t for j, t in solo_times.items() if t > 0}
     if solo_push is not None and all(j in solo_push and not math.isnan(solo_push[j]) for j in times):
-        push_load = sum(solo_push[j] / t for j, t in times.items())
-        pull_load = sum((solo_comm[j] - solo_push[j]) / t for j, t in times.items())
+        acks = {j: (ack_share or {}).get(j, 0.0) for j in times}
+        push = {j: solo_push[j] for j in times}
+        pull = {j: solo_comm[j] - solo_push[j] for j in times}
+        push_load = sum((push[j] + acks[j] * pull[j]) / t for j, t in times.items())
+        pull_load = sum((pull[j] + acks[j] * push[j]) / t for j, t in times.items())
         load = max(push_load, pull_load)
     else:
         load = sum(solo_comm[j] / t for j, t in times.items())

@@ -64,6 +64,7 @@ class StackConfig:
     mltcp: bool = False
     mltcp_params: MltcpParams = field(default_factory=MltcpParams)
     mltcp_tune: bool = False  # senders tune slope/intercept online, starting from mltcp_params
+    ack_delay: float | None = None  # receivers' ACK delay (hosts.transport.ReceiverConfig; None: its default)
     priorities: str = "none"  # none | maif | interleave
     bottleneck_pps: int = 1500
     queue_depth: int = 64
@@ -80,7 +81,7 @@ class StackConfig:
 
     @property
     def transport(self) -> Transport:
-        return Transport(self.cc, self.mltcp, self.mltcp_params, self.line_rate, self.mltcp_tune)
+        return Transport(self.cc, self.mltcp, self.mltcp_params, self.line_rate, self.mltcp_tune, self.ack_delay)
 
 
 @dataclass

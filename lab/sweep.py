@@ -155,8 +155,8 @@ def run_sweep(
     run_dir = out / mix.name
     base_treatment = Treatment("baseline", cc)
     with network_with_control(topo, stack_config(mix, base_treatment, iterations), run_dir / "run", plane) as ctl:
-        solo_t, solo_comm, solo_push = run_solo(ctl, topo, mix, iterations)
-        ideal = ideal_iteration_times(solo_t, solo_comm, solo_push)
+        solo_t, solo_comm, solo_push, acks = run_solo(ctl, topo, mix, iterations)
+        ideal = ideal_iteration_times(solo_t, solo_comm, solo_push, acks)
         ideal_avg = sum(ideal.values()) / len(ideal)
         rows = [sweep_row(params, cc) for params in [None, *grid]]
         if tune_from is not None:

@@ -27,7 +27,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Protocol
 
-from mlfc.policy.mltcp import MltcpParams, mltcp_factor, mltcp_scales
+from mlfc.policy.mltcp import MltcpParams, mltcp_factor, mltcp_scales, mltcp_slow_start_scale
 
 
 class RatioSource(Protocol):
@@ -50,6 +50,9 @@ class Mltcp:
     def scales(self) -> tuple[float, float]:
         """(increase multiplier, decrease multiplier) under the params' rule (mlfc.policy.mltcp)."""
         return mltcp_scales(self.progress.ratio, self.params)
+
+    def slow_start_scale(self) -> float:
+        return mltcp_slow_start_scale(self.progress.ratio, self.params)
 
 
 class CongestionControl(ABC):
@@ -74,6 +77,10 @@ class CongestionControl(ABC):
     def decrease_scale(self) -> float:
         """What MLTCP multiplies the size of a multiplicative cut by (1 under the paper's rule)."""
         return 1.0 if self.mltcp is None else self.mltcp.scales()[1]
+
+    def slow_start_scale(self) -> float:
+        """What MLTCP multiplies slow start's growth by (1 but under the bounded-start rule)."""
+        return 1.0 if self.mltcp is None else self.mltcp.slow_start_scale()
 
     @property
     @abstractmethod

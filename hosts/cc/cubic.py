@@ -80,9 +80,10 @@ class Cubic(CongestionControl):
         if segs <= 0:
             return
         if self.w < self.ssthresh:
-            grow = min(segs, self.ssthresh - self.w)
-            self.w += grow
-            segs -= grow
+            scale = self.slow_start_scale()  # MLTCP's bounded-start rule (mlfc.policy.mltcp)
+            spent = min(segs, (self.ssthresh - self.w) / scale)
+            self.w += spent * scale
+            segs -= spent
             if segs <= 0:
                 self._clamp()
                 return

@@ -6,7 +6,8 @@ acknowledged segment, F = 1 without MLTCP; a loss or an ECN echo halves the wind
 RFC 3168); an RTO collapses it to one segment (RFC 5681 loss window); after more than an RTO idle
 the window restarts from the initial window (RFC 5681 section 4.1). MLTCP scales the
 congestion-avoidance increase (arXiv 2402.09589) and, under its bounded rule, the size of the cut
-(mlfc.policy.mltcp.mltcp_scales); slow start and the RTO's collapse are unchanged.
+(mlfc.policy.mltcp.mltcp_scales) and, under bounded-start, slow start's growth; the RTO's collapse is
+unchanged.
 """
 
 from __future__ import annotations
@@ -52,10 +53,10 @@ class Reno(CongestionControl):
         if acked_bytes <= 0:
             return
         if self.in_slow_start:
-            room = self.ssthresh - self._cwnd
-            grow = min(float(acked_bytes), room)
-            self._cwnd += grow
-            acked_bytes -= int(grow)
+            scale = self.slow_start_scale()
+            spent = min(float(acked_bytes), (self.ssthresh - self._cwnd) / scale)  # acked bytes slow start uses
+            self._cwnd += spent * scale
+            acked_bytes -= int(spent)
             if acked_bytes <= 0:
                 self._clamp()
                 return

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.transport import SenderConfig
-from mlfc.policy.mltcp import MltcpParams, parse_shape
+from mlfc.policy.mltcp import RULES, MltcpParams, parse_shape
 
 
 def _endpoint(text: str, default_port: int) -> tuple[str, int]:
@@ -34,7 +34,8 @@ def _endpoint(text: str, default_port: int) -> tuple[str, int]:
 
 
 def _sender_config(args: argparse.Namespace) -> SenderConfig:
-    mltcp = MltcpParams(args.slope, args.intercept, **parse_shape(args.f_shape)) if args.mltcp else None  # type: ignore[arg-type]
+    shape = parse_shape(args.f_shape)
+    mltcp = MltcpParams(args.slope, args.intercept, rule=args.f_rule, **shape) if args.mltcp else None  # type: ignore[arg-type]
     return SenderConfig(
         chunk_size=args.chunk,
         cc=args.cc,
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--slope", type=float, default=MltcpParams().slope)
         p.add_argument("--intercept", type=float, default=MltcpParams().intercept)
         p.add_argument("--f-shape", default="linear", help="F's shape: linear, power=E, step=K, sigmoid=K")
+        p.add_argument("--f-rule", default=MltcpParams().rule, choices=RULES, help="where F acts (mlfc.policy.mltcp)")
         p.add_argument("--line-rate", type=float, default=100e6, help="host NIC rate, bits/s (DCQCN start rate)")
         p.add_argument("--chunk", type=int, default=SenderConfig().chunk_size, help="payload bytes per chunk")
         p.add_argument(

@@ -52,6 +52,7 @@ class TrainingJob:
     slope: float | None = None
     intercept: float | None = None
     f_shape: str | None = None  # F's shape (mlfc.policy.mltcp format_shape); None: the CLI's default
+    f_rule: str | None = None  # where F acts (mlfc.policy.mltcp RULES); None: the CLI's default
     line_rate: float = 100e6
     deadline: float = 0.02
     timeout: float = 60.0
@@ -90,6 +91,8 @@ class TrainingJob:
                 args += ["--intercept", str(self.intercept)]
             if self.f_shape is not None:
                 args += ["--f-shape", self.f_shape]
+            if self.f_rule is not None:
+                args += ["--f-rule", self.f_rule]
         return args
 
 

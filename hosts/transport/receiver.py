@@ -82,7 +82,7 @@ class Receiver:
         self.stats = ReceiverStats()
         self._active: dict[Key, Reassembly] = {}
         self._waiting: set[Key] = set()  # tensors whose LAST chunk arrived but which are incomplete
-        self._pending_acks: set[Key] = set()
+        self._pending_acks: dict[Key, float] = {}  # flow -> when its oldest unacknowledged chunk arrived
         self._completed: OrderedDict[Key, int] = OrderedDict()  # key -> cumulative ack at FIN
         self._last_cnp: dict[tuple, float] = {}
         self._pending_bytes = 0
@@ -149,9 +149,12 @@ class Receiver:
         next_sweep = self._clock() + 1.0
         while not self._stop.is_set():
             wait = 0.05
-            if self._waiting:
+            if self._waiting or self._pending_acks:
                 now = self._clock()
-                soonest = min(self._active[k].last_seen for k in self._waiting) + self.config.deadline
+                soonest = min(self._active[k].last_seen for k in self._waiting) + self.config.deadline if \
+                    self._waiting else math.inf  # fmt: skip
+                if self._pending_acks:
+                    soonest = min(soonest, min(self._pending_acks.values()) + self.config.ack_delay)
                 wait = max(0.0, min(wait, soonest - now))
             ready, _, _ = select.select([sock], [], [], wait)
             if ready:
@@ -166,11 +169,13 @@ class Receiver:
                     tos, segment = parse_ancillary(ancdata)
                     self._on_datagram(buf, mv, n, segment, addr, tos)
             now = self._clock()
-            for key in self._pending_acks:
+            # The socket is drained: ACK what waits, unless ack_delay lets an ACK wait for more chunks.
+            due = [k for k, since in self._pending_acks.items() if since + self.config.ack_delay <= now]
+            for key in due:
+                del self._pending_acks[key]
                 tr = self._active.get(key)
                 if tr is not None:
                     self._send_ack(key, tr, 0)
-            self._pending_acks.clear()
             if self._waiting:
                 for key in [k for k in self._waiting if self._active[k].last_seen + self.config.deadline <= now]:
                     if self._active[key].may_deliver_partial():
@@ -236,7 +241,7 @@ class Receiver:
             tr = self._active.get(key)
             if tr is not None:
                 self._send_ack(key, tr, 0)
-                self._pending_acks.discard(key)
+                self._pending_acks.pop(key, None)
 
     def _on_run(self, run: Run, addr: tuple[str, int], tos: int) -> bool:
         """Place a run of new chunks of an active tensor in bulk; False (nothing done) when it is not one."""
@@ -306,9 +311,9 @@ class Receiver:
                 self._send_ack(key, tr, 0)
             else:
                 acks.add(key)
-            self._pending_acks.discard(key)
+            self._pending_acks.pop(key, None)
         else:
-            self._pending_acks.add(key)
+            self._pending_acks.setdefault(key, now)
 
     def _on_ce(self, tr: Reassembly, h: DataHeader, addr: tuple[str, int], now: float, chunks: int = 1) -> None:
         """CE-marked chunks: ECE on the next ACK, and a CNP unless one went to this flow within cnp_interval."""
@@ -341,7 +346,7 @@ class Receiver:
         self._send_ack(key, tr, Flags.FIN)
         del self._active[key]
         self._waiting.discard(key)
-        self._pending_acks.discard(key)
+        self._pending_acks.pop(key, None)
         self._pending_bytes -= tr.total
         self._completed[key] = tr.cum
         if len(self._completed) > self.config.completed_memory:
@@ -357,7 +362,7 @@ class Receiver:
         for key in [k for k, tr in self._active.items() if now - tr.last_packet > self.config.stale_timeout]:
             tr = self._active.pop(key)
             self._waiting.discard(key)
-            self._pending_acks.discard(key)
+            self._pending_acks.pop(key, None)
             self._pending_bytes -= tr.total
             self.stats.abandoned += 1
         cutoff = now - 10 * self.config.cnp_interval - 1.0

@@ -23,6 +23,10 @@ F's *rule* says where F acts (``mltcp_scales``):
   do), and the ranking comes from the decrease: with losses seen together, a window settles where its
   growth between cuts equals its cut, so the shares of two flows are in the ratio (F_a / F_b) ** 2: 64x
   between the ends of 7:1, and F keeps ranking flows over the whole iteration.
+* ``bounded-start``: ``bounded``, and slow start's growth is multiplied by F / F(1) too. Jobs whose
+  phases collide restart from an idle window together, in slow start, where the other rules leave F out:
+  here a flow that is behind ramps up F(1) / F times slower than one ahead, so the ranking acts from the
+  phase's first round trip instead of after its first loss.
 
 Text form (CLIs, sweep grids, CSV columns): ``SLOPE:INTERCEPT`` for the line, else
 ``SLOPE:INTERCEPT:SHAPE=ARG``, e.g. ``2:0.5:power=0.5``, ``4:0.25:step=0.2``; ``:bounded`` at the end
@@ -36,7 +40,7 @@ from dataclasses import dataclass
 from mlfc.policy.priority import PolicyError
 
 SHAPES = ("linear", "power", "step", "sigmoid")
-RULES = ("increase", "bounded")
+RULES = ("increase", "bounded", "bounded-start")
 # The argument each shape takes in the text form, and its default.
 SHAPE_ARG = {"power": "exponent", "step": "knee", "sigmoid": "knee"}
 SIGMOID_STEEPNESS = 12.0  # per unit of bytes_ratio: the logistic rises from 12 % to 88 % over knee +- 1/6
@@ -162,6 +166,13 @@ def mltcp_scales(ratio: float, params: MltcpParams = MltcpParams()) -> tuple[flo
     if params.rule == "increase":
         return f, 1.0
     return f / (params.intercept + params.slope), params.intercept / f
+
+
+def mltcp_slow_start_scale(ratio: float, params: MltcpParams = MltcpParams()) -> float:
+    """What the rule multiplies slow start's growth by: F / F(1) under ``bounded-start``, else 1."""
+    if params.rule != "bounded-start":
+        return 1.0
+    return mltcp_factor(ratio, params) / (params.intercept + params.slope)
 
 
 def format_shape(params: MltcpParams) -> str:

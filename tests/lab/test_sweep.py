@@ -84,3 +84,31 @@ def test_tuned_f_reaches_the_emulator_as_an_opt_in() -> None:
     assert "--mltcp-tune" not in emulator_args(mix.jobs[0], 12, fixed.transport)
     row = sweep_row(MltcpParams(4, 0.25), "reno", tune=True)
     assert row.label == "tune@4:0.25" and row.treatment.tune and row.treatment.mltcp
+
+
+def test_the_ideal_counts_the_other_directions_acks_on_a_packet_rate_bottleneck():
+    from mlfc.lab.scenarios import ideal_iteration_times
+
+    # four jobs, push 0.2 s + pull 0.2 s of a 0.9 s iteration: 0.89 per direction, compatible...
+    t = {j: 0.9 for j in range(1, 5)}
+    comm = {j: 0.4 for j in t}
+    push = {j: 0.2 for j in t}
+    assert ideal_iteration_times(t, comm, push) == t
+    # ...until each direction also carries the other's ACKs, 0.8 per data packet: load 1.6
+    slowed = ideal_iteration_times(t, comm, push, {j: 0.8 for j in t})
+    assert all(v == pytest.approx(0.9 * 1.6) for v in slowed.values())
+    assert ideal_iteration_times(t, comm, push, {j: 0.125 for j in t}) == pytest.approx(t)
+
+
+@pytest.mark.parametrize("text", ["16:0.5:step=0.2", "2:0.5", "7:1:bounded", "7:1:bounded-start"])
+def test_the_emulator_runs_exactly_the_f_it_is_given_rule_included(text: str) -> None:
+    # The rule once never reached the emulator: "7:1:bounded" runs ran the paper's rule, recorded as 7:1.
+    from mlfc.lab.emulator import _receiver_config, _sender_config, parser
+    from mlfc.policy.mltcp import parse_params
+
+    mix = MIXES["four-compatible"]
+    cfg = stack_config(mix, TREATMENTS["mltcp-reno"], 5, mltcp_params=parse_params(text), ack_delay=0.01)
+    common = emulator_args(mix.jobs[0], cfg.iterations, cfg.transport)
+    args = parser().parse_args(["worker", *common, "--bind", "10.0.0.1", "--ps", "10.0.0.2", "--rank", "0"])
+    assert _sender_config(args).mltcp == parse_params(text)
+    assert _receiver_config(args).ack_delay == 0.01

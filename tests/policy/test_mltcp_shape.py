@@ -240,3 +240,26 @@ def test_bounded_rule_in_reno_and_cubic_cuts_a_flow_ahead_less():
         a.on_loss(1.0)
         b.on_loss(1.0)
         assert a.cwnd / wa > b.cwnd / wb, cls.name
+
+
+def test_bounded_start_ranks_flows_in_slow_start_and_the_other_rules_do_not():
+    from types import SimpleNamespace
+
+    from mlfc.hosts.cc import Cubic, Mltcp, Reno
+    from mlfc.policy.mltcp import mltcp_slow_start_scale
+
+    p = parse_params("7:1:bounded-start")
+    assert format_params(p) == "7:1:bounded-start"
+    assert mltcp_slow_start_scale(0.0, p) == pytest.approx(1 / 8)
+    assert mltcp_slow_start_scale(1.0, p) == pytest.approx(1.0)
+    for other in ("7:1:bounded", "2:0.5", "16:0.5:step=0.2"):
+        assert mltcp_slow_start_scale(0.0, parse_params(other)) == 1.0
+    for cls in (Reno, Cubic):
+        ahead, behind = SimpleNamespace(ratio=1.0), SimpleNamespace(ratio=0.0)
+        a, b = cls(1000, Mltcp(p, ahead)), cls(1000, Mltcp(p, behind))
+        plain = cls(1000)
+        for cc in (a, b, plain):
+            cc.on_ack(8000, 0.01, False, 0.0)  # eight segments acked, all in slow start
+        grew = [cc.cwnd - 10_000 for cc in (a, b, plain)]
+        assert grew[0] == pytest.approx(8000) == pytest.approx(grew[2]), cls.name  # ahead: as fast as plain
+        assert grew[1] == pytest.approx(1000), cls.name  # behind: F(0) / F(1) = 1/8 of it

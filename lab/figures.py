@@ -1,0 +1,297 @@
+"""Published results: docs/data/<experiment>/summary.json (+ per-run CSVs) and the tables made from them.
+
+An experiment that produces a headline figure calls ``publish`` with its rows; the rows are merged
+into the experiment's summary.json by their key (a new run of the same mix / treatment / F replaces
+the old row, every other row stays), and the per-run CSVs are copied next to it under runs/. The
+docs never hold a hand-typed figure for these experiments: ``python -m mlfc.lab.figures`` (``make
+figures``) rewrites every block between ``<!-- figures:EXPERIMENT -->`` and ``<!-- /figures:EXPERIMENT
+-->`` in docs/results.md and README.md from the summaries, draws docs/img/figures-EXPERIMENT.png, and
+``--check`` fails when a block is not what the data says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mlfc.lab.results import markdown_table
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "docs" / "data"
+DOCS = (ROOT / "docs" / "results.md", ROOT / "README.md")
+IMG = ROOT / "docs" / "img"
+
+Row = dict[str, Any]
+
+
+class FiguresError(Exception):
+    """A summary that cannot be read or written, or a block that cannot be placed."""
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write through a temporary file and rename, so a failure never leaves half a summary."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load(experiment: str, data: Path = DATA) -> dict[str, Any]:
+    """The experiment's summary ({"rows": []} when none was published yet)."""
+    path = data / experiment / "summary.json"
+    if not path.exists():
+        return {"rows": []}
+    try:
+        summary = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise FiguresError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(summary, dict) or not isinstance(summary.get("rows"), list):
+        raise FiguresError(f"{path}: expected an object with a 'rows' list")
+    return summary
+
+
+def publish(
+    experiment: str,
+    rows: Sequence[Row],
+    *,
+    key: Sequence[str],
+    runs: Iterable[tuple[Path, str]] = (),
+    meta: Mapping[str, Any] | None = None,
+    data: Path = DATA,
+) -> Path:
+    """Merge ``rows`` into docs/data/<experiment>/summary.json; returns the summary's path.
+
+    A row replaces the published row with the same values of ``key``; ``runs`` are (CSV path, name under
+    runs/) pairs copied beside the summary; ``meta`` is stored at the summary's top level."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", experiment):
+        raise FiguresError(f"experiment name {experiment!r}: use lower-case letters, digits, - and _")
+    for row in rows:
+        missing = [k for k in key if k not in row]
+        if missing:
+            raise FiguresError(f"{experiment}: row without its key field(s) {missing}: {row}")
+    summary = load(experiment, data)
+
+    def ident(row: Row) -> str:
+        return json.dumps([row.get(k) for k in key])
+
+    fresh = {ident(r) for r in rows}
+    merged = [r for r in summary["rows"] if ident(r) not in fresh] + [dict(r) for r in rows]
+    summary["rows"] = sorted(merged, key=lambda r: json.dumps([r.get(k) for k in key]))
+    summary.update(meta or {})
+    summary["key"] = list(key)
+    summary["updated"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    target = data / experiment
+    for src, name in runs:
+        dest = target / "runs" / name
+        if not dest.resolve().is_relative_to((target / "runs").resolve()):
+            raise FiguresError(f"run name {name!r} leaves {target / 'runs'}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+    path = target / "summary.json"
+    _atomic_write(path, json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+# --- the tables ------------------------------------------------------------------------------------
+
+
+def _spread(values: Sequence[float | None], scale: float = 1.0, fmt: str = ".0f", unit: str = "") -> str:
+    vals = [v * scale for v in values if v is not None and not math.isnan(v)]
+    if not vals:
+        return "-"
+    text = f"{statistics.fmean(vals):{fmt}}{unit}"
+    return text + (f" ({min(vals):{fmt}}..{max(vals):{fmt}})" if len(vals) > 1 else "")
+
+
+# Issue 24's targets, by (dataplane, mix, cc); the first match wins ("*" matches anything).
+MLTCP_TARGETS: tuple[tuple[str, str, str, str], ...] = (
+    ("kernel", "two-compatible", "*", "share>=0.80"),
+    ("kernel", "four-compatible", "*", "share>=0.70"),
+    ("real", "*", "*", "share>=0.70"),
+    ("ns3", "*", "*", "share>=0.70"),
+    ("*", "two-compatible", "dcqcn", "share>=0.70"),
+    ("*", "two-compatible", "*", "every>=0.90"),
+    ("*", "four-compatible", "*", "speedup>=2.0"),
+    ("*", "*", "*", "share>=0.75"),
+)
+
+
+def mltcp_target(row: Row) -> str:
+    for plane, mix, cc, target in MLTCP_TARGETS:
+        if plane in ("*", row["dataplane"]) and mix in ("*", row["mix"]) and cc in ("*", row["cc"]):
+            return target
+    return "-"
+
+
+def mltcp_meets(row: Row) -> bool:
+    """Whether the row meets its issue-24 target (p99 >= average speed-up is part of every compatible mix's)."""
+    shares = [s for s in row["share_of_ideal"] if s is not None]
+    if not shares:
+        return False
+    kind, _, bound = mltcp_target(row).partition(">=")
+    level = float(bound)
+    tail = row["p99_speedup"] >= row["avg_speedup"] or row["dataplane"] in ("kernel", "real", "ns3")
+    if kind == "every":
+        return min(shares) >= level and tail
+    if kind == "speedup":
+        return row["avg_speedup"] >= level and row["p99_speedup"] >= level
+    return statistics.fmean(shares) >= level and tail
+
+
+def _mltcp_order(row: Row) -> tuple:
+    return (row["dataplane"], row["jobs"], row["mix"], row["cc"], row.get("treatment", ""), row["f"],
+            row.get("ack_delay") or 0.0)  # fmt: skip
+
+
+def render_mltcp(summary: Mapping[str, Any]) -> str:
+    rows = sorted(summary["rows"], key=_mltcp_order)
+    body = []
+    for r in rows:
+        inter = "/".join("-" if i is None else str(i) for i in r["interleaved_from"])
+        body.append(
+            [
+                r["mix"],
+                r["dataplane"],
+                r["cc"],
+                f"`{r['f']}`",
+                "-" if r.get("ack_delay") is None else f"{1e3 * r['ack_delay']:g} ms",
+                r["rounds"],
+                _spread(r["share_of_ideal"], 100, unit=" %"),
+                f"{r['avg_speedup']:.2f}x / {r['ideal_avg']:.2f}x",
+                f"{r['p99_speedup']:.2f}x / {r['ideal_p99']:.2f}x",
+                inter,
+                mltcp_target(r).replace(">=", " >= "),
+                "yes" if mltcp_meets(r) else "**no**",
+            ]
+        )
+    headers = ["mix", "dataplane", "cc", "F", "ACK delay", "rounds", "of ideal gain: mean (min..max)",
+               "avg speed-up / ideal", "p99 speed-up / ideal", "interleaved from", "target", "met"]  # fmt: skip
+    return markdown_table(headers, body) + "\n\nCommands: " + "; ".join(sorted({f"`{r['command']}`" for r in rows}))
+
+
+def plot_mltcp(summary: Mapping[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(summary["rows"], key=_mltcp_order)
+    if not rows:
+        return
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(rows) + 2), 4))
+    for i, r in enumerate(rows):
+        shares = [100 * s for s in r["share_of_ideal"] if s is not None]
+        if shares:
+            ax.bar(i, statistics.fmean(shares), color="tab:blue" if mltcp_meets(r) else "tab:gray")
+            ax.plot([i] * len(shares), shares, "k.", ms=4)
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([f"{r['mix']}\n{r['dataplane']} {r['cc']}\n{r['f']}" for r in rows], fontsize=6, rotation=90)
+    ax.set_ylabel("share of the ideal gain (%)")
+    ax.set_title("MLTCP: share of the ideal gain per round (bar: mean; blue: target met)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _amount(value: float | None, unit: str, fallback: str = "-") -> str:
+    return fallback if value is None else f"{value:,.4g} {unit}".strip()
+
+
+def render_bench(summary: Mapping[str, Any]) -> str:
+    body = []
+    for r in summary["rows"]:
+        ratio = r.get("ratio")
+        body.append(
+            [
+                r["name"],
+                _amount(r.get("value"), r.get("unit", ""), r.get("measured") or "-"),
+                r.get("anchor") or "-",
+                _amount(r.get("anchor_value"), r.get("unit", "")),
+                "-" if ratio is None else f"{ratio:.2f}",
+                r.get("target") or "-",
+                r.get("verdict") or "-",
+                f"`{r['command']}`",
+            ]
+        )
+    headers = ["figure", "value", "anchor (same run)", "anchor value", "ratio", "target", "verdict", "command"]
+    return markdown_table(headers, body)
+
+
+RENDERERS: dict[str, Callable[[Mapping[str, Any]], str]] = {"mltcp": render_mltcp, "bench": render_bench}
+PLOTS: dict[str, Callable[[Mapping[str, Any], Path], None]] = {"mltcp": plot_mltcp}
+
+
+def render(experiment: str, data: Path = DATA) -> str:
+    if experiment not in RENDERERS:
+        raise FiguresError(f"no table for experiment {experiment!r} (known: {', '.join(sorted(RENDERERS))})")
+    summary = load(experiment, data)
+    if not summary["rows"]:
+        return f"*(no published rows yet: docs/data/{experiment}/summary.json)*"
+    return RENDERERS[experiment](summary)
+
+
+BLOCK = re.compile(r"(<!-- figures:([a-z0-9_-]+) -->\n)(.*?)(<!-- /figures:\2 -->)", re.S)
+
+
+def fill(text: str, tables: Callable[[str], str]) -> str:
+    """``text`` with every figures block's body replaced by ``tables(experiment)``."""
+    return BLOCK.sub(lambda m: f"{m.group(1)}{tables(m.group(2))}\n{m.group(4)}", text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="fail if a docs block differs from its data; write nothing")
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("docs", nargs="*", type=Path, default=list(DOCS), help="files whose blocks to regenerate")
+    args = ap.parse_args(argv)
+    cache: dict[str, str] = {}
+
+    def tables(experiment: str) -> str:
+        if experiment not in cache:
+            cache[experiment] = render(experiment, args.data)
+        return cache[experiment]
+
+    stale = []
+    try:
+        for doc in args.docs:
+            old = doc.read_text()
+            new = fill(old, tables)
+            if new != old:
+                stale.append(doc)
+                if not args.check:
+                    _atomic_write(doc, new)
+    except (FiguresError, OSError) as exc:
+        print(f"figures: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        for doc in stale:
+            print(f"figures: {doc} is not what docs/data says: run `make figures`", file=sys.stderr)
+        return 1 if stale else 0
+    for experiment in sorted(cache):
+        if experiment in PLOTS:
+            PLOTS[experiment](load(experiment, args.data), IMG / f"figures-{experiment}.png")
+    print(f"figures: {len(cache)} experiment(s) in {len(args.docs)} file(s); rewritten: "
+          f"{', '.join(str(d) for d in stale) or 'none'}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""lab/figures.py: rows merge into docs/data/<experiment>/summary.json by key, CSVs are copied beside
+it, nothing is half-written, and the docs' figures blocks are regenerated from the data (``--check``
+fails on a stale block)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlfc.lab import figures
+
+
+def _row(mix: str = "two-compatible", f: str = "2:0.5", shares=(0.9, 0.95), **kw) -> dict:
+    row = {
+        "mix": mix,
+        "cc": "reno",
+        "dataplane": "ref",
+        "treatment": "mltcp-reno",
+        "jobs": 2,
+        "rounds": len(shares),
+        "share_of_ideal": list(shares),
+        "avg_speedup": 1.5,
+        "p99_speedup": 1.6,
+        "ideal_avg": 1.55,
+        "ideal_p99": 1.7,
+        "interleaved_from": [3] * len(shares),
+        "f": f,
+        "command": "python -m mlfc.lab.e2e ...",
+        "ack_delay": None,
+    }
+    row.update(kw)
+    return row
+
+
+KEY = ("mix", "cc", "dataplane", "treatment", "f", "ack_delay")
+
+
+def test_publish_merges_by_key_and_copies_the_runs(tmp_path: Path) -> None:
+    csv = tmp_path / "run.csv"
+    csv.write_text("job,iteration\n1,0\n")
+    path = figures.publish("mltcp", [_row(), _row(f="7:1:bounded")], key=KEY, runs=[(csv, "a/b-r1.csv")],
+                           data=tmp_path)  # fmt: skip
+    assert path == tmp_path / "mltcp" / "summary.json"
+    assert (tmp_path / "mltcp" / "runs" / "a" / "b-r1.csv").read_text() == csv.read_text()
+    figures.publish("mltcp", [_row(shares=(0.5,))], key=KEY, data=tmp_path)  # the same key: replaced
+    rows = json.loads(path.read_text())["rows"]
+    assert len(rows) == 2
+    assert {r["f"]: r["share_of_ideal"] for r in rows} == {"2:0.5": [0.5], "7:1:bounded": [0.9, 0.95]}
+
+
+def test_publish_refuses_bad_input_and_keeps_the_old_summary(tmp_path: Path) -> None:
+    figures.publish("mltcp", [_row()], key=KEY, data=tmp_path)
+    before = (tmp_path / "mltcp" / "summary.json").read_text()
+    with pytest.raises(figures.FiguresError, match="key field"):
+        figures.publish("mltcp", [{"mix": "x"}], key=KEY, data=tmp_path)
+    with pytest.raises(figures.FiguresError, match="leaves"):
+        figures.publish("mltcp", [_row()], key=KEY, runs=[(tmp_path / "x", "../../escape.csv")], data=tmp_path)
+    with pytest.raises(figures.FiguresError, match="experiment name"):
+        figures.publish("../up", [_row()], key=KEY, data=tmp_path)
+    assert (tmp_path / "mltcp" / "summary.json").read_text() == before
+    (tmp_path / "mltcp" / "summary.json").write_text("{not json")
+    with pytest.raises(figures.FiguresError, match="not JSON"):
+        figures.load("mltcp", tmp_path)
+
+
+def test_targets_follow_issue_24() -> None:
+    assert figures.mltcp_meets(_row(shares=(0.91, 0.95)))
+    assert not figures.mltcp_meets(_row(shares=(0.89, 0.99)))  # two-compatible: every round
+    assert not figures.mltcp_meets(_row(shares=(0.95,), p99_speedup=1.4))  # p99 below the average speed-up
+    four = _row(mix="four-compatible", shares=(0.9,), avg_speedup=2.05, p99_speedup=2.1)
+    assert figures.mltcp_meets(four)
+    assert not figures.mltcp_meets({**four, "p99_speedup": 1.9})
+    assert figures.mltcp_target(_row(cc="dcqcn")) == "share>=0.70"
+    assert figures.mltcp_target(_row(mix="four-compatible", dataplane="kernel")) == "share>=0.70"
+    assert figures.mltcp_target(_row(mix="three-heavy")) == "share>=0.75"
+
+
+def test_blocks_are_regenerated_from_the_data_and_check_fails_when_stale(tmp_path: Path, capsys) -> None:
+    figures.publish("mltcp", [_row(shares=(0.8, 0.9))], key=KEY, data=tmp_path)
+    doc = tmp_path / "results.md"
+    doc.write_text("intro\n<!-- figures:mltcp -->\nold table\n<!-- /figures:mltcp -->\nafter\n")
+    assert figures.main(["--check", "--data", str(tmp_path), str(doc)]) == 1
+    assert "make figures" in capsys.readouterr().err
+    assert figures.main(["--data", str(tmp_path), str(doc)]) == 0
+    text = doc.read_text()
+    assert text.startswith("intro\n<!-- figures:mltcp -->\n| mix |") and text.endswith(
+        "<!-- /figures:mltcp -->\nafter\n"
+    )
+    assert "85 % (80..90)" in text and "**no**" in text
+    assert figures.main(["--check", "--data", str(tmp_path), str(doc)]) == 0
+    doc.write_text("<!-- figures:nosuch -->\n<!-- /figures:nosuch -->\n")
+    assert figures.main(["--data", str(tmp_path), str(doc)]) == 2
+    assert "no table for experiment 'nosuch'" in capsys.readouterr().err
+
+
+def test_bench_rows_render_with_their_anchor_and_target(tmp_path: Path) -> None:
+    row = {"name": "mlfc.p4 pps", "value": 4209.0, "unit": "pkt/s", "anchor": "l3fwd.p4", "anchor_value": 6912.0,
+           "ratio": 0.609, "target": "ratio >= 0.85", "command": "python bench/dataplane_bench.py"}  # fmt: skip
+    figures.publish("bench", [row], key=("name",), data=tmp_path)
+    table = figures.render("bench", tmp_path)
+    assert "| mlfc.p4 pps | 4,209 pkt/s | l3fwd.p4 | 6,912 pkt/s | 0.61 | ratio >= 0.85 | - |" in table
+
+
+def test_the_committed_docs_are_what_the_committed_data_says() -> None:
+    assert figures.main(["--check"]) == 0
