@@ -49,7 +49,7 @@ from mlfc.lab.scenarios import TREATMENTS
 from mlfc.lab.stack import StackConfig, network_with_control
 from mlfc.lab.tta import AccuracyPoint, final_accuracy, job_time_to_accuracy, plot_accuracy, reduction
 from mlfc.policy.drop import DropPolicy
-from mlfc.topology import dumbbell
+from mlfc.topologies import dumbbell
 
 NO_SELECTIVE_DROP = DropPolicy(min_importance=(0, 0, 0, 0))  # tail drop only
 FRACTION = 0.95

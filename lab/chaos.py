@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
-import ipaddress
 import itertools
 import json
 import logging
@@ -64,7 +63,7 @@ from mlfc.lab.validity import BottleneckNotCarried
 from mlfc.launch.daemons import Daemon, tool
 from mlfc.launch.process import ManagedProcess, free_port
 from mlfc.proto import intent_pb2 as ipb
-from mlfc.topology import Host, Topology
+from mlfc.topologies import Topology, job_dumbbell
 
 COMPONENTS = ("switch", "controller", "coordinator", "agent", "ps", "worker")
 JOB = 1
@@ -83,20 +82,8 @@ class Fault:
 
 
 def chaos_topology() -> Topology:
-    """The dumbbell of one job (workers on one switch, the PS on the other, the bottleneck between), with
-    names of its own: Mininet's interfaces live in the root namespace (``s1-eth1``), so another experiment's
-    network on this machine would collide with ours under the usual names."""
-    topo = Topology(f"chaos-dumbbell-1x{WORKERS}")
-    topo.add_switch("ks1")
-    topo.add_switch("ks2")
-    topo.connect("ks1", "ks2", bottleneck=True)
-    base = ipaddress.IPv4Address("10.0.0.0") + (JOB << 8)
-    members = [("worker", w) for w in range(WORKERS)] + [("ps", 100)]
-    for i, (role, index) in enumerate(members, start=1):
-        name = f"kj{JOB}ps" if role == "ps" else f"kj{JOB}w{index}"
-        topo.add_host(Host(name, str(base + index + 1), f"00:00:00:00:0c:{i:02x}", JOB, role))
-        topo.connect(name, "ks1" if role == "worker" else "ks2")
-    return topo
+    """The dumbbell of one job under names of its own (mlfc.topologies.job_dumbbell): ``ks1``, ``kj1w0``."""
+    return job_dumbbell(JOB, WORKERS, "k")
 
 
 def schedule(seed: int, faults: int, iterations: int, switches: list[str]) -> list[Fault]:

@@ -66,7 +66,7 @@ from mlfc.lab.tta import (
     reduction,
     time_to_accuracy,
 )
-from mlfc.topology import dumbbell
+from mlfc.topologies import dumbbell
 
 FRACTIONS = (0.90, 0.95)
 DEFAULT_GRID = ((8, 0.02), (8, 0.05), (8, 0.1), (16, 0.02), (16, 0.05), (16, 0.1))

@@ -24,7 +24,7 @@ from mlfc.lab.emulator import JobProfile
 from mlfc.lab.results import IterationRecord
 from mlfc.launch.daemons import tool
 from mlfc.policy.mltcp import MltcpParams, format_shape
-from mlfc.topology import Topology
+from mlfc.topologies import Topology
 
 
 @dataclass(frozen=True)

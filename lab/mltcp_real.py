@@ -44,7 +44,7 @@ from mlfc.lab.scenarios import (
 )
 from mlfc.lab.stack import StackConfig, network_with_control
 from mlfc.lab.tta import accuracy_points, final_accuracy
-from mlfc.topology import dumbbell
+from mlfc.topologies import dumbbell
 
 WORKLOADS = ("training", "emulator")
 DEFAULT_TREATMENTS = ("baseline", "mltcp-reno")

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mlfc.launch.switches import Bmv2Switch, SwitchProcess
-from mlfc.topology import Topology
+from mlfc.topologies import Topology
 
 
 class MininetMissing(RuntimeError):

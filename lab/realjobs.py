@@ -29,7 +29,7 @@ from mlfc.lab.results import IterationRecord
 from mlfc.lab.stack import Control, StackConfig, StackError, StackRun, job_counters, run_jobs
 from mlfc.lab.tta import AccuracyPoint, accuracy_points, search_start
 from mlfc.lab.validity import BottleneckNotCarried
-from mlfc.topology import Topology
+from mlfc.topologies import Topology
 
 
 def say(msg: str) -> None:

@@ -17,7 +17,7 @@ from mlfc.lab.jobs import JobSpec, Training
 from mlfc.lab.results import IterationRecord
 from mlfc.lab.stack import StackConfig
 from mlfc.policy.mltcp import MltcpParams, default_params
-from mlfc.topology import Topology, circular_ring, dumbbell
+from mlfc.topologies import Topology, circular_ring, dumbbell
 
 # Communication fraction a = comm / (compute + comm) at BOTTLENECK_PPS with ~1400-byte chunks:
 # push+pull of 2 x 420 kB takes about 0.4 s alone, so compute 0.6 s gives a ~ 0.4.

@@ -46,7 +46,7 @@ from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
 from mlfc.policy.mltcp import MltcpParams
 from mlfc.proto import intent_pb2 as ipb
-from mlfc.topology import Topology
+from mlfc.topologies import Topology
 
 CONTROLLER_STATE = "controller-state.json"  # next to deployment.yaml
 

@@ -26,7 +26,7 @@ import psutil
 
 from mlfc.lab.probe import ProbeResult
 from mlfc.lab.results import IterationRecord
-from mlfc.topology import Topology
+from mlfc.topologies import Topology
 
 MIN_SHARE = 0.8  # a single Reno flow alone reaches ~0.9 of the rate over a push, slow start included
 OVERLOAD = 1.25  # the probe offers this much more than the configured rate

@@ -1,6 +1,6 @@
 """Everything the simulator takes from the emulation lab, in one place.
 
-The lab (``mlfc.lab``) and the shared topology data (``mlfc.topology``) define the topologies, the job mixes
+The lab (``mlfc.lab``) and the shared topology data (``mlfc.topologies``) define the topologies, the job mixes
 and treatments, the iteration records and the figures of merit (ideal iteration time, share of the
 ideal gain, iteration of interleaving). The simulator reports the same quantities by the same
 definitions, so it imports them instead of restating them; a rename of the lab touches this file only.
@@ -30,8 +30,8 @@ from mlfc.lab.scenarios import (
     interleaving_iteration,
     share_of_ideal_gain,
 )
-from mlfc.topology import Host, Link, Topology, dumbbell
-from mlfc.topology import leaf_spine as lab_leaf_spine
+from mlfc.topologies import Host, Link, Topology, dumbbell
+from mlfc.topologies import leaf_spine as lab_leaf_spine
 
 __all__ = [
     "BOTTLENECK_PPS",

@@ -1,4 +1,4 @@
-"""Fabrics for the simulator: the emulation's topology data (``mlfc.topology``) with link rates
+"""Fabrics for the simulator: the emulation's topology data (``mlfc.topologies``) with link rates
 and delays, leaf-spine generators, and the equal-cost next hops ECMP chooses among.
 
 Pure Python (no ns-3): the generators and the routing are tested without the simulator.

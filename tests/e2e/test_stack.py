@@ -15,7 +15,7 @@ from mlfc.lab import dataplanes
 from mlfc.lab.cleanup import leftovers
 from mlfc.lab.scenarios import MIXES, TREATMENTS, stack_config
 from mlfc.lab.stack import network_with_control, run_jobs
-from mlfc.topology import dumbbell
+from mlfc.topologies import dumbbell
 
 ITERATIONS = 6
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mlfc.lab import results
-from mlfc.topology import dumbbell, leaf_spine
+from mlfc.topologies import dumbbell, leaf_spine
 
 
 def test_dumbbell_routes_cross_the_bottleneck() -> None:
@@ -118,7 +118,7 @@ def test_interleaving_compares_pushes_with_pushes_and_pulls_with_pulls(tmp_path:
 
 
 def test_circular_ring_pairs_share_exactly_one_link_direction() -> None:
-    from mlfc.topology import circular_ring
+    from mlfc.topologies import circular_ring
 
     topo = circular_ring()
     assert len(topo.bottleneck_ports()) == 6

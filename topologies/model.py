@@ -1,7 +1,8 @@
 """Topologies as data: hosts, switches, links, and the static routes they imply.
 
 The same description feeds the Mininet builder (which creates the network), the controller's
-deployment file (routes per switch) and the scenarios (which host plays which role).
+deployment file (routes per switch), the simulator (mlfc.sim.topology.from_lab) and the scenarios
+(which host plays which role).
 """
 
 from __future__ import annotations
@@ -133,69 +134,10 @@ class Topology:
         return [h for h in self.hosts.values() if h.job == job]
 
 
-def _host(topo: Topology, job: int, role: str, index: int) -> Host:
+def place_host(topo: Topology, job: int, role: str, index: int) -> Host:
+    """Add the host of ``job`` playing ``role`` (its ``index``-th worker, or the PS at 100) with the
+    address plan every topology shares: 10.0.<job>.<index + 1>, names j<job>w<index> / j<job>ps."""
     n = len(topo.hosts) + 1
     ip = ipaddress.IPv4Address("10.0.0.0") + (job << 8) + index + 1
     name = f"j{job}ps" if role == "ps" else f"j{job}w{index}"
     return topo.add_host(Host(name, str(ip), f"00:00:00:00:{n >> 8:02x}:{n & 0xFF:02x}", job, role))
-
-
-def dumbbell(jobs: int, workers_per_job: int = 1) -> Topology:
-    """Workers of every job on the left switch, their parameter servers on the right: every job's
-    push and pull cross the one s1-s2 link, the bottleneck."""
-    if jobs < 1 or workers_per_job < 1:
-        raise ValueError("a dumbbell needs at least one job with one worker")
-    topo = Topology(f"dumbbell-{jobs}x{workers_per_job}")
-    topo.add_switch("s1")
-    topo.add_switch("s2")
-    topo.connect("s1", "s2", bottleneck=True)
-    for job in range(1, jobs + 1):
-        for w in range(workers_per_job):
-            topo.connect(_host(topo, job, "worker", w).name, "s1")
-        topo.connect(_host(topo, job, "ps", 100).name, "s2")
-    return topo
-
-
-def leaf_spine(jobs: int, workers_per_job: int = 2, leaves: int = 2, spines: int = 2) -> Topology:
-    """A small leaf-spine: workers spread over the leaves, parameter servers on the last leaf.
-    Leaf-spine uplinks are the bottlenecks."""
-    if leaves < 2 or spines < 1:
-        raise ValueError("leaf-spine needs at least 2 leaves and 1 spine")
-    topo = Topology(f"leafspine-{leaves}x{spines}")
-    leaf_names = [topo.add_switch(f"leaf{i + 1}").name for i in range(leaves)]
-    spine_names = [topo.add_switch(f"spine{i + 1}").name for i in range(spines)]
-    for leaf in leaf_names:
-        for spine in spine_names:
-            topo.connect(leaf, spine, bottleneck=True)
-    for job in range(1, jobs + 1):
-        for w in range(workers_per_job):
-            topo.connect(_host(topo, job, "worker", w).name, leaf_names[w % (leaves - 1)])
-        topo.connect(_host(topo, job, "ps", 100).name, leaf_names[-1])
-    return topo
-
-
-def circular_ring(jobs: int = 3, workers_per_job: int = 1) -> Topology:
-    """A circular dependency: three switches in a ring, every link a bottleneck. Job k's workers sit on
-    switch k, its parameter server two switches on; pushes go clockwise (over links k and k+1), pulls
-    counter-clockwise (the same links, the other direction). So every pair of jobs shares exactly one
-    link direction, and the three pairwise shifts must add up around the ring: with communication
-    fractions summing above 1 no shift order interleaves all three, although each link alone could."""
-    if jobs != 3:
-        raise ValueError("the circular ring has exactly three jobs (one per pair of links)")
-    topo = Topology(f"ring-3x{workers_per_job}")
-    ring = [topo.add_switch(f"s{i + 1}").name for i in range(3)]
-    for i in range(3):
-        topo.connect(ring[i], ring[(i + 1) % 3], bottleneck=True)
-    for job in range(1, 4):
-        home, via, far = ring[job - 1], ring[job % 3], ring[(job + 1) % 3]
-        workers = [_host(topo, job, "worker", w) for w in range(workers_per_job)]
-        for w in workers:
-            topo.connect(w.name, home)
-        ps = _host(topo, job, "ps", 100)
-        topo.connect(ps.name, far)
-        topo.forced_next[(home, ps.name)] = via  # push: home -> via -> far (clockwise)
-        topo.forced_next[(via, ps.name)] = far
-        for w in workers:
-            topo.forced_next[(far, w.name)] = via  # pull: far -> via -> home (counter-clockwise)
-            topo.forced_next[(via, w.name)] = home
-    return topo
