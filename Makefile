@@ -25,10 +25,10 @@ debian-packages:  ## the Debian packages (mininet, ethtool, clang, bpftool, ...)
 
 $(VENV)/.installed: pyproject.toml | debian-packages
 	$(PYTHON) -m venv --system-site-packages $(VENV)
-	$(PY) -m pip install -q -e '.[test,train]'
+	$(PY) -m pip install -q -e '.[test,train,search]'
 	touch $@
 
-install: debian-packages $(VENV)/.installed  ## the Debian packages (root), .venv, mlfc with its test tools and PyTorch (CPU, the train extra); `make bpf` where clang is
+install: debian-packages $(VENV)/.installed  ## the Debian packages (root), .venv, mlfc with its test tools, PyTorch (CPU, the train extra) and Optuna (the search extra); `make bpf` where clang is
 	@if command -v clang >/dev/null && [ -e /sys/kernel/btf/vmlinux ]; then $(MAKE) --no-print-directory bpf; \
 	else echo "make install: no clang or no kernel BTF: eBPF MLTCP not built (docs/kernel-mltcp.md)"; fi
 
@@ -43,7 +43,7 @@ kernel-mltcp-gloo: install  ## unmodified PyTorch DDP over gloo between namespac
 
 # ns-3 is a separate step: PyPI's ns3 wheel (with cppyy) takes ~6 minutes to download and ~300 MB.
 $(VENV)/.installed-sim: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[test,train,sim]'
+	$(PY) -m pip install -q -e '.[test,train,search,sim]'
 	touch $@
 
 install-sim: $(VENV)/.installed-sim  ## add ns-3 (PyPI ns3==3.44.post0, ~6 min) for mlfc.sim and its tests

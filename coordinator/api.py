@@ -16,6 +16,7 @@ MAX_JOB_ID = contract.MAX_JOB_ID  # the shim's job_id width; 0 means "no job" on
 MAX_WORKERS = 1024
 MAX_FLOWS_PER_WORKER = 64
 MAX_NAME = 256
+MAX_REASON = 256  # characters of a Finish reason
 MAX_INSTANCE = 128
 # Iterations a report may carry. From 2**31 up a value is almost surely a negative number written as unsigned
 # 32-bit (-1 is 4294967295): refused. A report may lead its worker's latest one by at most MAX_ITERATION_JUMP

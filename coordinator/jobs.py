@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import intent_pb2
 
-from .api import MAX_ITERATION_JUMP, MAX_REPORT_ITERATION
+from .api import MAX_ITERATION_JUMP, MAX_REASON, MAX_REPORT_ITERATION
 from .errors import AlreadyRegistered, InvalidRequest, JobFinished, UnknownJob
 from .store import JobRow, ReportRow
 from .validate import check_instance, check_report_numbers, check_spec, metric_kind
@@ -378,8 +378,8 @@ class JobBook:
     # -- Finish and silence -------------------------------------------------------------------------
     def plan_finish(self, job_id: int, reason: str) -> str | None:
         """The reason to record, or None if the job has finished already (Finish is idempotent)."""
-        if len(reason) > 256:
-            raise InvalidRequest(f"reason is {len(reason)} characters; at most 256")
+        if len(reason) > MAX_REASON:
+            raise InvalidRequest(f"reason is {len(reason)} characters; at most {MAX_REASON}")
         job = self.require(job_id)
         return None if job.state == FINISHED else (reason or "finished by agent")
 

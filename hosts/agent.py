@@ -40,6 +40,7 @@ from mlfc.coordinator.api import (
     DEFAULT_ADDRESS,
     MAX_ITERATION_JUMP,
     MAX_JOB_ID,
+    MAX_REASON,
     MAX_REPORT_ITERATION,
     TOKEN_HEADER,
     resolve_token,
@@ -60,6 +61,10 @@ _TRANSIENT = {
     grpc.StatusCode.ABORTED,
 }
 _REJECTED = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.OUT_OF_RANGE}
+
+
+class RegistrationRefused(RuntimeError):
+    """The coordinator refused the job's registration (not a transient failure): the message says why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +182,7 @@ class Agent:
         self._connected = False
         self._sent = self._dups = self._dropped = self._rejected = self._failures = 0
         self._last_error = ""
+        self._refusal = ""  # why the coordinator refused the registration ("" unless it did)
         self._thread = threading.Thread(target=self._run, name=f"mlfc-agent-{job_id}", daemon=True)
         self._started = False
 
@@ -246,6 +252,17 @@ class Agent:
         if not self._started:
             self.start()
 
+    def wait_registered(self, timeout: float | None = None) -> bool:
+        """Start and wait until the coordinator accepted the registration: True; False on timeout (e.g. it is
+        unreachable: the agent keeps trying). RegistrationRefused if the coordinator refused it (e.g. the job id
+        is another agent's): the agent keeps retrying in the background, so the caller decides whether to stop."""
+        self.start()
+        with self._cv:
+            self._cv.wait_for(lambda: self._registered or bool(self._refusal) or self._closing, timeout)
+            if not self._registered and self._refusal:
+                raise RegistrationRefused(f"job {self.job_id}: registration refused: {self._refusal}")
+            return self._registered
+
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every queued report is committed (or dropped); False on timeout."""
         self.start()
@@ -258,6 +275,10 @@ class Agent:
         timeout = self._finish_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         ok = self.flush(timeout) if self._started else True
+        if ok and self._register and self._started:
+            with self._cv:  # a job that ends before its registration went through must still be finished
+                left = max(0.0, deadline - time.monotonic())
+                ok = self._cv.wait_for(lambda: self._registered or bool(self._refusal), left) and self._registered
         if ok and self._register and self._registered:
             try:
                 remaining = max(0.1, deadline - time.monotonic())
@@ -297,7 +318,8 @@ class Agent:
         return self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        self.finish(f"failed: {exc_type.__name__}: {exc}" if exc_type else "")
+        # An exception's text can be long; the coordinator refuses a reason over MAX_REASON characters.
+        self.finish(f"failed: {exc_type.__name__}: {exc}"[:MAX_REASON] if exc_type else "")
 
     # -- background sender ----------------------------------------------------------------------
     def _note_error(self, e: grpc.RpcError) -> grpc.StatusCode | None:
@@ -325,9 +347,14 @@ class Agent:
             code = self._note_error(e)
             if code not in _TRANSIENT:
                 log.error("job %d: registration refused: %s", self.job_id, self._last_error)
+                with self._cv:
+                    self._refusal = self._last_error
+                    self._cv.notify_all()
             return False
         with self._cv:
             self._registered = self._connected = True
+            self._refusal = ""
+            self._cv.notify_all()
         return True
 
     def _run(self) -> None:

@@ -14,7 +14,7 @@ import pytest
 from coord_helpers import TOKEN, free_port, wait_until
 
 from mlfc.hosts import agent_cli
-from mlfc.hosts.agent import Agent, Flow, Worker
+from mlfc.hosts.agent import Agent, Flow, RegistrationRefused, Worker
 from mlfc.proto import coordinator_pb2_grpc
 
 
@@ -153,6 +153,22 @@ def test_agent_with_wrong_token_keeps_buffering(make_coordinator) -> None:  # ty
     assert coord.engine.job_state(1) is None
 
 
+def test_wait_registered_tells_accepted_unreachable_and_refused(make_coordinator) -> None:  # type: ignore[no-untyped-def]
+    port = free_port()
+    agent = _agent(port, backoff_max_s=0.05)
+    assert not agent.wait_registered(0.3)  # nothing listens yet: a timeout, not a refusal
+    coord = make_coordinator(listen=f"127.0.0.1:{port}")
+    assert agent.wait_registered(10)
+    wrong_token, same_job = Agent(2, coordinator=coord.address, token="wrong"), _agent(port)  # job 1, another instance
+    with pytest.raises(RegistrationRefused, match="UNAUTHENTICATED"):
+        wrong_token.wait_registered(10)
+    with pytest.raises(RegistrationRefused, match=r"ALREADY_EXISTS.*already registered by agent instance"):
+        same_job.wait_registered(10)
+    wrong_token.close()
+    same_job.close()
+    assert agent.finish(timeout=5)
+
+
 def test_context_manager_registers_reports_and_finishes(make_coordinator) -> None:  # type: ignore[no-untyped-def]
     coord = make_coordinator()
     port = coord.port
@@ -166,6 +182,9 @@ def test_context_manager_registers_reports_and_finishes(make_coordinator) -> Non
         raise RuntimeError("diverged")
     ex = coord.engine.explain(10)
     assert ex.state == "finished" and "diverged" in ex.reasons[0]
+    with pytest.raises(RuntimeError), _agent(port, job_id=11) as agent:
+        raise RuntimeError("x" * 1000)  # a reason the coordinator would refuse uncut
+    assert coord.engine.job_state(11) == "finished"
 
 
 def test_agent_cli_wraps_a_printing_job(make_coordinator, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
