@@ -2,7 +2,7 @@
 
     python -m mlfc.lab.approx [--jobs 3] [--width 16] [--lr 0.1] [--compute-s 0.1] [--iterations 80]
                               [--loss-bound 0.1] [--sweep 0.02,0.05,0.2,0.4] [--rigid fp16] [--rounds 3]
-                              [--treatments full,selective,rigid]
+                              [--treatments full,selective,rigid] [--loss-feedback] [--tolerated-loss loss]
                               [--bottleneck-pps 600] [--dataplane auto|bmv2|ref|both] [--out results/approx]
 
 --jobs identical data-parallel jobs (a PS and --workers workers each, digits, the same seed) share the
@@ -17,6 +17,10 @@ dumbbell's bottleneck; compute is padded to --compute-s so that their pushes ove
 * ``rigid``: the host-side baseline that ignores the network: every push compressed (--rigid: fp16, or
   topk:F with error feedback; hosts/training/compress.py), loss bound 0, no selective drop;
 * the sweep: ``selective`` at each --sweep loss bound, to show where accuracy starts to suffer.
+
+``selective`` and the sweep lose zero-filled elements for good unless --loss-feedback (the worker adds them to
+the tensor's next push: hosts/training/residual.py); --tolerated-loss sets every sender's window reaction to
+a tolerated loss (loss: halve, as today; ecn: as one ECN mark; none; hosts/transport/config.py).
 
 A* is the final validation accuracy of one job trained alone (full delivery); per run the table gives the
 average and p99 iteration time, each job's time to 0.95 A* (mean over the jobs; how many got there), the
@@ -39,6 +43,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from mlfc.hosts.transport.recovery import TOLERATED_LOSS_REACTIONS
 from mlfc.lab import dataplanes
 from mlfc.lab.cleanup import interrupt_on_sigterm
 from mlfc.lab.jobs import JobSpec
@@ -64,11 +69,13 @@ class Variant:
     drop_policy: DropPolicy = NO_SELECTIVE_DROP
     compress: str = "none"
     sweep: bool = False  # a point of the loss-bound sweep, not one of the three treatments
+    loss_feedback: bool = False  # zero-filled elements go out with the next push (off: the measured "selective")
 
     def describe(self) -> str:
         drop = "selective drop on" if self.drop_policy != NO_SELECTIVE_DROP else "tail drop only"
         comp = f", pushes {self.compress}" if self.compress != "none" else ""
-        return f"loss bound {self.loss_bound:g}, {drop}{comp}"
+        feedback = ", loss feedback" if self.loss_feedback and self.loss_bound > 0 else ""
+        return f"loss bound {self.loss_bound:g}, {drop}{comp}{feedback}"
 
 
 TREATMENT_NAMES = ("full", "selective", "rigid")
@@ -79,13 +86,17 @@ def variants(args: argparse.Namespace) -> list[Variant]:
         v
         for v in (
             Variant("full"),
-            Variant("selective", args.loss_bound, DropPolicy()),
+            Variant("selective", args.loss_bound, DropPolicy(), loss_feedback=args.loss_feedback),
             Variant("rigid", compress=args.rigid),
         )
         if v.name in args.treatments
     ]
     taken = {args.loss_bound} if "selective" in args.treatments else set()  # that point is the treatment's
-    out += [Variant(f"bound {b:g}", b, DropPolicy(), sweep=True) for b in args.sweep if b not in taken]
+    out += [
+        Variant(f"bound {b:g}", b, DropPolicy(), sweep=True, loss_feedback=args.loss_feedback)
+        for b in args.sweep
+        if b not in taken
+    ]
     return out
 
 
@@ -128,6 +139,7 @@ def jobs_for(args: argparse.Namespace, v: Variant, n: int) -> tuple[JobSpec, ...
         )
         if v.compress != "none":
             spec = replace(spec, training=replace(spec.training, compress=v.compress))
+        spec = replace(spec, training=replace(spec.training, loss_feedback=v.loss_feedback))
         out.append(spec)
     return tuple(out)
 
@@ -142,6 +154,7 @@ def stack(args: argparse.Namespace, v: Variant, n: int) -> StackConfig:
         bottleneck_pps=args.bottleneck_pps,
         drop_policy=v.drop_policy,
         start_lead_s=start_lead(n),
+        tolerated_loss=args.tolerated_loss,
     )
 
 
@@ -538,6 +551,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rigid", default="fp16", help="the rigid baseline's compression: fp16 | topk:F (%(default)s)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--bottleneck-pps", type=int, default=600)
+    ap.add_argument(
+        "--loss-feedback", action="store_true", help="selective/sweep: zero-filled elements go out with the next push"
+    )
+    ap.add_argument(
+        "--tolerated-loss",
+        default="loss",
+        choices=TOLERATED_LOSS_REACTIONS,
+        help="the senders' window reaction to a tolerated loss (%(default)s)",
+    )
     ap.add_argument("--dataplane", default="auto", choices=("auto", "bmv2", "ref", "both"))
     ap.add_argument("--out", type=Path, default=Path("results/approx"))
     args = ap.parse_args(argv)

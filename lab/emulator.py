@@ -30,6 +30,7 @@ import numpy as np
 # The same port layout as real training jobs, so a scenario can swap one for the other.
 from mlfc.hosts.training.protocol import PS_PORT, PS_TX_PORT_BASE, WORKER_RX_PORT, WORKER_TX_PORT
 from mlfc.hosts.transport import Receiver, ReceiverConfig, Sender, SenderConfig
+from mlfc.hosts.transport.recovery import TOLERATED_LOSS_REACTIONS
 from mlfc.policy.mltcp import RULES, MltcpParams, default_params, format_params, parse_shape
 from mlfc.policy.mltcp_tuning import TuningParams
 from mlfc.policy.priority import PolicyError
@@ -87,7 +88,7 @@ def _sender_config(args: argparse.Namespace) -> SenderConfig:
     tune = TuningParams() if args.mltcp and args.mltcp_tune else None
     return SenderConfig(
         cc=args.cc, mltcp=mltcp, mltcp_tune=tune, line_rate=args.line_rate, peer_timeout=args.peer_timeout,
-        idle_gap=None,
+        idle_gap=None, tolerated_loss=args.tolerated_loss,
     )  # fmt: skip
 
 
@@ -247,6 +248,12 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--line-rate", type=float, default=100e6, help="host NIC rate, bits/s (DCQCN start rate)")
         p.add_argument("--importance", type=int, default=None, help="one class for every chunk (default: by magnitude)")
         p.add_argument("--loss-bound", type=float, default=0.0)
+        p.add_argument(
+            "--tolerated-loss",
+            choices=TOLERATED_LOSS_REACTIONS,
+            default=SenderConfig().tolerated_loss,
+            help="the window's reaction to a loss left within the loss bound: loss, ecn (one mark), none",
+        )
         p.add_argument(
             "--ack-delay", type=float, default=ReceiverConfig.ack_delay, help="s an ACK may wait for more chunks"
         )

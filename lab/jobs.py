@@ -41,6 +41,7 @@ class Training:
     # (CPU compute here takes milliseconds); recorded per iteration as pad_s.
     pad_to_profile: bool = True
     compress: str = "none"  # rigid compression of every push: none | fp16 | topk:F (mlfc.hosts.training.compress)
+    loss_feedback: bool = True  # zero-filled gradient elements go out with the next push (ClientConfig)
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Transport:
     line_rate: float = 100e6
     mltcp_tune: bool = False  # every sender tunes slope/intercept online from mltcp_params (emulator jobs)
     ack_delay: float | None = None  # receivers' ReceiverConfig.ack_delay (None: its default; emulator jobs)
+    tolerated_loss: str = "loss"  # SenderConfig.tolerated_loss: the window's reaction to a tolerated loss
 
 
 @dataclass
@@ -83,6 +85,8 @@ def emulator_args(spec: JobSpec, iterations: int, transport: Transport) -> list[
     args = ["--job", str(spec.job), "--iterations", str(iterations), "--cc", transport.cc]
     args += ["--line-rate", str(transport.line_rate), "--push-bytes", str(spec.profile.push_bytes)]
     args += ["--pull-bytes", str(spec.profile.pull_bytes), "--loss-bound", str(spec.loss_bound)]
+    if transport.tolerated_loss != "loss":
+        args += ["--tolerated-loss", transport.tolerated_loss]
     if transport.mltcp:
         p = transport.mltcp_params
         args += ["--mltcp", "--slope", str(p.slope), "--intercept", str(p.intercept), "--f-shape", format_shape(p)]
@@ -175,7 +179,7 @@ def training_job(spec: JobSpec, iterations: int, transport: Transport) -> Traini
         compute_s=spec.profile.compute_s if t.pad_to_profile else 0.0, cc=transport.cc, mltcp=transport.mltcp,
         slope=p.slope, intercept=p.intercept, f_shape=format_shape(p), f_rule=p.rule, line_rate=transport.line_rate,
         timeout=600.0,
-        compress=t.compress,
+        compress=t.compress, loss_feedback=t.loss_feedback, tolerated_loss=transport.tolerated_loss,
     )  # fmt: skip
 
 

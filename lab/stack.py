@@ -65,6 +65,7 @@ class StackConfig:
     mltcp_params: MltcpParams = field(default_factory=MltcpParams)
     mltcp_tune: bool = False  # senders tune slope/intercept online, starting from mltcp_params
     ack_delay: float | None = None  # receivers' ACK delay (hosts.transport.ReceiverConfig; None: its default)
+    tolerated_loss: str = "loss"  # senders' reaction to a loss within the bound (hosts.transport.SenderConfig)
     priorities: str = "none"  # none | maif | interleave
     bottleneck_pps: int = 1500
     queue_depth: int = 64
@@ -81,7 +82,9 @@ class StackConfig:
 
     @property
     def transport(self) -> Transport:
-        return Transport(self.cc, self.mltcp, self.mltcp_params, self.line_rate, self.mltcp_tune, self.ack_delay)
+        return Transport(
+            self.cc, self.mltcp, self.mltcp_params, self.line_rate, self.mltcp_tune, self.ack_delay, self.tolerated_loss
+        )
 
 
 @dataclass

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.transport import SenderConfig
+from mlfc.hosts.transport.recovery import TOLERATED_LOSS_REACTIONS
 from mlfc.policy.mltcp import RULES, MltcpParams, parse_shape
 
 
@@ -43,6 +44,7 @@ def _sender_config(args: argparse.Namespace) -> SenderConfig:
         line_rate=args.line_rate,
         peer_timeout=args.peer_timeout,
         idle_gap=None,
+        tolerated_loss=args.tolerated_loss,
     )
 
 
@@ -72,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--f-rule", default=MltcpParams().rule, choices=RULES, help="where F acts (mlfc.policy.mltcp)")
         p.add_argument("--line-rate", type=float, default=100e6, help="host NIC rate, bits/s (DCQCN start rate)")
         p.add_argument("--chunk", type=int, default=SenderConfig().chunk_size, help="payload bytes per chunk")
+        p.add_argument(
+            "--tolerated-loss",
+            choices=TOLERATED_LOSS_REACTIONS,
+            default=SenderConfig().tolerated_loss,
+            help="the window's reaction to a loss left within the loss bound: as a loss, as one ECN mark, "
+            "none (%(default)s)",
+        )
         p.add_argument(
             "--deadline",
             type=float,
@@ -124,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
                 type=float,
                 default=0.0,
                 help="fraction of each pushed tensor the PS may zero-fill (%(default)s)",
+            )
+            p.add_argument(
+                "--no-loss-feedback",
+                dest="loss_feedback",
+                action="store_false",
+                help="zero-filled gradient elements are gone (default: added to the tensor's next push)",
             )
             p.add_argument(
                 "--protect-fraction",
@@ -262,6 +277,7 @@ def run_worker_command(args: argparse.Namespace, *, push_sock=None) -> int:
         rx_port=args.rx_port,
         tx_port=args.tx_port,
         loss_bound=args.loss_bound,
+        loss_feedback=args.loss_feedback,
         protect_fraction=args.protect_fraction,
         deadline=args.deadline,
         timeout=args.timeout,

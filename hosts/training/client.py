@@ -8,6 +8,10 @@ Importance of a pushed chunk: ``mlfc.hosts.importance.assign_importance`` on the
 (mean |g| rank of the chunk within its tensor) and the tensor's layer position (``layer_index`` of
 ``num_layers``); the ``protect_fraction`` largest chunks are protected. The classes computed are
 passed to the transport explicitly, so the push result can say how many chunks were protected.
+
+Loss becomes delay (``loss_feedback``, PS mode with a loss bound): the elements of a push the PS zero-filled
+(the send result's missing chunks) are kept in a per-tensor residual (hosts/training/residual.py) and added to
+the next push of that tensor, as error feedback does for top-k; importance is computed on gradient + residual.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import numpy as np
 from mlfc.hosts.importance import assign_importance
 from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.training.compress import NONE, Compression, Compressor
+from mlfc.hosts.training.residual import Residuals
 from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender, SenderConfig
+from mlfc.policy.aggregation import received_elements
 from mlfc.wire import IMPORTANCE_PROTECTED
 
 
@@ -56,8 +62,14 @@ class ClientConfig:
     sender: SenderConfig = field(default_factory=SenderConfig)
     # Rigid compression of every push (hosts/training/compress.py): sent protected, retransmitted until complete.
     compression: Compression = NONE
+    # PS mode with a loss bound: what the PS zero-filled of a push goes out again, added to the tensor's next
+    # push (error feedback). Not in aggregate mode: DDP rebuilds its buckets after the first step, so a bucket
+    # index does not name the same elements from one step to the next.
+    loss_feedback: bool = True
 
     def __post_init__(self) -> None:
+        if isinstance(self.loss_bound, bool) or not 0.0 <= self.loss_bound <= 1.0:
+            raise ValueError(f"loss_bound={self.loss_bound!r} must be in [0, 1]")
         if self.compression.active and self.loss_bound > 0:
             raise ValueError(
                 f"compression {self.compression.spec()} needs loss bound 0 (a lost chunk of a compressed "
@@ -65,6 +77,11 @@ class ClientConfig:
             )
         if self.compression.active and self.mode != "ps":
             raise ValueError("compression is for PS mode pushes, not DDP buckets (aggregate mode)")
+
+    @property
+    def feeds_back_loss(self) -> bool:
+        """Lost elements of a push are held for the next one (see ``loss_feedback``)."""
+        return self.loss_feedback and self.loss_bound > 0 and self.mode == "ps"
 
 
 @dataclass
@@ -74,6 +91,7 @@ class PushResult:
     protected_chunks: int = 0
     retransmits: int = 0
     tolerated_chunks: int = 0  # lost chunks the sender left to the PS's zero-fill (an upper bound on the loss)
+    held_elements: int = 0  # gradient elements the PS zero-filled, held back for the next push (loss feedback)
 
 
 class WorkerClient:
@@ -83,6 +101,7 @@ class WorkerClient:
         self._push_sock = push_sock
         self.welcome: dict = {}
         self.compressor = Compressor(cfg.compression)
+        self.residuals = Residuals()  # loss feedback: per tensor, what the PS zero-filled of the last push
         self.reconnects = 0
         self._rejoins_seen: set[int] = set()  # REJOIN sessions acted on (its sender retransmits until acked)
         self._open()
@@ -200,6 +219,8 @@ class WorkerClient:
         hello = {"rank": cfg.rank, "rx": [host, port], "numels": list(numels), "mode": cfg.mode}
         if cfg.compression.active:  # a PS without compression refuses the worker (unknown size of its pushes)
             hello["compression"] = cfg.compression.spec()
+        if cfg.feeds_back_loss:  # the PS counts this worker's zero-filled elements as coming later
+            hello["loss_feedback"] = True
         hello = proto.encode(hello)
         self.session = proto.new_session()
         with self._cv:
@@ -285,9 +306,9 @@ class WorkerClient:
             classes: bytes | int = IMPORTANCE_PROTECTED
             protected = -(-len(payload) // chunk)
         else:
-            payload = buf
+            payload = self.residuals.add(tensor_id, buf) if cfg.feeds_back_loss else buf
             classes = assign_importance(
-                buf, chunk, layer_index=layer_index, num_layers=num_layers, protect_fraction=cfg.protect_fraction
+                payload, chunk, layer_index=layer_index, num_layers=num_layers, protect_fraction=cfg.protect_fraction
             )
             # the transport raises the last chunk to protected (end-of-tensor marker): count it the same way
             protected = sum(c >= IMPORTANCE_PROTECTED for c in classes[:-1]) + 1
@@ -295,12 +316,24 @@ class WorkerClient:
             cfg.job, iteration, tensor_id, payload, importance=classes, loss_bound=cfg.loss_bound, timeout=cfg.timeout
         )
         out = result if result is not None else PushResult()
+        if cfg.feeds_back_loss and isinstance(payload, np.ndarray):
+            out.held_elements += self._hold_lost(tensor_id, payload, res.missing_chunks, chunk)
         out.bytes += len(payload) if isinstance(payload, bytes) else payload.nbytes
         out.chunks += res.chunks
         out.protected_chunks += protected
         out.retransmits += res.retransmits
         out.tolerated_chunks += res.tolerated_chunks
         return out
+
+    def _hold_lost(self, tensor_id: int, sent: np.ndarray, missing_chunks: Sequence[int], chunk: int) -> int:
+        """Keep the elements of ``sent`` in ``missing_chunks`` (by the PS's own element rule) for the next push;
+        the rest arrived. Returns how many elements are held."""
+        if not missing_chunks:
+            self.residuals.clear(tensor_id)
+            return 0
+        lost = ~received_elements(sent.size, sent.itemsize, chunk, missing_chunks)
+        self.residuals.hold(tensor_id, sent, lost)
+        return int(np.count_nonzero(lost))
 
     def stats(self, iteration: int) -> dict:
         """PS mode: the PS's STATS message for ``iteration`` (what it zero-filled of this worker's pushes)."""

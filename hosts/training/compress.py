@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mlfc.hosts.training.residual import Residuals
+
 FP16_MAX = float(np.finfo(np.float16).max)
 
 
@@ -119,11 +121,15 @@ def decode_topk(payload: bytes | bytearray | memoryview, numel: int) -> np.ndarr
 
 @dataclass
 class Compressor:
-    """A worker's encoder: one residual (error-feedback memory) per tensor for top-k."""
+    """A worker's encoder: one residual (error-feedback memory, hosts/training/residual.py) per tensor for top-k."""
 
     compression: Compression
     error_feedback: bool = True
-    residual: dict[int, np.ndarray] = field(default_factory=dict)
+    memory: Residuals = field(default_factory=Residuals)
+
+    @property
+    def residual(self) -> dict[int, np.ndarray]:
+        return self.memory.as_dict()
 
     def encode(self, tensor_id: int, grad: np.ndarray) -> bytes:
         c = self.compression
@@ -131,11 +137,10 @@ class Compressor:
         if c.scheme == "fp16":
             return encode_fp16(g)
         if c.scheme == "topk":
-            acc = g + self.residual[tensor_id] if self.error_feedback and tensor_id in self.residual else g.copy()
+            acc = self.memory.add(tensor_id, g) if self.error_feedback else g.copy()
             payload, idx = encode_topk(acc, c.k(acc.size))
-            if self.error_feedback:
-                acc[idx] = 0.0  # what was sent leaves the memory; the rest waits for the next push
-                self.residual[tensor_id] = acc
+            if self.error_feedback:  # what was sent leaves the memory; the rest waits for the next push
+                self.memory.hold_all_but(tensor_id, acc, idx)
             return payload
         return g.tobytes()
 

@@ -44,6 +44,7 @@ class TrainingJob:
     seed: int = 0
     loss_bound: float = 0.0
     protect_fraction: float = 0.25
+    loss_feedback: bool = True  # what the PS zero-filled goes out again with the next push (error feedback)
     eval_every: int = 5
     compute_s: float = 0.0  # pad real compute up to this (0: none)
     compress: str = "none"  # rigid push compression: none | fp16 | topk:F (hosts/training/compress.py)
@@ -54,6 +55,7 @@ class TrainingJob:
     f_shape: str | None = None  # F's shape (mlfc.policy.mltcp format_shape); None: the CLI's default
     f_rule: str | None = None  # where F acts (mlfc.policy.mltcp RULES); None: the CLI's default
     line_rate: float = 100e6
+    tolerated_loss: str = "loss"  # SenderConfig.tolerated_loss: the window's reaction to a tolerated loss
     deadline: float = 0.02
     timeout: float = 60.0
     peer_timeout: float = 10.0
@@ -81,6 +83,8 @@ class TrainingJob:
             "--peer-timeout",
             str(self.peer_timeout),
         ]
+        if self.tolerated_loss != "loss":
+            args += ["--tolerated-loss", self.tolerated_loss]
         if self.width is not None:
             args += ["--width", str(self.width)]
         if self.mltcp:
@@ -166,6 +170,8 @@ def worker_argv(
         args += ["--batch-size", str(job.batch_size)]
     if job.compress != "none":
         args += ["--compress", job.compress]
+    if not job.loss_feedback:
+        args.append("--no-loss-feedback")
     if start_at:
         args += ["--start-at", str(start_at)]
     if start_delay:

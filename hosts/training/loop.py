@@ -324,6 +324,7 @@ def _iteration(
         "chunks": push.chunks,
         "protected_chunks": push.protected_chunks,
         "tolerated_chunks": push.tolerated_chunks,
+        "held_elements": push.held_elements,
         "lost_chunks": stats["lost_chunks"],
         "job_lost_chunks": stats["job_lost_chunks"],
         "lost_by_tensor": stats["lost_by_tensor"],

@@ -72,6 +72,7 @@ class _Worker:
     rx: tuple[str, int]
     numels: list[int]
     compression: Compression = NONE
+    loss_feedback: bool = False  # what this PS zero-fills of its pushes comes again later (error feedback)
     sender: Sender | None = None
     pool: ThreadPoolExecutor | None = None
     session: int = 0  # its HELLO's iteration field: WELCOME and INITIAL carry it back
@@ -178,6 +179,9 @@ class TrainingServer:
             rx_ip, rx_port = msg["rx"]
             numels = [int(n) for n in msg.get("numels", [])]
             compression = parse(msg.get("compression"))
+            loss_feedback = msg.get("loss_feedback", False)
+            if not isinstance(loss_feedback, bool):
+                raise ValueError(f"loss_feedback={loss_feedback!r} is not a boolean")
         except (proto.ProtocolError, KeyError, TypeError, ValueError) as exc:
             log.warning("job %d: unusable HELLO from %s:%d: %s", cfg.job, *d.peer, exc)
             self.stray += 1
@@ -208,7 +212,7 @@ class TrainingServer:
             self._by_peer.pop(old.push_peer, None)
             self._close_worker(old)
             self.rejoins += 1
-        w = _Worker(rank, d.peer, (rx_ip, int(rx_port)), numels, compression, session=d.iteration)
+        w = _Worker(rank, d.peer, (rx_ip, int(rx_port)), numels, compression, loss_feedback, session=d.iteration)
         self.workers[rank] = w
         self.compression = compression
         self._by_peer[d.peer] = w
@@ -396,8 +400,10 @@ class TrainingServer:
         return True
 
     def _aggregate(self, iteration: int, tensor: int, pushes: dict[int, DeliveredTensor]) -> np.ndarray:
-        values, masks = [], []
+        values, masks, delayed = [], [], []
         for rank in sorted(pushes):
+            w = self.workers.get(rank)
+            delayed.append(w is not None and w.loss_feedback)
             d = pushes[rank]
             rep = d.loss
             if self.compression.active:
@@ -416,7 +422,7 @@ class TrainingServer:
                 received_elements(v.size, 4, rep.chunk_size, rep.missing_chunks) if rep.missing_chunks else None
             )
         try:
-            agg = average_received(values, masks)
+            agg = average_received(values, masks, delayed)
         except ValueError as exc:
             raise TrainingError(f"iteration {iteration} tensor {tensor}: {exc}") from None
         self.ledger.record_elements(iteration, tensor, agg.lost_elements)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from mlfc.hosts.cc import ALGORITHMS
 from mlfc.hosts.transport.packet import MAX_CHUNK_PAYLOAD, MAX_TENSOR_BYTES
+from mlfc.hosts.transport.recovery import TOLERATED_LOSS_REACTIONS
 from mlfc.policy.mltcp import EWMA_WEIGHT, MltcpParams
 from mlfc.policy.mltcp_tuning import TuningParams
 
@@ -31,6 +32,10 @@ class SenderConfig:
     restart_after_idle: bool = True
     peer_timeout: float = 3.0  # no feedback at all for this long ends the transfer with PeerTimeout
     reorder_window: int = 3  # RACK: a chunk is lost once one sent this many transmissions later is acked
+    # What a tolerated loss (within the tensor's loss bound, not retransmitted) is to the congestion controller:
+    # "loss" (a loss event: on_loss, Reno halves), "ecn" (one ECN echo: on_ack(ece=True), at most one
+    # reduction per round trip), "none" (no reaction). A loss that must be retransmitted is always a loss.
+    tolerated_loss: str = "loss"
     max_tensor_bytes: int = 1 << 30
     jobs: frozenset[int] | None = None  # jobs this sender may send for (None: any)
     pacing_burst: float = 0.0005  # s of line rate the pacer may send back to back (min 16 chunks)
@@ -52,6 +57,10 @@ class SenderConfig:
             raise ValueError("peer_timeout must be > 0")
         if not 0 < self.max_tensor_bytes <= MAX_TENSOR_BYTES:
             raise ValueError(f"max_tensor_bytes must be in 1..{MAX_TENSOR_BYTES}")
+        if self.tolerated_loss not in TOLERATED_LOSS_REACTIONS:
+            raise ValueError(
+                f"tolerated_loss={self.tolerated_loss!r}: choose one of {', '.join(TOLERATED_LOSS_REACTIONS)}"
+            )
         if self.mltcp_tune is not None and self.mltcp is None:
             raise ValueError("mltcp_tune needs mltcp (the point the tuning starts from)")
 

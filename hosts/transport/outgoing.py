@@ -27,6 +27,9 @@ class SendResult:
     retransmits: int
     tolerated_chunks: int  # lost chunks the sender did not retransmit (the receiver may have zero-filled them)
     fin: bool  # the receiver ended the transfer (FIN), as opposed to every chunk being acknowledged
+    # chunks never acknowledged: what the receiver zero-filled as far as its ACKs told (the FIN's SACK blocks
+    # cover up to 32 runs: beyond that, or when the ACK of a late arrival was lost, a superset)
+    missing_chunks: tuple[int, ...] = ()
 
     @property
     def goodput_bps(self) -> float:
@@ -55,8 +58,9 @@ class Transfer:
 
     def result(self, now: float) -> SendResult:
         b = self.board
+        missing = () if b.complete else b.unacknowledged()
         return SendResult(self.job, self.iteration, self.tensor_id, b.nbytes, b.n, now - self.started,
-                          b.retransmits, b.tolerated, self.fin)  # fmt: skip
+                          b.retransmits, b.tolerated, self.fin, missing)  # fmt: skip
 
 
 def prepare(cfg: SenderConfig, job: int, iteration: int, tensor_id: int, buffer, importance, layer_index: int,

@@ -11,7 +11,10 @@ ACK acknowledges, what is lost, when to time out, and what the congestion contro
 * ``RecoveryPoint``: one congestion response per round trip: a loss or an ECN echo is a new congestion
   event only for data sent after the previous response (RFC 6582's recovery point, RFC 3168).
 * ``FlowRecovery`` ties them together for the sender: ``on_ack`` returns the ``AckEvents`` the sender
-  hands to its congestion controller, ``on_timeout`` handles an RTO.
+  hands to its congestion controller, ``on_timeout`` handles an RTO. How a *tolerated* loss (one the
+  budget lets stay lost; the switch's selective drop causes most of them) reaches the controller is
+  ``tolerated_loss`` (TOLERATED_LOSS_REACTIONS): "loss" as any loss (a loss event), "ecn" as one ECN
+  echo (an ECE event, at most one reduction per round trip like RFC 3168's), "none" not at all.
 
 Transmissions are numbered per flow (``FlowRecovery.next_tx``); RACK orders by that number.
 """
@@ -27,6 +30,7 @@ from mlfc.policy.loss import LossBudget
 # chunk states
 UNSENT, INFLIGHT, LOST, ACKED, TOLERATED = 0, 1, 2, 3, 4
 MAX_BACKOFF = 64
+TOLERATED_LOSS_REACTIONS = ("loss", "ecn", "none")  # what a tolerated loss is to the congestion controller
 _INFLIGHT_RUN = bytes([INFLIGHT]) * 128
 
 
@@ -201,33 +205,53 @@ class Scoreboard:
     def detect_losses(self, reorder_window: int) -> int:
         """RACK: every chunk still in flight that was sent more than ``reorder_window`` transmissions before
         the latest acknowledged one is lost. Returns the highest transmission number declared lost (0: none)."""
+        return max(self.detect_losses_split(reorder_window))
+
+    def detect_losses_split(self, reorder_window: int) -> tuple[int, int]:
+        """``detect_losses``, telling the two outcomes apart: (highest transmission number of the chunks
+        queued for retransmission, highest of those tolerated), 0 for none."""
         # with few chunks in flight there are not reorder_window later ones to wait for
         horizon = self.max_acked_tx - max(1, min(reorder_window, self.inflight - 1))
         outstanding, state, xmit_tx = self.outstanding, self.state, self.xmit_tx
-        lost_tx = 0
+        lost_tx = tolerated_tx = 0
         while outstanding and outstanding[0][0] < horizon:
             tx0, seq0, count = outstanding[0]
             below = min(count, horizon - tx0)  # this run's transmissions older than the horizon
             if state.find(INFLIGHT, seq0, seq0 + below) >= 0:  # else all acknowledged, lost or tolerated already
                 for j in range(below):
                     if state[seq0 + j] == INFLIGHT and xmit_tx[seq0 + j] == tx0 + j:  # not re-sent since
-                        self.declare_lost(seq0 + j)
-                        lost_tx = tx0 + j
+                        if self.declare_lost(seq0 + j):
+                            tolerated_tx = tx0 + j
+                        else:
+                            lost_tx = tx0 + j
             if below == count:
                 outstanding.popleft()
             else:
                 outstanding[0] = (tx0 + below, seq0 + below, count - below)
-        return lost_tx
+        return lost_tx, tolerated_tx
 
-    def declare_lost(self, seq: int) -> None:
-        """A chunk in flight is lost: tolerate it if the loss policy allows, else queue it for retransmission."""
+    def declare_lost(self, seq: int) -> bool:
+        """A chunk in flight is lost: tolerate it if the loss policy allows (True), else queue it for
+        retransmission (False)."""
         self.inflight -= 1
         if self.budget.try_tolerate(self.classes[seq], self.size(seq)):
             self.state[seq] = TOLERATED
             self.tolerated += 1
-        else:
-            self.state[seq] = LOST
-            self.retx.append(seq)
+            return True
+        self.state[seq] = LOST
+        self.retx.append(seq)
+        return False
+
+    def unacknowledged(self) -> tuple[int, ...]:
+        """Chunks not acknowledged (so far): once the receiver has ended the transfer (FIN), the ones it
+        zero-filled, as far as its ACKs told. Mostly tolerated chunks, but the receiver may also give up on
+        a chunk still in flight or queued for retransmission when the bound covers it."""
+        out = []
+        acked, pos = self.acked, 0
+        while (i := acked.find(0, pos)) >= 0:
+            out.append(i)
+            pos = i + 1
+        return tuple(out)
 
     def on_rto(self) -> None:
         """Retransmission timeout: everything in flight is lost (in chunk order)."""
@@ -289,16 +313,21 @@ class AckEvents:
     rtt: float | None  # an RTT sample, if the ACK gave one
     loss_event: bool  # chunks found lost, sent after the recovery point: call on_loss
     ece_event: bool  # ECN echo for data sent after the recovery point: a window reduction
+    # tolerated chunks found lost, sent after the recovery point (whatever the reaction, for the counters)
+    tolerated_event: bool = False
 
 
 class FlowRecovery:
     """Per-flow loss recovery state, kept across tensors like a TCP connection's."""
 
-    def __init__(self, rtt: RttEstimator, reorder_window: int = 3) -> None:
+    def __init__(self, rtt: RttEstimator, reorder_window: int = 3, tolerated_loss: str = "loss") -> None:
         if reorder_window < 1:
             raise ValueError(f"reorder_window={reorder_window} must be >= 1")
+        if tolerated_loss not in TOLERATED_LOSS_REACTIONS:
+            raise ValueError(f"tolerated_loss={tolerated_loss!r}: choose one of {', '.join(TOLERATED_LOSS_REACTIONS)}")
         self.rtt = rtt
         self.reorder_window = reorder_window
+        self.tolerated_loss = tolerated_loss
         self.point = RecoveryPoint()
         self.tx = 0  # transmissions so far
 
@@ -310,7 +339,9 @@ class FlowRecovery:
     def on_ack(
         self, board: Scoreboard, cum_ack: int, blocks: tuple[tuple[int, int], ...], ece: bool, now: float
     ) -> AckEvents | None:
-        """Scoreboard, then RTT, then RACK, then the recovery point; None for an ACK beyond the tensor."""
+        """Scoreboard, then RTT, then RACK, then the recovery point; None for an ACK beyond the tensor.
+        A tolerated loss is a loss event, an ECE event or nothing, as ``tolerated_loss`` says; a loss to
+        retransmit is always a loss event."""
         acked = board.on_ack(cum_ack, blocks)
         if acked is None:
             return None
@@ -318,12 +349,18 @@ class FlowRecovery:
         rtt = board.rtt_sample(rtt_seq, now)
         if rtt is not None:
             self.rtt.sample(rtt)
-        lost_tx = board.detect_losses(self.reorder_window)
-        loss_event = self.point.is_new(lost_tx)
-        ece_event = ece and self.point.is_new(max_tx)
+        lost_tx, tolerated_tx = board.detect_losses_split(self.reorder_window)
+        point = self.point
+        tolerated_event = point.is_new(tolerated_tx)
+        if self.tolerated_loss == "loss":
+            lost_tx = max(lost_tx, tolerated_tx)
+        loss_event = point.is_new(lost_tx)
+        ece_event = ece and point.is_new(max_tx)
+        if self.tolerated_loss == "ecn" and tolerated_event and not loss_event:
+            ece_event = True  # the window's response to one mark, not to a loss, for data the switch dropped
         if loss_event or ece_event:
-            self.point.respond(self.tx)
-        return AckEvents(newly, rtt, loss_event, ece_event)
+            point.respond(self.tx)
+        return AckEvents(newly, rtt, loss_event, ece_event, tolerated_event)
 
     def on_timeout(self, board: Scoreboard) -> bool:
         """An RTO: back off; if chunks were in flight they are lost and the controller must collapse its

@@ -71,7 +71,8 @@ class Sender:
         now = clock()
         mltcp = None if cfg.mltcp is None else Mltcp(cfg.mltcp, self.progress)
         self.cc: CongestionControl = make_cc(cfg.cc, cfg.chunk_size, mltcp, line_rate=cfg.line_rate, now=now)
-        self.recovery = FlowRecovery(RttEstimator(cfg.initial_rto, cfg.min_rto, cfg.max_rto), cfg.reorder_window)
+        rtt = RttEstimator(cfg.initial_rto, cfg.min_rto, cfg.max_rto)
+        self.recovery = FlowRecovery(rtt, cfg.reorder_window, cfg.tolerated_loss)
         self.stats = FlowStats()
         self._t0 = now
         self._next_sample = now
@@ -145,6 +146,8 @@ class Sender:
         ``importance``: None assigns classes from gradient magnitude (float32 buffers) and layer position
         (see mlfc.hosts.importance); an int applies to every chunk; a sequence gives one class per chunk.
         ``loss_bound``: the fraction of the tensor's bytes the receiver may zero-fill (unprotected chunks).
+        The result's ``missing_chunks`` are the chunks the receiver ended without (zero-filled), as its ACKs
+        told: empty when every chunk was acknowledged.
         Raises TransferRejected for bad input and PeerTimeout when the peer stops answering or
         ``timeout`` (s) passes."""
         t = outgoing.prepare(self.config, job, iteration, tensor_id, buffer, importance, layer_index, num_layers,
@@ -340,6 +343,7 @@ class Sender:
         st.ece_acks += fb.ece
         st.ece_events += ev.ece_event
         st.loss_events += ev.loss_event
+        st.tolerated_events += ev.tolerated_event
         st.bytes_acked += ev.newly_acked
         self.delivery.on_ack(ev.newly_acked, now, self.recovery.rtt.srtt)
         if ev.loss_event:

@@ -21,6 +21,7 @@ class FlowStats:
     ece_events: int = 0
     cnps: int = 0
     loss_events: int = 0
+    tolerated_events: int = 0  # ACKs that found tolerated losses after the recovery point (tolerated_loss)
     timeouts: int = 0
     idle_restarts: int = 0  # window restarts after an idle period (restart_after_idle)
     tensors: int = 0

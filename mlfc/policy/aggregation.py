@@ -12,6 +12,13 @@ that grows with congestion), and rescaling one worker's tensor by 1 / fraction r
 elements that did arrive, whose values have nothing to do with the lost ones. Per-element averaging needs
 no assumption about which chunks were lost and reduces to the plain mean when nothing was lost.
 
+**Unless the loss is only a delay**: a worker with error feedback (hosts/training/client.py ``loss_feedback``)
+adds what the PS zero-filled to its next push of the tensor, so its lost element still arrives, one iteration
+late. Averaged over the others now and added again later it would count twice (the others' copies stand in
+for it now, and it comes anyway). Such a worker's lost copy therefore counts in the divisor as if it had
+arrived as 0 (``delayed``): every gradient element is applied once with weight 1 / N, now or later, and the
+sum of the means over the iterations is the sum of all gradients / N, as without loss.
+
 Loss arrives from the transport per chunk (``LossReport.missing_chunks``, chunk size in bytes);
 ``received_elements`` turns that into a per-element mask. An element that straddles a chunk boundary
 (chunk size not a multiple of the item size) counts as lost if any of its bytes were.
@@ -57,8 +64,11 @@ def received_elements(n_elements: int, itemsize: int, chunk_size: int, missing_c
     return mask
 
 
-def average_received(values: Sequence[np.ndarray], received: Sequence[np.ndarray | None]) -> Aggregate:
-    """Per-element mean over the workers whose element arrived (``received[w]`` True, None = all arrived).
+def average_received(
+    values: Sequence[np.ndarray], received: Sequence[np.ndarray | None], delayed: Sequence[bool] | None = None
+) -> Aggregate:
+    """Per-element mean over the workers whose element arrived (``received[w]`` True, None = all arrived),
+    and over those whose lost element comes with a later push (``delayed[w]`` True: it counts as a 0 now).
 
     All ``values`` must have one shape and one floating dtype; the mean is accumulated in float64 and
     returned in that dtype. Elements no worker delivered are 0 with ``contributors`` 0."""
@@ -66,14 +76,20 @@ def average_received(values: Sequence[np.ndarray], received: Sequence[np.ndarray
         raise ValueError("no worker contributions to aggregate")
     if len(received) != len(values):
         raise ValueError(f"{len(values)} tensors but {len(received)} masks")
+    if delayed is not None and len(delayed) != len(values):
+        raise ValueError(f"{len(values)} tensors but {len(delayed)} delayed flags")
     shape, dtype = values[0].shape, values[0].dtype
     if not np.issubdtype(dtype, np.floating):
         raise ValueError(f"gradients must be floating point, not {dtype}")
     total = np.zeros(shape, dtype=np.float64)
-    count = np.zeros(shape, dtype=np.int32)
+    count = np.zeros(shape, dtype=np.int32)  # copies that arrived
+    divisor = np.zeros(shape, dtype=np.int32)  # and copies that come later
     for w, (v, m) in enumerate(zip(values, received, strict=True)):
         if v.shape != shape or v.dtype != dtype:
             raise ValueError(f"worker {w}: {v.dtype}{list(v.shape)} differs from {dtype}{list(shape)}")
+        late = delayed is not None and bool(delayed[w])
+        if m is None or late:
+            divisor += 1
         if m is None:
             total += v
             count += 1
@@ -81,6 +97,8 @@ def average_received(values: Sequence[np.ndarray], received: Sequence[np.ndarray
         m = np.asarray(m, dtype=bool).reshape(shape)
         total += np.where(m, v, 0.0)
         count += m
+        if not late:
+            divisor += m
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(count > 0, total / np.maximum(count, 1), 0.0)
+        mean = np.where(divisor > 0, total / np.maximum(divisor, 1), 0.0)
     return Aggregate(mean.astype(dtype), count)

@@ -10,13 +10,21 @@ from mlfc.lab import approx
 
 
 def args(**kw) -> argparse.Namespace:
-    base = {"loss_bound": 0.1, "rigid": "fp16", "sweep": [0.02, 0.1, 0.4], "treatments": approx.TREATMENT_NAMES}
+    base = {"loss_bound": 0.1, "rigid": "fp16", "sweep": [0.02, 0.1, 0.4], "treatments": approx.TREATMENT_NAMES,
+            "loss_feedback": False}  # fmt: skip
     return argparse.Namespace(**(base | kw))
 
 
 def test_all_three_treatments_and_the_sweep_by_default():
     names = [v.name for v in approx.variants(args())]
     assert names == ["full", "selective", "rigid", "bound 0.02", "bound 0.4"]  # 0.1 is the selective treatment
+
+
+def test_loss_feedback_is_off_unless_asked_for_and_then_on_for_selective_and_the_sweep():
+    assert not any(v.loss_feedback for v in approx.variants(args()))  # "selective" as measured so far
+    vs = {v.name: v for v in approx.variants(args(loss_feedback=True))}
+    assert vs["selective"].loss_feedback and vs["bound 0.4"].loss_feedback and not vs["full"].loss_feedback
+    assert vs["selective"].describe().endswith("loss feedback") and "feedback" not in vs["full"].describe()
 
 
 def test_full_delivery_beside_the_sweep_only():
