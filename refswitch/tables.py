@@ -1,12 +1,15 @@
 """Match-action tables with P4Runtime semantics: exact/lpm/ternary/range keys, priorities, defaults.
 
 Entries are validated as PI (BMv2's P4Runtime server) validates them, so an entry the model accepts is
-one BMv2 accepts and vice versa. Lookups read an immutable snapshot that writers replace atomically, so
-the dataplane thread never takes the writers' lock.
+one BMv2 accepts and vice versa. Writes update the lookup order incrementally (no re-sort per write);
+lookups read an immutable snapshot copied from it, refreshed by the first lookup after writes outside a
+batch (briefly taking the table's lock) or once at the end of a batch (lookups during a batch see the
+table as it was before it).
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -170,18 +173,35 @@ def compile_entry(spec: TableSpec, entry: Entry) -> Entry:
     )
 
 
-class Table:
-    """One table's entries and default action."""
+def _lpm_slot(entry: Entry) -> tuple[int, int]:
+    m = entry.match[0]
+    return (m.prefix_len, m.value) if isinstance(m, Lpm) else (0, 0)
 
-    def __init__(self, spec: TableSpec) -> None:
+
+class Table:
+    """One table's entries and default action.
+
+    Writes keep the lookup order up to date incrementally: the entries sorted by (priority falling,
+    insertion order) in a list that a write updates by bisection (O(log n) comparisons and one move of
+    the list's tail), and for single-field LPM tables a dict per prefix length. The immutable snapshot
+    that lookups read is copied from them (no sort) only when a lookup finds it out of date, or once at
+    the end of a batch, so n writes cost O(n log n) comparisons, not a sort of the whole table each.
+    """
+
+    def __init__(self, spec: TableSpec, size: int | None = None) -> None:
         self.spec = spec
+        self.size = spec.size if size is None else size
         self._lock = threading.Lock()
-        self._entries: dict[tuple[MatchKey, int], tuple[int, Entry]] = {}  # key -> (insertion seq, entry)
+        # key -> (insertion seq, entry); dict order is insertion order (a modify keeps its place)
+        self._entries: dict[tuple[MatchKey, int], tuple[int, Entry]] = {}
         self._seq = 0
         self._deferred = 0  # > 0 inside Tables.batch(): lookups keep the old snapshot until it ends
-        self._dirty = False
+        self._dirty = False  # written since the snapshot was taken
+        self._order_keys: list[tuple[int, int]] = []  # (-priority, seq), sorted
+        self._order: list[Entry] = []  # the entries in that order
         self._snapshot: tuple[Entry, ...] = ()
         self._lpm_only = all(f.kind == "lpm" for f in spec.fields) and len(spec.fields) == 1
+        self._by_len: dict[int, dict[int, Entry]] = {}  # LPM-only: prefix len -> value -> entry
         self._lpm: tuple[tuple[int, int, dict[int, Entry]], ...] = ()  # (prefix len, mask, value -> entry)
         self.default: tuple[str, tuple[int, ...]] = self.initial_default
 
@@ -196,7 +216,7 @@ class Table:
         return len(self._entries)
 
     def entries(self) -> list[Entry]:
-        return [e for _, e in sorted(self._entries.values(), key=lambda se: se[0])]
+        return [e for _, e in self._entries.values()]
 
     def get(self, key: tuple[MatchKey, int]) -> Entry | None:
         found = self._entries.get(key)
@@ -206,11 +226,18 @@ class Table:
         with self._lock:
             if entry.key in self._entries:
                 raise P4RuntimeError(Code.ALREADY_EXISTS, f"{self.spec.name}: match entry exists, use MODIFY")
-            if len(self._entries) >= self.spec.size:
-                raise P4RuntimeError(Code.RESOURCE_EXHAUSTED, f"{self.spec.name}: table full ({self.spec.size})")
+            if len(self._entries) >= self.size:
+                raise P4RuntimeError(Code.RESOURCE_EXHAUSTED, f"{self.spec.name}: table full ({self.size})")
             self._seq += 1
             self._entries[entry.key] = (self._seq, entry)
-            self._rebuild()
+            k = (-entry.priority, self._seq)
+            i = bisect.bisect_right(self._order_keys, k)
+            self._order_keys.insert(i, k)
+            self._order.insert(i, entry)
+            if self._lpm_only:
+                plen, value = _lpm_slot(entry)
+                self._by_len.setdefault(plen, {})[value] = entry
+            self._dirty = True
 
     def modify(self, entry: Entry) -> None:
         with self._lock:
@@ -218,19 +245,43 @@ class Table:
             if old is None:
                 raise P4RuntimeError(Code.NOT_FOUND, f"{self.spec.name}: cannot find match entry")
             self._entries[entry.key] = (old[0], entry)
-            self._rebuild()
+            self._order[self._position(old[0], entry.priority)] = entry
+            if self._lpm_only:
+                plen, value = _lpm_slot(entry)
+                self._by_len[plen][value] = entry
+            self._dirty = True
 
     def delete(self, key: tuple[MatchKey, int]) -> None:
         with self._lock:
-            if self._entries.pop(key, None) is None:
+            old = self._entries.pop(key, None)
+            if old is None:
                 raise P4RuntimeError(Code.NOT_FOUND, f"{self.spec.name}: cannot find match entry")
-            self._rebuild()
+            i = self._position(old[0], old[1].priority)
+            del self._order_keys[i]
+            del self._order[i]
+            if self._lpm_only:
+                plen, value = _lpm_slot(old[1])
+                slot = self._by_len[plen]
+                del slot[value]
+                if not slot:
+                    del self._by_len[plen]
+            self._dirty = True
+
+    def _position(self, seq: int, priority: int) -> int:
+        i = bisect.bisect_left(self._order_keys, (-priority, seq))
+        assert self._order_keys[i] == (-priority, seq)
+        return i
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._order_keys.clear()
+            self._order.clear()
+            self._by_len.clear()
             self.default = self.initial_default
-            self._rebuild()
+            self._dirty = True
+            if not self._deferred:
+                self._publish()
 
     def set_default(self, action: str, params: Mapping[str, int]) -> None:
         if self.spec.const_default:
@@ -248,27 +299,28 @@ class Table:
             )
         self.default = self.initial_default
 
-    def _rebuild(self) -> None:
-        # A sort per change made a batch of n inserts O(n^2 log n); inside a batch it waits for the end.
-        if self._deferred:
-            self._dirty = True
-            return
+    def _publish(self) -> None:
+        """Copy the lookup order into a fresh snapshot (caller holds the lock). O(n), no sort."""
         self._dirty = False
-        ordered = sorted(self._entries.values(), key=lambda se: (-se[1].priority, se[0]))
         if self._lpm_only:
             width = self.spec.fields[0].bitwidth
-            by_len: dict[int, dict[int, Entry]] = {}
-            for _, e in ordered:
-                m = e.match[0]
-                plen = m.prefix_len if isinstance(m, Lpm) else 0
-                by_len.setdefault(plen, {})[m.value if isinstance(m, Lpm) else 0] = e
             self._lpm = tuple(
-                (plen, _full(width) ^ _full(width - plen), by_len[plen]) for plen in sorted(by_len, reverse=True)
+                (plen, _full(width) ^ _full(width - plen), dict(self._by_len[plen]))
+                for plen in sorted(self._by_len, reverse=True)
             )
-        self._snapshot = tuple(e for _, e in ordered)
+        self._snapshot = tuple(self._order)
+
+    def _current(self) -> None:
+        """Bring the snapshot up to date before a lookup if writes happened outside a batch since."""
+        if self._dirty and not self._deferred:
+            with self._lock:
+                if self._dirty and not self._deferred:
+                    self._publish()
 
     def lookup(self, values: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
         """The action (name, params) the table applies to a key: hit entry or default."""
+        if self._dirty:
+            self._current()
         if self._lpm_only:
             v = values[0]
             for _, mask, by_value in self._lpm:
@@ -292,8 +344,9 @@ class Table:
 class Tables:
     """Every table of the program, by name."""
 
-    def __init__(self, specs: Iterable[TableSpec] = TABLES.values()) -> None:
-        self.by_name: dict[str, Table] = {s.name: Table(s) for s in specs}
+    def __init__(self, specs: Iterable[TableSpec] = TABLES.values(), sizes: Mapping[str, int] | None = None) -> None:
+        sizes = sizes or {}
+        self.by_name: dict[str, Table] = {s.name: Table(s, sizes.get(s.name)) for s in specs}
 
     def __getitem__(self, name: str) -> Table:
         return self.by_name[name]
@@ -304,10 +357,12 @@ class Tables:
 
     @contextmanager
     def batch(self) -> Iterator[None]:
-        """Apply many changes, then rebuild each changed table's lookup structure once (a Write request)."""
+        """Apply many changes, then publish each changed table's lookup snapshot once (a Write request)."""
         tables = list(self.by_name.values())
         for t in tables:
             with t._lock:
+                if not t._deferred and t._dirty:  # writes before the batch are visible during it
+                    t._publish()
                 t._deferred += 1
         try:
             yield
@@ -316,4 +371,4 @@ class Tables:
                 with t._lock:
                     t._deferred -= 1
                     if not t._deferred and t._dirty:
-                        t._rebuild()
+                        t._publish()
