@@ -59,16 +59,33 @@ def a_star(finals: Mapping[object, float]) -> float:
     return max(vals)
 
 
-def time_to_accuracy(points: Mapping[int, Sequence[AccuracyPoint]], target: float, start: float) -> float:
-    """Seconds after ``start`` at which any job's accuracy first reached ``target``; NaN if none did.
-    (The best accuracy among the jobs first reaches the target exactly when some job's does.)"""
-    hits = [p.time for pts in points.values() for p in pts if p.accuracy >= target]
+def smoothed(points: Sequence[AccuracyPoint], window: int) -> list[AccuracyPoint]:
+    """Each evaluation's accuracy replaced by the mean of the last ``window`` evaluations up to it (fewer
+    at the start): a target is then crossed by a curve that stays there, not by one spike, and the
+    crossing is known at the time of the last evaluation it uses (no look-ahead)."""
+    if window < 1:
+        raise ValueError(f"window={window} must be >= 1")
+    ordered = sorted(points, key=lambda p: p.iteration)
+    out = []
+    for i, p in enumerate(ordered):
+        last = ordered[max(0, i - window + 1) : i + 1]
+        out.append(AccuracyPoint(p.time, p.iteration, sum(q.accuracy for q in last) / len(last)))
+    return out
+
+
+def time_to_accuracy(
+    points: Mapping[int, Sequence[AccuracyPoint]], target: float, start: float, window: int = 1
+) -> float:
+    """Seconds after ``start`` at which any job's accuracy (its mean over the last ``window`` evaluations)
+    first reached ``target``; NaN if none did. (The best accuracy among the jobs first reaches the target
+    exactly when some job's does.)"""
+    hits = [p.time for pts in points.values() for p in smoothed(pts, window) if p.accuracy >= target]
     return min(hits) - start if hits else math.nan
 
 
-def job_time_to_accuracy(points: Sequence[AccuracyPoint], target: float, start: float) -> float:
+def job_time_to_accuracy(points: Sequence[AccuracyPoint], target: float, start: float, window: int = 1) -> float:
     """``time_to_accuracy`` of one job."""
-    return time_to_accuracy({0: points}, target, start)
+    return time_to_accuracy({0: points}, target, start, window)
 
 
 def iterations_to_accuracy(points: Sequence[AccuracyPoint], target: float) -> int | None:

@@ -111,3 +111,16 @@ def test_decision_timeline_lists_changes_of_order_only():
     lines = describe(samples, 100.0, {1: "w8 lr0.1", 2: "w16 lr0.1"})
     assert len(lines) == 2
     assert lines[1] == "    3.0 s (decision 3): job 2 (w16 lr0.1) c6 power 50%@6 > job 1 (w8 lr0.1) c5 exp 40%@6"
+
+
+def test_a_spike_does_not_cross_the_target_with_smoothing() -> None:
+    from mlfc.lab.tta import AccuracyPoint, smoothed, time_to_accuracy
+
+    spike = [AccuracyPoint(t, i, a) for i, (t, a) in enumerate([(1, 0.3), (2, 0.75), (3, 0.5), (4, 0.55)])]
+    steady = [AccuracyPoint(t, i, a) for i, (t, a) in enumerate([(1, 0.5), (2, 0.7), (3, 0.72), (4, 0.74)])]
+    assert time_to_accuracy({1: spike}, 0.7, 0.0) == 2  # unsmoothed: the spike counts
+    assert math.isnan(time_to_accuracy({1: spike}, 0.7, 0.0, window=3))
+    assert time_to_accuracy({1: spike, 2: steady}, 0.7, 0.0, window=3) == 4  # (0.7 + 0.72 + 0.74) / 3 at t=4
+    assert [p.accuracy for p in smoothed(steady, 2)] == pytest.approx([0.5, 0.6, 0.71, 0.73])
+    with pytest.raises(ValueError, match="window"):
+        smoothed(steady, 0)
