@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from mlfc.contract import ACTIONS, TABLES, TableSpec
+from mlfc import contract
 from mlfc.refswitch.errors import Code, P4RuntimeError, invalid
 
 
@@ -60,7 +60,7 @@ class Entry:
         return (self.match, self.priority)
 
     def params_dict(self) -> dict[str, int]:
-        return {p.name: v for p, v in zip(ACTIONS[self.action].params, self.params, strict=True)}
+        return {p.name: v for p, v in zip(contract.ACTIONS[self.action].params, self.params, strict=True)}
 
 
 def _full(width: int) -> int:
@@ -72,7 +72,7 @@ def _check_width(value: int, width: int, what: str) -> None:
         raise invalid(f"{what}: value {value:#x} does not fit within {width} bits")
 
 
-def make_match(spec: TableSpec, match: Mapping[str, Match]) -> MatchKey:
+def make_match(spec: contract.TableSpec, match: Mapping[str, Match]) -> MatchKey:
     """Validate a match (field name -> Match, don't-care fields absent) the way PI does."""
     names = {f.name for f in spec.fields}
     for name in match:
@@ -118,7 +118,7 @@ def make_match(spec: TableSpec, match: Mapping[str, Match]) -> MatchKey:
     return tuple(key)
 
 
-def check_priority(spec: TableSpec, priority: int) -> None:
+def check_priority(spec: contract.TableSpec, priority: int) -> None:
     if spec.needs_priority and priority <= 0:
         raise invalid(f"{spec.name}: zero priority for ternary match")
     if not spec.needs_priority and priority != 0:
@@ -127,12 +127,12 @@ def check_priority(spec: TableSpec, priority: int) -> None:
         raise invalid(f"{spec.name}: priority {priority} out of range (int32)")
 
 
-def make_params(spec: TableSpec, action: str, params: Mapping[str, int]) -> tuple[int, ...]:
-    if action not in ACTIONS:
+def make_params(spec: contract.TableSpec, action: str, params: Mapping[str, int]) -> tuple[int, ...]:
+    if action not in contract.ACTIONS:
         raise invalid(f"unknown action {action}")
     if action not in spec.actions:
         raise invalid(f"{spec.name}: invalid action for table: {action}")
-    aspec = ACTIONS[action]
+    aspec = contract.ACTIONS[action]
     if len(params) != len(aspec.params):
         raise invalid(f"{action}: unexpected number of action parameters ({len(params)}, expected {len(aspec.params)})")
     out = []
@@ -144,7 +144,7 @@ def make_params(spec: TableSpec, action: str, params: Mapping[str, int]) -> tupl
     return tuple(out)
 
 
-def compile_entry(spec: TableSpec, entry: Entry) -> Entry:
+def compile_entry(spec: contract.TableSpec, entry: Entry) -> Entry:
     masked, ranged = [], []
     for i, (f, m) in enumerate(zip(spec.fields, entry.match, strict=True)):
         if m is None:
@@ -173,7 +173,7 @@ def compile_entry(spec: TableSpec, entry: Entry) -> Entry:
 class Table:
     """One table's entries and default action."""
 
-    def __init__(self, spec: TableSpec) -> None:
+    def __init__(self, spec: contract.TableSpec) -> None:
         self.spec = spec
         self._lock = threading.Lock()
         self._entries: dict[tuple[MatchKey, int], tuple[int, Entry]] = {}  # key -> (insertion seq, entry)
@@ -292,7 +292,7 @@ class Table:
 class Tables:
     """Every table of the program, by name."""
 
-    def __init__(self, specs: Iterable[TableSpec] = TABLES.values()) -> None:
+    def __init__(self, specs: Iterable[contract.TableSpec] = contract.TABLES.values()) -> None:
         self.by_name: dict[str, Table] = {s.name: Table(s) for s in specs}
 
     def __getitem__(self, name: str) -> Table:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from mlfc import contract
 from mlfc.hosts.importance import assign_importance, expand_importance, num_chunks
 from mlfc.hosts.transport.config import SenderConfig
 from mlfc.hosts.transport.errors import TransferRejected
@@ -71,9 +72,9 @@ def prepare(cfg: SenderConfig, job: int, iteration: int, tensor_id: int, buffer,
         raise TransferRejected("empty buffer")
     if nbytes > cfg.max_tensor_bytes:
         raise TransferRejected(f"buffer of {nbytes} bytes exceeds max_tensor_bytes={cfg.max_tensor_bytes}")
-    if not 0 <= job <= 0xFFFF or (cfg.jobs is not None and job not in cfg.jobs):
+    if not 0 <= job <= contract.MAX_JOB_ID or (cfg.jobs is not None and job not in cfg.jobs):
         raise TransferRejected(f"unknown job {job}")
-    if not 0 <= iteration <= 0xFFFFFFFF or not 0 <= tensor_id <= 0xFFFF:
+    if not 0 <= iteration <= contract.MAX_ITERATION or not 0 <= tensor_id <= 0xFFFF:
         raise TransferRejected(f"iteration {iteration} / tensor_id {tensor_id} out of range")
     try:
         bound_bp = loss.to_basis_points(loss_bound)
