@@ -34,6 +34,7 @@ from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternar
 from mlfc.controller.errors import ValidationError, join
 from mlfc.controller.pipeline import Pipeline
 from mlfc.policy import depth, drop, ecn, priority
+from mlfc.policy.maif import Window
 from mlfc.policy.priority import PolicyError
 from mlfc.proto import intent_pb2 as pb
 
@@ -52,13 +53,6 @@ PRIO_SINGLE = 1
 
 EVERY_SWITCH = ""
 EVERY_PORT = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    first: int
-    last: int
-    priority: int
 
 
 @dataclass(frozen=True, slots=True)

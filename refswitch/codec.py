@@ -5,9 +5,10 @@ from __future__ import annotations
 from finsy.proto import p4i, p4r
 
 from mlfc import contract
+from mlfc.match import Exact, Lpm, Match, Range, Ternary
 from mlfc.refswitch.errors import Code, P4RuntimeError, invalid
 from mlfc.refswitch.p4info import P4InfoIndex
-from mlfc.refswitch.tables import Entry, Exact, Lpm, Match, Range, Ternary, check_priority, compile_entry, make_match
+from mlfc.refswitch.tables import Entry, check_priority, compile_entry, make_match
 from mlfc.refswitch.tables import make_params as _make_params
 
 INVALID_ID = "Invalid P4 id"

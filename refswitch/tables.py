@@ -13,33 +13,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from mlfc import contract
+from mlfc.match import Exact, Lpm, Match, Range, Ternary
 from mlfc.refswitch.errors import Code, P4RuntimeError, invalid
 
-
-@dataclass(frozen=True, slots=True)
-class Exact:
-    value: int
-
-
-@dataclass(frozen=True, slots=True)
-class Lpm:
-    value: int
-    prefix_len: int
-
-
-@dataclass(frozen=True, slots=True)
-class Ternary:
-    value: int
-    mask: int
-
-
-@dataclass(frozen=True, slots=True)
-class Range:
-    lo: int
-    hi: int
-
-
-Match = Exact | Lpm | Ternary | Range
 MatchKey = tuple[Match | None, ...]  # one per table field, None = don't care (omitted in P4Runtime)
 
 

@@ -455,6 +455,9 @@ def _merge(a: list[int], b: list[int], bar: Mapping[int, float], val: Mapping[in
 
 @dataclass(frozen=True, slots=True)
 class Window:
+    """Iterations ``first..last`` of a job sent in class ``priority``: a straggler's boost here, an intent's
+    iteration window in the controller (one type for both)."""
+
     first: int
     last: int
     priority: int
