@@ -3,7 +3,6 @@ floor of mlfc.policy.loss), the DATA header values every chunk shares, and its s
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from mlfc import contract
@@ -28,10 +27,6 @@ class SendResult:
     retransmits: int
     tolerated_chunks: int  # lost chunks the sender did not retransmit (the receiver may have zero-filled them)
     fin: bool  # the receiver ended the transfer (FIN), as opposed to every chunk being acknowledged
-
-    @property
-    def goodput_bps(self) -> float:
-        return 8 * self.nbytes / self.duration if self.duration > 0 else math.inf
 
 
 @dataclass
