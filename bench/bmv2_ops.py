@@ -23,7 +23,7 @@ from pathlib import Path
 
 from dataplane_bench import entries_for, frame
 
-from mlfc.contract import P4_BUILD
+from mlfc import contract
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.sync import SwitchConnection
 from mlfc.launch.switches import Bmv2Switch, bmv2_missing
@@ -59,7 +59,9 @@ def trace_one(program: str, size: int, workdir: Path) -> Counter[str]:
             extra_args=("--log-file", str(base), "--log-flush", "-L", "trace"),
         ) as sw,
     ):
-        pipeline = Pipeline.load(P4_BUILD / f"{program}.p4info.txtpb", P4_BUILD / f"{program}.json", checked=False)
+        pipeline = Pipeline.load(
+            contract.P4_BUILD / f"{program}.p4info.txtpb", contract.P4_BUILD / f"{program}.json", checked=False
+        )
         with SwitchConnection(sw.grpc_addr, sw.device_id, pipeline=pipeline) as conn:
             conn.load_pipeline(force=True)
             conn.reconcile(entries_for(program))

@@ -33,7 +33,6 @@ from summary import Row, record
 from summary import verdict as verdict_of
 
 from mlfc import contract
-from mlfc.contract import P4_BUILD
 from mlfc.controller import compile as cc
 from mlfc.controller.entries import Lpm, entry
 from mlfc.controller.pipeline import Pipeline
@@ -107,7 +106,9 @@ def measure(
     switch: Bmv2Switch, program: str, in_iface: str, out_iface: str, size: int, seconds: float
 ) -> tuple[float, float]:
     """(forwarded, offered) packets per second."""
-    pipeline = Pipeline.load(P4_BUILD / f"{program}.p4info.txtpb", P4_BUILD / f"{program}.json", checked=False)
+    pipeline = Pipeline.load(
+        contract.P4_BUILD / f"{program}.p4info.txtpb", contract.P4_BUILD / f"{program}.json", checked=False
+    )
     with SwitchConnection(switch.grpc_addr, switch.device_id, pipeline=pipeline) as conn:
         conn.load_pipeline(force=True)
         conn.reconcile(entries_for(program))

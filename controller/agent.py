@@ -39,8 +39,6 @@ from mlfc.proto import intent_pb2 as pb
 DISCOVERY_EVERY = 5  # telemetry cycles between scans for jobs with traffic
 LOG = logging.getLogger(__name__)
 
-JOB_COUNTERS = contract.JOB_COUNTERS
-PORT_COUNTERS = contract.PORT_COUNTERS
 _CONNECTION_CODES = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"}
 
 
@@ -334,7 +332,7 @@ class SwitchAgent:
         ports = sorted(
             p for p in self.config.port_numbers if p < self.pipeline.counter_size(contract.SHIM_BAD_HEADER_COUNTER)
         )
-        return {**{c: jobs for c in JOB_COUNTERS}, **{c: ports for c in PORT_COUNTERS}}
+        return {**{c: jobs for c in contract.JOB_COUNTERS}, **{c: ports for c in contract.PORT_COUNTERS}}
 
     async def _telemetry_loop(self) -> None:
         while True:

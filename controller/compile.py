@@ -29,16 +29,15 @@ from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from mlfc import contract
-from mlfc.controller.config import MAX_PORT, DeploymentConfig, SwitchConfig, parse_prefix
+from mlfc.controller.config import DeploymentConfig, SwitchConfig, parse_prefix
 from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary, entry, ranges_as_ternaries
 from mlfc.controller.errors import ValidationError, join
 from mlfc.controller.pipeline import Pipeline
 from mlfc.policy import depth, drop, ecn, priority
+from mlfc.policy.maif import Window
 from mlfc.policy.priority import PolicyError
 from mlfc.proto import intent_pb2 as pb
 
-MAX_JOB_ID = contract.MAX_JOB_ID  # 0 means "no job"
-MAX_ITERATION = contract.MAX_ITERATION
 PORT_MASK = (1 << contract.PORT_BITS) - 1
 
 # job_priority entry priorities: higher wins (windows > job > job-0 guard > interleaving bands).
@@ -54,13 +53,6 @@ PRIO_SINGLE = 1
 
 EVERY_SWITCH = ""
 EVERY_PORT = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    first: int
-    last: int
-    priority: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,8 +174,8 @@ def _reject_unknown_fields(msg: Message, path: str) -> None:
 def _job(j: pb.JobIntent, path: str) -> Job:
     if j.job_id == 0:
         raise ValidationError(join(path, "job_id"), "0 means 'no job' on the switch; job ids are 1..65535")
-    if j.job_id > MAX_JOB_ID:
-        raise ValidationError(join(path, "job_id"), f"{j.job_id} out of range 1..{MAX_JOB_ID}")
+    if j.job_id > contract.MAX_JOB_ID:
+        raise ValidationError(join(path, "job_id"), f"{j.job_id} out of range 1..{contract.MAX_JOB_ID}")
     prio = _priority(j.priority, join(path, "priority"))
     windows: list[Window] = []
     for k, w in enumerate(j.windows):
@@ -236,8 +228,8 @@ def _ecn_target(port_ecn: pb.PortEcn, path: str, config: DeploymentConfig) -> tu
         known = ", ".join(config.switch_names)
         raise ValidationError(join(path, "switch"), f"unknown switch {sw_name!r} (known: {known})")
     port = port_ecn.port
-    if port > MAX_PORT:
-        raise ValidationError(join(path, "port"), f"{port} out of range 0..{MAX_PORT} (0: every port)")
+    if port > contract.MAX_PORT:
+        raise ValidationError(join(path, "port"), f"{port} out of range 0..{contract.MAX_PORT} (0: every port)")
     if port != EVERY_PORT and sw_name != EVERY_SWITCH:
         ports = config.switch(sw_name).port_numbers
         if ports and port not in ports:
@@ -346,7 +338,7 @@ def flow_entries(jobs: tuple[Job, ...]) -> list[TableEntry]:
 def job_priority_entries(jobs: tuple[Job, ...], interleaving: bool) -> list[TableEntry]:
     out = []
     for job in jobs:
-        job_match = {contract.JOB_ID: Ternary(job.job_id, 0xFFFF)}
+        job_match = {contract.JOB_ID: Ternary(job.job_id, contract.MAX_JOB_ID)}
         out.append(
             entry(
                 contract.JOB_PRIORITY,
@@ -359,7 +351,7 @@ def job_priority_entries(jobs: tuple[Job, ...], interleaving: bool) -> list[Tabl
         )
         for k, w in enumerate(job.windows):
             match: dict[str, Match] = dict(job_match)
-            if (w.first, w.last) != (0, MAX_ITERATION):  # the full range is a don't-care: omitted
+            if (w.first, w.last) != (0, contract.MAX_ITERATION):  # the full range is a don't-care: omitted
                 match[contract.ITERATION] = Range(w.first, w.last)
             out.append(
                 entry(
@@ -376,9 +368,9 @@ def job_priority_entries(jobs: tuple[Job, ...], interleaving: bool) -> list[Tabl
         out.append(
             entry(
                 contract.JOB_PRIORITY,
-                {contract.JOB_ID: Ternary(0, 0xFFFF)},
+                {contract.JOB_ID: Ternary(0, contract.MAX_JOB_ID)},
                 contract.SET_PRIORITY,
-                {"priority": priority.PRIORITY_DEFAULT},
+                {"priority": contract.PRIORITY_DEFAULT},
                 PRIO_NO_JOB_GUARD,
                 origin="interleaving: job 0",
             )
@@ -460,7 +452,7 @@ def ecn_entries(profiles: Mapping[int, ecn.EcnProfile], cells: int = 1) -> list[
                 if depths is None:
                     continue
                 match = dict(match_port)
-                if (depths.lo, depths.hi) != (0, ecn.MAX_QDEPTH):  # the full range is a don't-care: omitted
+                if (depths.lo, depths.hi) != (0, contract.MAX_QDEPTH):  # the full range is a don't-care: omitted
                     match[contract.ENQ_QDEPTH] = depths
                 out.append(entry(contract.ECN_PROFILE, match, contract.NO_MARK, {}, prio, origin))
     return out
@@ -474,8 +466,8 @@ def _gaps(ranges: list[ecn.MarkRange]) -> list[tuple[int, int]]:
         if r.lo > nxt:
             gaps.append((nxt, r.lo - 1))
         nxt = r.hi + 1
-    if nxt <= ecn.MAX_QDEPTH:
-        gaps.append((nxt, ecn.MAX_QDEPTH))
+    if nxt <= contract.MAX_QDEPTH:
+        gaps.append((nxt, contract.MAX_QDEPTH))
     return gaps
 
 

@@ -42,7 +42,6 @@ from mlfc.policy.priority import PolicyError
 
 DEFAULT_INTENT_ADDR = "127.0.0.1:50090"
 DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
-MAX_PORT = contract.MAX_PORT
 # bmv2: simple_switch_CLI over Thrift; refswitch: the same command lines to mlfc-refswitch's admin port
 # (given as thrift_port); tofino: the TNA program, queues are traffic-manager configuration done outside
 # the controller (docs/tofino.md); none: no queue adapter (e.g. a switch whose TM is managed elsewhere).
@@ -287,11 +286,11 @@ def _has_queue_settings(ports: Any) -> bool:
 
 def _port(data: Any, path: str) -> PortConfig:
     if isinstance(data, int) and not isinstance(data, bool):
-        return PortConfig(as_int(data, path, 0, MAX_PORT))
+        return PortConfig(as_int(data, path, 0, contract.MAX_PORT))
     d = as_mapping(data, path, {"port", "rate_pps", "depth_pkts"})
     if "port" not in d:
         raise ValidationError(join(path, "port"), "required")
-    return PortConfig(as_int(d["port"], join(path, "port"), 0, MAX_PORT), _queue(d, path))
+    return PortConfig(as_int(d["port"], join(path, "port"), 0, contract.MAX_PORT), _queue(d, path))
 
 
 def _queue(d: dict[str, Any], path: str) -> QueueSettings:
@@ -310,7 +309,7 @@ def _route(data: Any, path: str) -> Route:
             raise ValidationError(join(path, required), "required")
     return Route(
         prefix=parse_prefix(d["prefix"], join(path, "prefix")),
-        port=as_int(d["port"], join(path, "port"), 0, MAX_PORT),
+        port=as_int(d["port"], join(path, "port"), 0, contract.MAX_PORT),
         src_mac=parse_mac(d["src_mac"], join(path, "src_mac")),
         dst_mac=parse_mac(d["dst_mac"], join(path, "dst_mac")),
     )

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import grpc
 
-from mlfc.contract import JOB_DROPS, JOB_ECN_MARKS, JOB_PACKETS
-from mlfc.controller.agent import JOB_COUNTERS, DesiredState, SwitchAgent
+from mlfc import contract
+from mlfc.controller.agent import DesiredState, SwitchAgent
 from mlfc.controller.compile import CompiledIntent, compile_intent, compile_policy, default_policy
 from mlfc.controller.config import ARCHITECTURES, DeploymentConfig, queue_settings
 from mlfc.controller.errors import ValidationError
@@ -168,15 +168,15 @@ class Daemon:
                     queue_error=st.queue_error,
                 )
             )
-            for counter in JOB_COUNTERS:
+            for counter in contract.JOB_COUNTERS:
                 for job, value in st.counters.get(counter, {}).items():
                     t = totals.setdefault(job, {"packets": 0, "bytes": 0, "ecn_marks": 0, "drops": 0})
-                    if counter == JOB_PACKETS:
+                    if counter == contract.JOB_PACKETS:
                         t["packets"] += value.packets
                         t["bytes"] += value.bytes
-                    elif counter == JOB_ECN_MARKS:
+                    elif counter == contract.JOB_ECN_MARKS:
                         t["ecn_marks"] += value.packets
-                    elif counter == JOB_DROPS:
+                    elif counter == contract.JOB_DROPS:
                         t["drops"] += value.packets
         for job, t in sorted(totals.items()):
             reply.jobs.append(pb.JobCounters(job_id=job, **t))

@@ -10,35 +10,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from mlfc.match import Exact, Lpm, Match, Range, Ternary
 
-@dataclass(frozen=True, slots=True, order=True)
-class Exact:
-    value: int
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Lpm:
-    value: int
-    prefix_len: int
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Ternary:
-    value: int
-    mask: int
-
-    def __post_init__(self) -> None:
-        # P4Runtime rejects value bits outside the mask; normalise so equal matches compare equal.
-        object.__setattr__(self, "value", self.value & self.mask)
+# The match kinds are mlfc.match's (shared with the reference switch); importable from here too.
+__all__ = [
+    "EntryKey",
+    "Exact",
+    "Lpm",
+    "Match",
+    "MatchKey",
+    "Range",
+    "TableEntry",
+    "Ternary",
+    "entry",
+    "range_to_ternaries",
+    "ranges_as_ternaries",
+]
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Range:
-    lo: int
-    hi: int
-
-
-Match = Exact | Lpm | Ternary | Range
 MatchKey = tuple[tuple[str, Match], ...]
 EntryKey = tuple[str, MatchKey, int]
 
@@ -86,10 +75,11 @@ def entry(
     priority: int = 0,
     origin: str = "",
 ) -> TableEntry:
-    """Build a ``TableEntry`` with its fields in canonical (sorted) order."""
+    """Build a ``TableEntry`` in canonical form: fields sorted by name, ternary values masked (so an entry
+    compares equal to the switch's read-back of it, which P4Runtime keeps in that form)."""
     return TableEntry(
         table=table,
-        match=tuple(sorted(match.items())),
+        match=tuple(sorted((k, m.masked() if isinstance(m, Ternary) else m) for k, m in match.items())),
         action=action,
         params=tuple(sorted((params or {}).items())),
         priority=priority,

@@ -11,7 +11,7 @@ path of every read-back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -176,9 +176,6 @@ class Pipeline:
         action_name, params = actions[action_msg.action_id]
         values = tuple(sorted((params[p.param_id], _int(p.value)) for p in action_msg.params))
         return TableEntry(table_name, tuple(sorted(match)), action_name, values, msg.priority)
-
-    def decode_all(self, msgs: Iterable[p4r.TableEntry]) -> list[TableEntry]:
-        return [self.decode(m) for m in msgs]
 
 
 def _int(data: bytes) -> int:

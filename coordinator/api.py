@@ -5,14 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlfc import contract
-
 TOKEN_HEADER = "x-mlfc-token"  # metadata header carrying the shared token on every call
 DEFAULT_ADDRESS = "127.0.0.1:50061"
 
 MAX_BATCH = 4096  # reports per Report call
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # gRPC receive limit: larger payloads get RESOURCE_EXHAUSTED
-MAX_JOB_ID = contract.MAX_JOB_ID  # the shim's job_id width; 0 means "no job" on the switch
 MAX_WORKERS = 1024
 MAX_FLOWS_PER_WORKER = 64
 MAX_NAME = 256

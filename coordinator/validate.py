@@ -5,10 +5,11 @@ from __future__ import annotations
 import ipaddress
 import math
 
+from mlfc import contract
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import intent_pb2
 
-from .api import MAX_FLOWS_PER_WORKER, MAX_INSTANCE, MAX_JOB_ID, MAX_NAME, MAX_WORKERS
+from .api import MAX_FLOWS_PER_WORKER, MAX_INSTANCE, MAX_NAME, MAX_WORKERS
 from .errors import InvalidRequest
 
 
@@ -21,8 +22,8 @@ def metric_kind(kind: int) -> str:
 
 
 def check_job_id(job_id: int, what: str = "job_id") -> None:
-    if not 1 <= job_id <= MAX_JOB_ID:
-        raise InvalidRequest(f"{what}={job_id} out of range 1..{MAX_JOB_ID} (0 means 'no job' on the switch)")
+    if not 1 <= job_id <= contract.MAX_JOB_ID:
+        raise InvalidRequest(f"{what}={job_id} out of range 1..{contract.MAX_JOB_ID} (0 means 'no job' on the switch)")
 
 
 def _check_prefix(value: str, what: str) -> None:

@@ -36,10 +36,10 @@ from pathlib import Path
 
 import grpc
 
+from mlfc import contract
 from mlfc.coordinator.api import (
     DEFAULT_ADDRESS,
     MAX_ITERATION_JUMP,
-    MAX_JOB_ID,
     MAX_REASON,
     MAX_REPORT_ITERATION,
     TOKEN_HEADER,
@@ -127,8 +127,8 @@ class Agent:
         ``worker`` is the default worker rank of ``report``. ``on_ack(reports, committed)`` is called (on the
         background thread) with every batch the coordinator answered: committed (it holds them now, in its
         durable store) or rejected (invalid, dropped)."""
-        if not 1 <= job_id <= MAX_JOB_ID:
-            raise ValueError(f"job_id={job_id} out of range 1..{MAX_JOB_ID}")
+        if not 1 <= job_id <= contract.MAX_JOB_ID:
+            raise ValueError(f"job_id={job_id} out of range 1..{contract.MAX_JOB_ID}")
         if metric not in ("accuracy", "loss"):
             raise ValueError(f"metric={metric!r} must be 'accuracy' or 'loss'")
         if buffer_size < 1 or batch_size < 1:

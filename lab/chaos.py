@@ -60,7 +60,7 @@ from mlfc.lab.jobs import JobSpec
 from mlfc.lab.realjobs import say, training_spec
 from mlfc.lab.stack import Control, StackConfig, StackError, network_with_control
 from mlfc.lab.validity import BottleneckNotCarried
-from mlfc.launch.daemons import Daemon, tool
+from mlfc.launch.daemons import CommandProcess, tool
 from mlfc.launch.process import ManagedProcess, free_port
 from mlfc.proto import intent_pb2 as ipb
 from mlfc.topologies import Topology, job_dumbbell
@@ -368,7 +368,7 @@ class ChaosRun:
             "--controller",
             ctl.intent_addr,
         ]
-        self.coordinator = Daemon("coordinator", cmd, run_dir / "coordinator.log", ports=[port])
+        self.coordinator = CommandProcess("coordinator", cmd, run_dir / "coordinator.log", ports=[port])
         self.lock = threading.Lock()
         self.busy: set[str] = set()  # components a fault is handling (the supervisor leaves them alone)
         self.procs: JobProcesses | None = None

@@ -8,7 +8,6 @@ timeline a reader checks a MAIF result against (which job was served first, from
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import threading
 import time
@@ -186,17 +185,3 @@ def plot_timeline(
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-@contextlib.contextmanager
-def watching(holder: list[DecisionWatch], interval_s: float = 0.25):
-    """``run_jobs(..., on_coordinator=...)`` hook: starts a watch into ``holder``; stops it on exit."""
-
-    def hook(address: str, token_file: Path) -> None:
-        holder.append(DecisionWatch(address, token_file, interval_s).start())
-
-    try:
-        yield hook
-    finally:
-        for w in holder:
-            w.stop()

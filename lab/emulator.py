@@ -45,10 +45,6 @@ class JobProfile:
     pull_bytes: int
     compute_s: float
 
-    def comm_time(self, rate_bps: float) -> float:
-        """Communication time alone on a link of ``rate_bps`` (push then pull, each direction at full rate)."""
-        return 8 * (self.push_bytes + self.pull_bytes) / rate_bps
-
 
 # Gradient sizes in proportion to the real models (VGG16 528 MB, BERT-base 420 MB, ResNet-50 98 MB of
 # float32 parameters), scaled down ~400x so that an iteration takes about a second on a BMv2 bottleneck.

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlfc.contract import REPO_ROOT
+from mlfc import contract
 from mlfc.hosts.training.launch import TrainingJob, ps_argv, worker_argv
 from mlfc.lab.emulator import JobProfile
 from mlfc.lab.results import IterationRecord
@@ -123,7 +123,10 @@ def start_job(
     ps_cmd = [sys.executable, "-m", "mlfc.lab.emulator", "ps", *common, "--bind", ps_host.ip]
     ps_cmd += ["--workers", str(spec.workers), "--worker-ips", ",".join(h.ip for h in worker_hosts)]
     ps = net.get(ps_host.name).popen(
-        ps_cmd, stdout=subprocess.DEVNULL, stderr=(run_dir / f"job{spec.job}-ps.err").open("wb"), cwd=str(REPO_ROOT)
+        ps_cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=(run_dir / f"job{spec.job}-ps.err").open("wb"),
+        cwd=str(contract.REPO_ROOT),
     )
     workers = []
     for rank, wh in enumerate(worker_hosts):
@@ -164,7 +167,7 @@ def _start_worker(
         stdout=subprocess.PIPE,
         stderr=(run_dir / f"job{spec.job}-w{rank}.err").open("wb"),
         text=True,
-        cwd=str(REPO_ROOT),
+        cwd=str(contract.REPO_ROOT),
         start_new_session=True,
     )
 
@@ -198,7 +201,7 @@ def _start_training(
     job = training_job(spec, iterations, transport)
     ps = net.get(ps_host.name).popen(
         ps_argv(job, ps_host.ip), stdout=subprocess.DEVNULL, stderr=(run_dir / f"job{spec.job}-ps.err").open("wb"),
-        cwd=str(REPO_ROOT),
+        cwd=str(contract.REPO_ROOT),
     )  # fmt: skip
     workers = []
     for rank, wh in enumerate(worker_hosts):

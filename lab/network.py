@@ -66,11 +66,6 @@ def network_lock(path: Path = NETWORK_LOCK) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def cleanup_leftovers() -> None:
-    """Remove what an earlier, killed run may have left (Mininet's own `mn -c`)."""
-    subprocess.run(["mn", "-c"], capture_output=True, timeout=120)
-
-
 @contextlib.contextmanager
 def mininet_network(
     topo: Topology, switch_class: SwitchClass = Bmv2Switch, log_dir: Path | None = None

@@ -17,11 +17,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mlfc.contract import REPO_ROOT as REPO
+from mlfc import contract
 from mlfc.launch.switches import Bmv2Switch, RefSwitch, bmv2_missing
 from mlfc.testing.veth import unique_prefix, veth_pairs
 
-PTF_DIR = REPO / "ptf-tests"
+PTF_DIR = contract.REPO_ROOT / "ptf-tests"
 NUM_PORTS = 3
 DATAPLANES = ("bmv2", "ref")
 # The refswitch's own model (one rate per port). The PTF tests only cap the low class's queue
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         default=REF_QUEUE_MODE,
         help="the reference switch's queue model (default %(default)s)",
     )
-    ap.add_argument("--log-dir", type=Path, default=REPO / "results" / "ptf")
+    ap.add_argument("--log-dir", type=Path, default=contract.REPO_ROOT / "results" / "ptf")
     args = ap.parse_args(argv)
     missing = ptf_missing(args.dataplane)
     if missing:

@@ -17,7 +17,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlfc.lab import dataplanes
@@ -92,11 +92,6 @@ def training_spec(
         pad_to_profile=compute_s > 0,
     )
     return JobSpec(job, profile, workers=workers, loss_bound=loss_bound, training=training)
-
-
-def as_job(spec: JobSpec, job: int) -> JobSpec:
-    """The same job under another id (e.g. a solo run on job 1's hosts)."""
-    return replace(spec, job=job)
 
 
 @dataclass

@@ -39,7 +39,7 @@ from mlfc.lab.network import mininet_network
 from mlfc.lab.probe import ProbeResult
 from mlfc.lab.results import IterationRecord
 from mlfc.lab.validity import CpuMonitor, CpuUse, link_utilisation, probe_bottleneck, require_carried
-from mlfc.launch.daemons import ControllerProcess, Daemon, tool
+from mlfc.launch.daemons import CommandProcess, ControllerProcess, tool
 from mlfc.launch.process import free_port
 from mlfc.launch.switches import SwitchProcess
 from mlfc.policy.drop import DropPolicy
@@ -213,7 +213,7 @@ def run_jobs(
     coord_cmd += ["--token-file", str(token), "--silence", "600", *cfg.coordinator_args]
     if cfg.priorities == "maif":
         coord_cmd += ["--controller", ctl.intent_addr]
-    coord = Daemon("coordinator", coord_cmd, run_dir / "coordinator.log", ports=[coord_port])
+    coord = CommandProcess("coordinator", coord_cmd, run_dir / "coordinator.log", ports=[coord_port])
     # The run's drop policy goes with the intent (a MAIF run's intents come from the coordinator, without one:
     # the deployment's default applies there).
     dp = ipb.DropPolicy(level_depths=cfg.drop_policy.level_depths, min_importance=cfg.drop_policy.min_importance)
@@ -269,7 +269,7 @@ def run_jobs(
 
 def _wait_for_jobs(
     running: list[RunningJob],
-    coord: Daemon,
+    coord: CommandProcess,
     ctl: Control,
     cfg: StackConfig,
     log: WorkerLog,

@@ -29,7 +29,7 @@ def tool(name: str) -> str:
     return found
 
 
-class Daemon(ManagedProcess):
+class CommandProcess(ManagedProcess):
     """Any long-running command; ready when its ``ports`` listen (none given: as soon as it runs)."""
 
     def __init__(self, name: str, cmd: list[str], log_file: Path, ports: list[int] | None = None) -> None:

@@ -42,18 +42,6 @@ def listening(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
-    """Until something listens on 127.0.0.1:``port``; raises if ``proc`` exits first or time runs out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise ProcessError(f"process exited with status {proc.returncode} before listening on {port}")
-        if listening(port):
-            return
-        time.sleep(0.05)
-    raise ProcessError(f"nothing listening on 127.0.0.1:{port} after {timeout:.0f} s")
-
-
 class ManagedProcess:
     """A child process with a log file. Subclasses implement ``command()`` and, where readiness is more
     than "still running", ``ready()``; ``ports()`` lists the TCP ports that must be free again after a

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from finsy.proto import p4i, p4r
 
-from mlfc.contract import TableSpec
+from mlfc import contract
+from mlfc.match import Exact, Lpm, Match, Range, Ternary
 from mlfc.refswitch.errors import Code, P4RuntimeError, invalid
 from mlfc.refswitch.p4info import P4InfoIndex
-from mlfc.refswitch.tables import Entry, Exact, Lpm, Match, Range, Ternary, check_priority, compile_entry, make_match
+from mlfc.refswitch.tables import Entry, check_priority, compile_entry, make_match
 from mlfc.refswitch.tables import make_params as _make_params
 
 INVALID_ID = "Invalid P4 id"
@@ -26,7 +27,7 @@ def to_bytes(value: int) -> bytes:
     return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
 
 
-def table_spec(index: P4InfoIndex, table_id: int) -> TableSpec:
+def table_spec(index: P4InfoIndex, table_id: int) -> contract.TableSpec:
     spec = index.tables.get(table_id)
     if spec is None:
         raise invalid(f"{INVALID_ID} (table {table_id:#x})")
@@ -94,7 +95,7 @@ def decode_action(index: P4InfoIndex, te: p4r.TableEntry, default: bool) -> tupl
     return aspec.name, params
 
 
-def check_entry_extras(spec: TableSpec, te: p4r.TableEntry) -> None:
+def check_entry_extras(spec: contract.TableSpec, te: p4r.TableEntry) -> None:
     if te.HasField("meter_config"):
         raise invalid(f"{spec.name}: table has no direct meters")
     if te.HasField("counter_data"):

@@ -10,21 +10,6 @@ from finsy.proto import p4i
 from google.protobuf import text_format
 
 from mlfc import contract
-from mlfc.contract import (
-    ACTIONS,
-    COUNTERS,
-    PKG_ARCH,
-    PKG_NAME,
-    PKG_VERSION,
-    REGISTERS,
-    TABLES,
-    ActionSpec,
-    CounterSpec,
-    MatchField,
-    Param,
-    RegisterSpec,
-    TableSpec,
-)
 from mlfc.refswitch.errors import invalid
 
 COMMITTED_P4INFO = contract.P4INFO
@@ -98,16 +83,24 @@ def build_p4info() -> p4i.P4Info:
     """The model's tables, actions, counters and register as a P4Info: what p4c emits for mlfc.p4
     (same ids, names, aliases and order; a test compares the two when the artifact exists)."""
     taken: set[int] = set()
-    action_ids = _assign_ids(list(ACTIONS), ACTION_PREFIX, taken)
-    table_ids = _assign_ids(list(TABLES), TABLE_PREFIX, taken)
-    counter_ids = _assign_ids(list(COUNTERS), COUNTER_PREFIX, taken)
-    register_ids = _assign_ids(list(REGISTERS), REGISTER_PREFIX, taken)
+    action_ids = _assign_ids(list(contract.ACTIONS), ACTION_PREFIX, taken)
+    table_ids = _assign_ids(list(contract.TABLES), TABLE_PREFIX, taken)
+    counter_ids = _assign_ids(list(contract.COUNTERS), COUNTER_PREFIX, taken)
+    register_ids = _assign_ids(list(contract.REGISTERS), REGISTER_PREFIX, taken)
     info = p4i.P4Info()
-    info.pkg_info.name, info.pkg_info.version, info.pkg_info.arch = PKG_NAME, PKG_VERSION, PKG_ARCH
-    for name in TABLES:
-        t = TABLES[name]
+    info.pkg_info.name, info.pkg_info.version, info.pkg_info.arch = (
+        contract.PKG_NAME,
+        contract.PKG_VERSION,
+        contract.PKG_ARCH,
+    )
+    for name in contract.TABLES:
+        t = contract.TABLES[name]
         msg = info.tables.add()
-        msg.preamble.id, msg.preamble.name, msg.preamble.alias = table_ids[name], name, _alias(name, list(TABLES))
+        msg.preamble.id, msg.preamble.name, msg.preamble.alias = (
+            table_ids[name],
+            name,
+            _alias(name, list(contract.TABLES)),
+        )
         for i, f in enumerate(t.fields, start=1):
             msg.match_fields.add(id=i, name=f.name, bitwidth=f.bitwidth, match_type=_MATCH_TYPES[f.kind])
         for a in t.actions:
@@ -115,21 +108,33 @@ def build_p4info() -> p4i.P4Info:
         if t.const_default:
             msg.const_default_action_id = action_ids[t.default_action]
         msg.size = t.size
-    for name in ACTIONS:
+    for name in contract.ACTIONS:
         msg = info.actions.add()
-        msg.preamble.id, msg.preamble.name, msg.preamble.alias = action_ids[name], name, _alias(name, list(ACTIONS))
-        for i, p in enumerate(ACTIONS[name].params, start=1):
+        msg.preamble.id, msg.preamble.name, msg.preamble.alias = (
+            action_ids[name],
+            name,
+            _alias(name, list(contract.ACTIONS)),
+        )
+        for i, p in enumerate(contract.ACTIONS[name].params, start=1):
             msg.params.add(id=i, name=p.name, bitwidth=p.bitwidth)
-    for name in COUNTERS:
-        c = COUNTERS[name]
+    for name in contract.COUNTERS:
+        c = contract.COUNTERS[name]
         msg = info.counters.add()
-        msg.preamble.id, msg.preamble.name, msg.preamble.alias = counter_ids[name], name, _alias(name, list(COUNTERS))
+        msg.preamble.id, msg.preamble.name, msg.preamble.alias = (
+            counter_ids[name],
+            name,
+            _alias(name, list(contract.COUNTERS)),
+        )
         msg.spec.unit = _UNITS[c.unit]
         msg.size = c.size
-    for name in REGISTERS:
-        r = REGISTERS[name]
+    for name in contract.REGISTERS:
+        r = contract.REGISTERS[name]
         msg = info.registers.add()
-        msg.preamble.id, msg.preamble.name, msg.preamble.alias = register_ids[name], name, _alias(name, list(REGISTERS))
+        msg.preamble.id, msg.preamble.name, msg.preamble.alias = (
+            register_ids[name],
+            name,
+            _alias(name, list(contract.REGISTERS)),
+        )
         msg.type_spec.bitstring.bit.bitwidth = r.bitwidth
         msg.size = r.size
     info.type_info.SetInParent()
@@ -149,16 +154,16 @@ class P4InfoIndex:
     """Ids of an accepted P4Info, mapped onto the model's specs."""
 
     p4info: p4i.P4Info
-    tables: dict[int, TableSpec]
+    tables: dict[int, contract.TableSpec]
     table_ids: dict[str, int]
-    fields: dict[int, dict[int, tuple[int, MatchField]]]  # table id -> field id -> (position, field)
+    fields: dict[int, dict[int, tuple[int, contract.MatchField]]]  # table id -> field id -> (position, field)
     field_ids: dict[int, tuple[int, ...]]  # table id -> field ids in position order
-    actions: dict[int, ActionSpec]
+    actions: dict[int, contract.ActionSpec]
     action_ids: dict[str, int]
-    params: dict[int, dict[int, tuple[int, Param]]]  # action id -> param id -> (position, param)
+    params: dict[int, dict[int, tuple[int, contract.Param]]]  # action id -> param id -> (position, param)
     param_ids: dict[int, tuple[int, ...]]
-    counters: dict[int, CounterSpec]
-    registers: dict[int, RegisterSpec]
+    counters: dict[int, contract.CounterSpec]
+    registers: dict[int, contract.RegisterSpec]
     scopes: dict[tuple[int, int], int]  # (table id, action id) -> ActionRef scope
 
 
@@ -168,13 +173,13 @@ def index_p4info(info: p4i.P4Info) -> P4InfoIndex:
     Raises INVALID_ARGUMENT listing every difference: the reference switch cannot run a program
     it does not implement."""
     problems: list[str] = []
-    if info.pkg_info.name and info.pkg_info.name != PKG_NAME:
-        problems.append(f"program {info.pkg_info.name!r}, the model is {PKG_NAME!r}")
-    actions: dict[int, ActionSpec] = {}
-    params: dict[int, dict[int, tuple[int, Param]]] = {}
+    if info.pkg_info.name and info.pkg_info.name != contract.PKG_NAME:
+        problems.append(f"program {info.pkg_info.name!r}, the model is {contract.PKG_NAME!r}")
+    actions: dict[int, contract.ActionSpec] = {}
+    params: dict[int, dict[int, tuple[int, contract.Param]]] = {}
     param_ids: dict[int, tuple[int, ...]] = {}
     for a in info.actions:
-        spec = ACTIONS.get(a.preamble.name)
+        spec = contract.ACTIONS.get(a.preamble.name)
         if spec is None:
             problems.append(f"action {a.preamble.name} is not in the model")
             continue
@@ -187,12 +192,12 @@ def index_p4info(info: p4i.P4Info) -> P4InfoIndex:
         param_ids[a.preamble.id] = tuple(p.id for p in a.params)
     action_ids = {s.name: i for i, s in actions.items()}
 
-    tables: dict[int, TableSpec] = {}
-    fields: dict[int, dict[int, tuple[int, MatchField]]] = {}
+    tables: dict[int, contract.TableSpec] = {}
+    fields: dict[int, dict[int, tuple[int, contract.MatchField]]] = {}
     field_ids: dict[int, tuple[int, ...]] = {}
     scopes: dict[tuple[int, int], int] = {}
     for t in info.tables:
-        spec = TABLES.get(t.preamble.name)
+        spec = contract.TABLES.get(t.preamble.name)
         if spec is None:
             problems.append(f"table {t.preamble.name} is not in the model")
             continue
@@ -218,28 +223,28 @@ def index_p4info(info: p4i.P4Info) -> P4InfoIndex:
         for r in t.action_refs:
             scopes[(t.preamble.id, r.id)] = r.scope
 
-    counters: dict[int, CounterSpec] = {}
+    counters: dict[int, contract.CounterSpec] = {}
     for c in info.counters:
-        spec = COUNTERS.get(c.preamble.name)
+        spec = contract.COUNTERS.get(c.preamble.name)
         if spec is None:
             problems.append(f"counter {c.preamble.name} is not in the model")
             continue
         if c.size != spec.size or c.spec.unit != _UNITS[spec.unit]:
             problems.append(f"counter {spec.name}: size {c.size} unit {c.spec.unit}, model has {spec.size} {spec.unit}")
         counters[c.preamble.id] = spec
-    registers: dict[int, RegisterSpec] = {}
+    registers: dict[int, contract.RegisterSpec] = {}
     for r in info.registers:
-        spec = REGISTERS.get(r.preamble.name)
+        spec = contract.REGISTERS.get(r.preamble.name)
         if spec is None:
             problems.append(f"register {r.preamble.name} is not in the model")
             continue
         registers[r.preamble.id] = spec
 
     for what, present, model in (
-        ("table", {s.name for s in tables.values()}, set(TABLES)),
-        ("action", {s.name for s in actions.values()}, set(ACTIONS)),
-        ("counter", {s.name for s in counters.values()}, set(COUNTERS)),
-        ("register", {s.name for s in registers.values()}, set(REGISTERS)),
+        ("table", {s.name for s in tables.values()}, set(contract.TABLES)),
+        ("action", {s.name for s in actions.values()}, set(contract.ACTIONS)),
+        ("counter", {s.name for s in counters.values()}, set(contract.COUNTERS)),
+        ("register", {s.name for s in registers.values()}, set(contract.REGISTERS)),
     ):
         for name in sorted(model - present):
             problems.append(f"{what} {name} missing from the P4Info")

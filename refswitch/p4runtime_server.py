@@ -235,8 +235,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                     # Packet-out and digest acks: mlfc.p4 has no CPU port and no digests; PI ignores them too.
             except P4RuntimeError as err:
                 conn.out.put(err)
-            except Exception:
-                pass
+            except grpc.RpcError as err:  # the client cancelled or the channel broke: the stream just ends
+                log.debug("StreamChannel request stream ended: %s", err)
+            except Exception:  # a bug here must not leave the stream open with no reader: log it, end the stream
+                log.exception("StreamChannel: reading the request stream failed")
             conn.out.put(None)
 
         context.add_callback(lambda: conn.out.put(None))

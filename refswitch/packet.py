@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from mlfc.contract import SHIM_BAD_HEADER, SHIM_NONE, SHIM_OK, SHIM_TRUNCATED
+from mlfc import contract
 from mlfc.wire import SHIM_LEN, SHIM_VERSION, MsgType, Shim, is_shim_port, unpack_shim
 
 ETH_LEN = 14
@@ -53,7 +53,7 @@ class Parsed:
     udp_valid: bool = False
     udp_len: int = 0  # hdr.udp.len
     too_short: bool = False  # the parser stopped with PacketTooShort
-    shim_status: int = SHIM_NONE
+    shim_status: int = contract.SHIM_NONE
     shim: Shim | None = None
 
     @property
@@ -95,15 +95,15 @@ def parse(frame: bytes) -> Parsed:
         # check_shim: lookahead on the first byte, then extract 16 bytes; a bad first byte stops there.
         if n <= SHIM_OFF:
             p.too_short = True
-            p.shim_status = SHIM_TRUNCATED
+            p.shim_status = contract.SHIM_TRUNCATED
         elif frame[SHIM_OFF] not in _SHIM_FIRST_BYTES:
-            p.shim_status = SHIM_BAD_HEADER
+            p.shim_status = contract.SHIM_BAD_HEADER
         elif n < SHIM_OFF + SHIM_LEN:
             p.too_short = True
-            p.shim_status = SHIM_TRUNCATED
+            p.shim_status = contract.SHIM_TRUNCATED
         else:
             p.shim = unpack_shim(memoryview(frame)[SHIM_OFF : SHIM_OFF + SHIM_LEN])
-            p.shim_status = SHIM_OK
+            p.shim_status = contract.SHIM_OK
     return p
 
 
@@ -112,7 +112,7 @@ def shim_verdict(p: Parsed) -> int:
     bytes or its UDP length leaves fewer than 16 bytes for the shim (judged by the length field, so a
     short frame padded to 60 bytes is still truncated); truncation wins over a bad version or type."""
     if p.udp_valid and is_shim_port(p.l4_dst_port) and (p.too_short or p.udp_len < UDP_SHIM_MIN_LEN):
-        return SHIM_TRUNCATED
+        return contract.SHIM_TRUNCATED
     return p.shim_status
 
 

@@ -14,31 +14,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mlfc.contract import (
-    CONGESTION_LEVELS,
-    DROP_THRESHOLD,
-    ECN_CE,
-    ECN_NOT_ECT,
-    ECN_PROFILE,
-    FLOWS,
-    JOB_DROPS,
-    JOB_ECN_MARKS,
-    JOB_PACKETS,
-    JOB_PRIORITY,
-    MARK_ALWAYS,
-    MARK_WITH_PROBABILITY,
-    MAX_JOBS,
-    MAX_QDEPTH,
-    NUM_QUEUES,
-    PRIORITY_CONTROL,
-    PRIORITY_DEFAULT,
-    ROUTES_V4,
-    SET_JOB,
-    SET_NEXT_HOP,
-    SHIM_BAD_HEADER_COUNTER,
-    SHIM_TRUNCATED_COUNTER,
-    V1MODEL_DROP_PORT,
-)
+from mlfc import contract
 from mlfc.refswitch import packet as pk
 from mlfc.refswitch.state import SwitchState
 from mlfc.refswitch.tables import Tables
@@ -85,7 +61,7 @@ class Decision:
     ecn_marked: bool = False
     out: bytes | None = None
     job_id: int = 0
-    shim_status: int = pk.SHIM_NONE
+    shim_status: int = contract.SHIM_NONE
     enq_depth: int = 0
     deq_depth: int = 0
     extra: dict = field(default_factory=dict)
@@ -96,7 +72,7 @@ class Decision:
 
 
 def _dropped(parsed: pk.Parsed, port: int, reason: str) -> IngressResult:
-    return IngressResult(parsed, port, None, PRIORITY_DEFAULT, reason)
+    return IngressResult(parsed, port, None, contract.PRIORITY_DEFAULT, reason)
 
 
 def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState) -> IngressResult:
@@ -111,18 +87,18 @@ def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState)
         return _dropped(p, ingress_port, DROP_BAD_CHECKSUM)
 
     # Forwarding
-    egress_spec = V1MODEL_DROP_PORT
+    egress_spec = contract.V1MODEL_DROP_PORT
     reason: str | None = None
     src_mac = dst_mac = 0
     ttl = p.ttl
     if p.ttl <= 1:
         reason = DROP_TTL
     else:
-        action, params = tables[ROUTES_V4].lookup((p.dst_addr,))
-        if action == SET_NEXT_HOP:
+        action, params = tables[contract.ROUTES_V4].lookup((p.dst_addr,))
+        if action == contract.SET_NEXT_HOP:
             egress_spec, src_mac, dst_mac = params
             ttl = p.ttl - 1
-            if egress_spec == V1MODEL_DROP_PORT:
+            if egress_spec == contract.V1MODEL_DROP_PORT:
                 reason = DROP_NO_ROUTE
         else:
             reason = DROP_NO_ROUTE
@@ -130,53 +106,55 @@ def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState)
     # Classifier: its truncation verdict overrides the parser's status
     status = p.shim_status = pk.shim_verdict(p)
     shim = p.shim
-    tagged = status == pk.SHIM_OK
+    tagged = status == contract.SHIM_OK
     job_id = iteration = importance = progress = 0
     if tagged:
         job_id, iteration, importance, progress = shim.job_id, shim.iteration, shim.importance, shim.progress
-    elif status == pk.SHIM_NONE:
-        action, params = tables[FLOWS].lookup((p.src_addr, p.dst_addr, p.protocol, p.l4_src_port, p.l4_dst_port))
-        if action == SET_JOB:
+    elif status == contract.SHIM_NONE:
+        action, params = tables[contract.FLOWS].lookup(
+            (p.src_addr, p.dst_addr, p.protocol, p.l4_src_port, p.l4_dst_port)
+        )
+        if action == contract.SET_JOB:
             job_id = params[0]
 
     # Queueing
     if tagged and shim.msg_type != MsgType.DATA:
-        priority = PRIORITY_CONTROL
-    elif status in (pk.SHIM_OK, pk.SHIM_NONE):
-        priority = tables[JOB_PRIORITY].lookup((job_id, iteration, progress))[1][0]
-        if priority == PRIORITY_CONTROL:  # reserved: a job entry can never claim it
-            priority = PRIORITY_CONTROL - 1
+        priority = contract.PRIORITY_CONTROL
+    elif status in (contract.SHIM_OK, contract.SHIM_NONE):
+        priority = tables[contract.JOB_PRIORITY].lookup((job_id, iteration, progress))[1][0]
+        if priority == contract.PRIORITY_CONTROL:  # reserved: a job entry can never claim it
+            priority = contract.PRIORITY_CONTROL - 1
     else:
-        priority = PRIORITY_DEFAULT
+        priority = contract.PRIORITY_DEFAULT
 
     # IngressStats: every packet that got this far (forwarding's drops included), before selective drop;
     # index 0 is "untracked": no job, or an id beyond the counter
-    counter_index = job_id if job_id < MAX_JOBS else 0
+    counter_index = job_id if job_id < contract.MAX_JOBS else 0
     length = len(frame)
-    state.count(JOB_PACKETS, counter_index, length)
-    if status == pk.SHIM_BAD_HEADER:
-        state.count(SHIM_BAD_HEADER_COUNTER, ingress_port, length)
-    elif status == pk.SHIM_TRUNCATED:
-        state.count(SHIM_TRUNCATED_COUNTER, ingress_port, length)
+    state.count(contract.JOB_PACKETS, counter_index, length)
+    if status == contract.SHIM_BAD_HEADER:
+        state.count(contract.SHIM_BAD_HEADER_COUNTER, ingress_port, length)
+    elif status == contract.SHIM_TRUNCATED:
+        state.count(contract.SHIM_TRUNCATED_COUNTER, ingress_port, length)
 
     # SelectiveDrop: tagged DATA below the protected class, headed for a real port
     if (
         tagged
         and shim.msg_type == MsgType.DATA
         and importance < IMPORTANCE_PROTECTED
-        and egress_spec != V1MODEL_DROP_PORT
+        and egress_spec != contract.V1MODEL_DROP_PORT
     ):
-        level = state.congestion_level[egress_spec * NUM_QUEUES + priority]
-        min_importance = tables[DROP_THRESHOLD].lookup((level,))[1][0]
+        level = state.congestion_level[egress_spec * contract.NUM_QUEUES + priority]
+        min_importance = tables[contract.DROP_THRESHOLD].lookup((level,))[1][0]
         if importance < min_importance:
-            egress_spec = V1MODEL_DROP_PORT
+            egress_spec = contract.V1MODEL_DROP_PORT
             reason = DROP_SELECTIVE
-            state.count(JOB_DROPS, counter_index, length)
+            state.count(contract.JOB_DROPS, counter_index, length)
 
     return IngressResult(
         p,
         ingress_port,
-        None if egress_spec == V1MODEL_DROP_PORT else egress_spec,
+        None if egress_spec == contract.V1MODEL_DROP_PORT else egress_spec,
         priority,
         reason,
         job_id,
@@ -199,23 +177,23 @@ def egress(
     port = ing.egress_port
     assert port is not None, "egress runs only for forwarded packets"
     p = ing.parsed
-    enq_depth = min(enq_depth, MAX_QDEPTH)
-    deq_depth = min(deq_depth, MAX_QDEPTH)
+    enq_depth = min(enq_depth, contract.MAX_QDEPTH)
+    deq_depth = min(deq_depth, contract.MAX_QDEPTH)
 
     # CongestionMonitor: the level of this (port, queue) as this packet leaves it
-    level = tables[CONGESTION_LEVELS].lookup((deq_depth,))[1][0]
-    state.congestion_level[port * NUM_QUEUES + ing.priority] = level
+    level = tables[contract.CONGESTION_LEVELS].lookup((deq_depth,))[1][0]
+    state.congestion_level[port * contract.NUM_QUEUES + ing.priority] = level
 
     # Ecn: ECT packets only
     marked = False
     dscp_ecn = p.dscp_ecn
     ecn = dscp_ecn & 3
-    if ecn not in (ECN_NOT_ECT, ECN_CE):
-        action, params = tables[ECN_PROFILE].lookup((port, enq_depth))
-        if action == MARK_ALWAYS or (action == MARK_WITH_PROBABILITY and rng() < params[0]):
+    if ecn not in (contract.ECN_NOT_ECT, contract.ECN_CE):
+        action, params = tables[contract.ECN_PROFILE].lookup((port, enq_depth))
+        if action == contract.MARK_ALWAYS or (action == contract.MARK_WITH_PROBABILITY and rng() < params[0]):
             marked = True
-            dscp_ecn |= ECN_CE
-            state.count(JOB_ECN_MARKS, ing.counter_index, ing.length)
+            dscp_ecn |= contract.ECN_CE
+            state.count(contract.JOB_ECN_MARKS, ing.counter_index, ing.length)
 
     out = pk.rewrite(p, ing.src_mac, ing.dst_mac, ing.ttl, dscp_ecn)
     return Decision(port, ing.priority, None, marked, out, ing.job_id, p.shim_status, enq_depth, deq_depth)

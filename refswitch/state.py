@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mlfc.contract import CONGESTION_LEVEL_REGISTER, COUNTERS, REGISTERS, CounterSpec
+from mlfc import contract
 from mlfc.refswitch.errors import Code, P4RuntimeError
 
 
 class CounterArray:
-    def __init__(self, spec: CounterSpec) -> None:
+    def __init__(self, spec: contract.CounterSpec) -> None:
         self.spec = spec
         self.packets = [0] * spec.size
         self.bytes = [0] * spec.size
@@ -39,9 +39,9 @@ class CounterArray:
 class SwitchState:
     """Counters and registers; reset whenever a pipeline is (re)committed, as BMv2 resets them."""
 
-    def __init__(self, counters: Iterable[CounterSpec] = COUNTERS.values()) -> None:
+    def __init__(self, counters: Iterable[contract.CounterSpec] = contract.COUNTERS.values()) -> None:
         self.counters: dict[str, CounterArray] = {c.name: CounterArray(c) for c in counters}
-        self.congestion_level: list[int] = [0] * REGISTERS[CONGESTION_LEVEL_REGISTER].size
+        self.congestion_level: list[int] = [0] * contract.REGISTERS[contract.CONGESTION_LEVEL_REGISTER].size
 
     def count(self, counter: str, index: int, length: int) -> None:
         self.counters[counter].count(index, length)

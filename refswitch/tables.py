@@ -15,34 +15,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from mlfc.contract import ACTIONS, TABLES, TableSpec
+from mlfc import contract
+from mlfc.match import Exact, Lpm, Match, Range, Ternary
 from mlfc.refswitch.errors import Code, P4RuntimeError, invalid
 
-
-@dataclass(frozen=True, slots=True)
-class Exact:
-    value: int
-
-
-@dataclass(frozen=True, slots=True)
-class Lpm:
-    value: int
-    prefix_len: int
-
-
-@dataclass(frozen=True, slots=True)
-class Ternary:
-    value: int
-    mask: int
-
-
-@dataclass(frozen=True, slots=True)
-class Range:
-    lo: int
-    hi: int
-
-
-Match = Exact | Lpm | Ternary | Range
 MatchKey = tuple[Match | None, ...]  # one per table field, None = don't care (omitted in P4Runtime)
 
 
@@ -63,7 +39,7 @@ class Entry:
         return (self.match, self.priority)
 
     def params_dict(self) -> dict[str, int]:
-        return {p.name: v for p, v in zip(ACTIONS[self.action].params, self.params, strict=True)}
+        return {p.name: v for p, v in zip(contract.ACTIONS[self.action].params, self.params, strict=True)}
 
 
 def _full(width: int) -> int:
@@ -75,7 +51,7 @@ def _check_width(value: int, width: int, what: str) -> None:
         raise invalid(f"{what}: value {value:#x} does not fit within {width} bits")
 
 
-def make_match(spec: TableSpec, match: Mapping[str, Match]) -> MatchKey:
+def make_match(spec: contract.TableSpec, match: Mapping[str, Match]) -> MatchKey:
     """Validate a match (field name -> Match, don't-care fields absent) the way PI does."""
     names = {f.name for f in spec.fields}
     for name in match:
@@ -121,7 +97,7 @@ def make_match(spec: TableSpec, match: Mapping[str, Match]) -> MatchKey:
     return tuple(key)
 
 
-def check_priority(spec: TableSpec, priority: int) -> None:
+def check_priority(spec: contract.TableSpec, priority: int) -> None:
     if spec.needs_priority and priority <= 0:
         raise invalid(f"{spec.name}: zero priority for ternary match")
     if not spec.needs_priority and priority != 0:
@@ -130,12 +106,12 @@ def check_priority(spec: TableSpec, priority: int) -> None:
         raise invalid(f"{spec.name}: priority {priority} out of range (int32)")
 
 
-def make_params(spec: TableSpec, action: str, params: Mapping[str, int]) -> tuple[int, ...]:
-    if action not in ACTIONS:
+def make_params(spec: contract.TableSpec, action: str, params: Mapping[str, int]) -> tuple[int, ...]:
+    if action not in contract.ACTIONS:
         raise invalid(f"unknown action {action}")
     if action not in spec.actions:
         raise invalid(f"{spec.name}: invalid action for table: {action}")
-    aspec = ACTIONS[action]
+    aspec = contract.ACTIONS[action]
     if len(params) != len(aspec.params):
         raise invalid(f"{action}: unexpected number of action parameters ({len(params)}, expected {len(aspec.params)})")
     out = []
@@ -147,7 +123,7 @@ def make_params(spec: TableSpec, action: str, params: Mapping[str, int]) -> tupl
     return tuple(out)
 
 
-def compile_entry(spec: TableSpec, entry: Entry) -> Entry:
+def compile_entry(spec: contract.TableSpec, entry: Entry) -> Entry:
     masked, ranged = [], []
     for i, (f, m) in enumerate(zip(spec.fields, entry.match, strict=True)):
         if m is None:
@@ -188,7 +164,7 @@ class Table:
     the end of a batch, so n writes cost O(n log n) comparisons, not a sort of the whole table each.
     """
 
-    def __init__(self, spec: TableSpec, size: int | None = None) -> None:
+    def __init__(self, spec: contract.TableSpec, size: int | None = None) -> None:
         self.spec = spec
         self.size = spec.size if size is None else size
         self._lock = threading.Lock()
@@ -344,7 +320,7 @@ class Table:
 class Tables:
     """Every table of the program, by name."""
 
-    def __init__(self, specs: Iterable[TableSpec] = TABLES.values(), sizes: Mapping[str, int] | None = None) -> None:
+    def __init__(self, specs: Iterable[contract.TableSpec] = contract.TABLES.values(), sizes: Mapping[str, int] | None = None) -> None:
         sizes = sizes or {}
         self.by_name: dict[str, Table] = {s.name: Table(s, sizes.get(s.name)) for s in specs}
 

@@ -148,9 +148,6 @@ class TrafficManager:
         pq = self._ports.get(port)
         return len(pq.queues[priority].packets) if pq else 0
 
-    def total_queued(self) -> int:
-        return sum(len(q.packets) for pq in self._ports.values() for q in pq.queues)
-
     def enqueue(self, port: int, priority: int, item: Any, now: float) -> tuple[bool, int]:
         """(accepted, depth of the queue before this packet). Full queue or bad priority: dropped."""
         with self.lock:

@@ -18,7 +18,7 @@ from mlfc import contract
 from mlfc.controller.compile import compile_intent
 from mlfc.controller.config import Defaults, DeploymentConfig, SwitchConfig
 from mlfc.controller.entries import Exact, Range, TableEntry, Ternary
-from mlfc.policy import drop, ecn, priority
+from mlfc.policy import drop, ecn
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
 from mlfc.proto import intent_pb2 as ipb
@@ -27,7 +27,7 @@ from mlfc.wire import IMPORTANCE_PROTECTED, PROGRESS_BUCKETS
 ANY32 = (0, 0)
 FULL_ITER = (0, contract.MAX_ITERATION)
 FULL_PROGRESS = (0, PROGRESS_BUCKETS - 1)
-FULL_DEPTH = (0, ecn.MAX_QDEPTH)
+FULL_DEPTH = (0, contract.MAX_QDEPTH)
 ALWAYS = ecn.RANDOM_RANGE
 IGNORED_TABLES = (contract.ROUTES_V4, contract.FLOWS)
 
@@ -169,8 +169,8 @@ def tables_from_entries(entries: Iterable[TableEntry]) -> Tables:
 def load(cpp_tables: object, tables: Tables) -> None:
     """Replace the contents of one ``mlfcsim::SwitchTables`` with ``tables``."""
     t = cpp_tables
-    t.defaultClass = priority.PRIORITY_DEFAULT
-    t.controlClass = priority.PRIORITY_CONTROL
+    t.defaultClass = contract.PRIORITY_DEFAULT
+    t.controlClass = contract.PRIORITY_CONTROL
     t.protectedImportance = IMPORTANCE_PROTECTED
     t.randomRange = ecn.RANDOM_RANGE
     t.ClearPriority()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import cache
 
-from mlfc.contract import COUNTERS
+from mlfc import contract
 from mlfc.controller.entries import TableEntry
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.sync import SwitchConnection
@@ -52,4 +52,4 @@ def counter_cells(conn: SwitchConnection, counter: str) -> Cells:
 
 def counter_snapshot(conn: SwitchConnection) -> dict[str, Cells]:
     """Every counter of the contract, in the shape of ``SwitchState.snapshot()``."""
-    return {name: counter_cells(conn, name) for name in COUNTERS}
+    return {name: counter_cells(conn, name) for name in contract.COUNTERS}

@@ -5,7 +5,7 @@ optionally, Prometheus /metrics."""
 from __future__ import annotations
 
 import threading
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -129,8 +129,3 @@ def start_metrics_server(ledger: LossLedger, addr: str) -> tuple[object, int]:
 def lost_by_tensor(per_rank: dict[int, int]) -> dict[str, int]:
     """JSON-ready {tensor id: chunks} (string keys, as JSON needs)."""
     return {str(t): n for t, n in sorted(per_rank.items())}
-
-
-def merge(into: defaultdict[int, int], more: dict[int, int]) -> None:
-    for k, v in more.items():
-        into[k] += v

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mlfc import contract
 from mlfc.hosts.importance import assign_importance
 from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.training.accounting import LossLedger, lost_by_tensor
@@ -61,8 +62,8 @@ class ServerConfig:
             raise ValueError(f"mode={self.mode!r}: choose one of {', '.join(proto.MODES)}")
         if self.workers < 1:
             raise ValueError(f"workers={self.workers} must be >= 1")
-        if not 1 <= self.job <= 0xFFFF:
-            raise ValueError(f"job={self.job} must be in 1..65535")
+        if not 1 <= self.job <= contract.MAX_JOB_ID:
+            raise ValueError(f"job={self.job} must be in 1..{contract.MAX_JOB_ID}")
 
 
 @dataclass

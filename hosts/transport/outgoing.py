@@ -3,9 +3,9 @@ floor of mlfc.policy.loss), the DATA header values every chunk shares, and its s
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
+from mlfc import contract
 from mlfc.hosts.importance import assign_importance, expand_importance, num_chunks
 from mlfc.hosts.transport.config import SenderConfig
 from mlfc.hosts.transport.errors import TransferRejected
@@ -30,10 +30,6 @@ class SendResult:
     # chunks never acknowledged: what the receiver zero-filled as far as its ACKs told (the FIN's SACK blocks
     # cover up to 32 runs: beyond that, or when the ACK of a late arrival was lost, a superset)
     missing_chunks: tuple[int, ...] = ()
-
-    @property
-    def goodput_bps(self) -> float:
-        return 8 * self.nbytes / self.duration if self.duration > 0 else math.inf
 
 
 @dataclass
@@ -75,9 +71,9 @@ def prepare(cfg: SenderConfig, job: int, iteration: int, tensor_id: int, buffer,
         raise TransferRejected("empty buffer")
     if nbytes > cfg.max_tensor_bytes:
         raise TransferRejected(f"buffer of {nbytes} bytes exceeds max_tensor_bytes={cfg.max_tensor_bytes}")
-    if not 0 <= job <= 0xFFFF or (cfg.jobs is not None and job not in cfg.jobs):
+    if not 0 <= job <= contract.MAX_JOB_ID or (cfg.jobs is not None and job not in cfg.jobs):
         raise TransferRejected(f"unknown job {job}")
-    if not 0 <= iteration <= 0xFFFFFFFF or not 0 <= tensor_id <= 0xFFFF:
+    if not 0 <= iteration <= contract.MAX_ITERATION or not 0 <= tensor_id <= 0xFFFF:
         raise TransferRejected(f"iteration {iteration} / tensor_id {tensor_id} out of range")
     try:
         bound_bp = loss.to_basis_points(loss_bound)

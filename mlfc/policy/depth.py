@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from mlfc.contract import MAX_QDEPTH
+from mlfc import contract
 from mlfc.policy.priority import PolicyError
 
 TOFINO_CELL_BYTES = 80
@@ -26,12 +26,12 @@ def cells_per_packet(packet_bytes: int = DEFAULT_PACKET_BYTES, cell_bytes: int =
 def packets_to_cells(lo: int, hi: int, cells: int) -> tuple[int, int] | None:
     """The cell range for depths ``lo``..``hi`` packets (``hi`` = MAX_QDEPTH: unbounded), clipped to
     the 19-bit depth field; None when no reachable depth is left."""
-    if not 0 <= lo <= hi <= MAX_QDEPTH or cells < 1:
+    if not 0 <= lo <= hi <= contract.MAX_QDEPTH or cells < 1:
         raise ValueError(f"depth range {lo}..{hi} / {cells} cells per packet")
     if cells == 1:
         return lo, hi
     lo_c = lo * cells
-    if lo_c > MAX_QDEPTH:
+    if lo_c > contract.MAX_QDEPTH:
         return None
-    hi_c = MAX_QDEPTH if hi == MAX_QDEPTH else min(MAX_QDEPTH, (hi + 1) * cells - 1)
+    hi_c = contract.MAX_QDEPTH if hi == contract.MAX_QDEPTH else min(contract.MAX_QDEPTH, (hi + 1) * cells - 1)
     return lo_c, hi_c

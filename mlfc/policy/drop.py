@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlfc.policy.ecn import MAX_QDEPTH
+from mlfc import contract
 from mlfc.policy.priority import PolicyError
 from mlfc.wire import IMPORTANCE_PROTECTED, MsgType
 
@@ -31,7 +31,7 @@ class DropPolicy:
             raise PolicyError(f"min_importance needs {NUM_LEVELS} classes, got {len(self.min_importance)}")
         prev = 0
         for i, d in enumerate(self.level_depths):
-            if isinstance(d, bool) or not isinstance(d, int) or not prev < d <= MAX_QDEPTH:
+            if isinstance(d, bool) or not isinstance(d, int) or not prev < d <= contract.MAX_QDEPTH:
                 raise PolicyError(f"level_depths[{i}]={d!r} must be an integer above {prev} (strictly increasing)")
             prev = d
         if self.min_importance[0] != 0:
@@ -62,5 +62,5 @@ def should_drop(policy: DropPolicy, level: int, importance: int, msg_type: MsgTy
 
 def level_ranges(policy: DropPolicy) -> list[tuple[int, int, int]]:
     """(lo, hi, level) depth ranges for levels >= 1, as the switch's level table holds them."""
-    bounds = [*list(policy.level_depths), MAX_QDEPTH + 1]
+    bounds = [*list(policy.level_depths), contract.MAX_QDEPTH + 1]
     return [(bounds[i], bounds[i + 1] - 1, i + 1) for i in range(NUM_LEVELS - 1)]

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlfc.contract import MAX_QDEPTH, THRESHOLD_BITS
+from mlfc import contract
 from mlfc.policy.priority import PolicyError
 
-RANDOM_RANGE = 1 << THRESHOLD_BITS
+RANDOM_RANGE = 1 << contract.THRESHOLD_BITS
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +31,8 @@ class EcnProfile:
     def __post_init__(self) -> None:
         for name in ("kmin", "kmax"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_QDEPTH:
-                raise PolicyError(f"{name}={v!r} must be an integer queue depth 0..{MAX_QDEPTH} (packets)")
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= contract.MAX_QDEPTH:
+                raise PolicyError(f"{name}={v!r} must be an integer queue depth 0..{contract.MAX_QDEPTH} (packets)")
         if self.kmin > self.kmax:
             raise PolicyError(f"kmin={self.kmin} > kmax={self.kmax}")
         if not (isinstance(self.pmax, (int, float)) and math.isfinite(self.pmax) and 0.0 <= self.pmax <= 1.0):
@@ -77,11 +77,11 @@ def compile_profile(profile: EcnProfile) -> list[MarkRange]:
             ranges[-1] = MarkRange(ranges[-1].lo, q, t)
         else:
             ranges.append(MarkRange(q, q, t))
-    if profile.kmax < MAX_QDEPTH:
+    if profile.kmax < contract.MAX_QDEPTH:
         lo = profile.kmax + 1
         if ranges and ranges[-1].always and ranges[-1].hi == profile.kmax:
             lo = ranges.pop().lo
-        ranges.append(MarkRange(lo, MAX_QDEPTH, RANDOM_RANGE))
+        ranges.append(MarkRange(lo, contract.MAX_QDEPTH, RANDOM_RANGE))
     return ranges
 
 

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mlfc.policy.priority import MAX_JOB_PRIORITY, PolicyError, check_job_priority
+from mlfc import contract
+from mlfc.policy.priority import PolicyError, check_job_priority
 
 ACCURACY = "accuracy"
 LOSS = "loss"
@@ -454,6 +455,9 @@ def _merge(a: list[int], b: list[int], bar: Mapping[int, float], val: Mapping[in
 
 @dataclass(frozen=True, slots=True)
 class Window:
+    """Iterations ``first..last`` of a job sent in class ``priority``: a straggler's boost here, an intent's
+    iteration window in the controller (one type for both)."""
+
     first: int
     last: int
     priority: int
@@ -475,7 +479,7 @@ def straggler_window(
     if len(worker_iterations) < 2:
         return None
     lo, hi = min(worker_iterations.values()), max(worker_iterations.values())
-    boosted = min(job_priority + params.straggler_boost, params.top_class, MAX_JOB_PRIORITY)
+    boosted = min(job_priority + params.straggler_boost, params.top_class, contract.MAX_JOB_PRIORITY)
     if boosted <= job_priority:
         return None
     if previous is not None and previous.first <= lo + 1 <= previous.last and hi > lo:

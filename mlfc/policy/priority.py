@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlfc.contract import MAX_JOB_PRIORITY, NUM_QUEUES, PRIORITY_CONTROL, PRIORITY_DEFAULT
+from mlfc import contract
 from mlfc.wire import PROGRESS_BUCKETS
-
-__all__ = ["MAX_JOB_PRIORITY", "NUM_QUEUES", "PRIORITY_CONTROL", "PRIORITY_DEFAULT"]
 
 
 class PolicyError(ValueError):
@@ -17,8 +15,8 @@ class PolicyError(ValueError):
 def check_job_priority(priority: int, what: str = "priority") -> int:
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise PolicyError(f"{what} must be an integer, got {priority!r}")
-    if not 0 <= priority <= MAX_JOB_PRIORITY:
-        raise PolicyError(f"{what}={priority} out of range 0..{MAX_JOB_PRIORITY} (7 is reserved for control)")
+    if not 0 <= priority <= contract.MAX_JOB_PRIORITY:
+        raise PolicyError(f"{what}={priority} out of range 0..{contract.MAX_JOB_PRIORITY} (7 is reserved for control)")
     return priority
 
 

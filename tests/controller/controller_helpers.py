@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mlfc.contract import BMV2_JSON, P4INFO
+from mlfc import contract
 from mlfc.controller import compile as comp
 from mlfc.controller.config import DeploymentConfig, parse_config
 from mlfc.controller.pipeline import Pipeline
@@ -24,7 +24,7 @@ from mlfc.launch.switches import SwitchProcess
 from mlfc.proto import intent_pb2 as pb
 
 needs_artifacts = pytest.mark.skipif(
-    not (P4INFO.is_file() and BMV2_JSON.is_file()),
+    not (contract.P4INFO.is_file() and contract.BMV2_JSON.is_file()),
     reason="p4src/build/mlfc.{p4info.txtpb,json} not built (run `make p4`)",
 )
 
@@ -70,7 +70,11 @@ def make_config(*switches: dict[str, Any], **extra: Any) -> DeploymentConfig:
 
 # ---- against real switches -----------------------------------------------------------------------
 
-PIPELINE = Pipeline.load(P4INFO, BMV2_JSON) if P4INFO.is_file() and BMV2_JSON.is_file() else None
+PIPELINE = (
+    Pipeline.load(contract.P4INFO, contract.BMV2_JSON)
+    if contract.P4INFO.is_file() and contract.BMV2_JSON.is_file()
+    else None
+)
 
 INTENT_A = pb.Intent(
     source="test-a",
@@ -97,7 +101,7 @@ INTENT_B = pb.Intent(
 def daemon_config(tmp_path: Path, switches: list[SwitchProcess], **controller: Any) -> Path:
     doc = config_doc(
         *(target_doc(sw) for sw in switches),
-        pipeline={"p4info": str(P4INFO), "device_config": str(BMV2_JSON)},
+        pipeline={"p4info": str(contract.P4INFO), "device_config": str(contract.BMV2_JSON)},
         listen={"intent": f"127.0.0.1:{free_port()}", "metrics": f"127.0.0.1:{free_port()}"},
         controller={
             "counter_interval_s": 0.2,

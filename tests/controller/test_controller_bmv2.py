@@ -14,10 +14,8 @@ from collections.abc import Iterator
 import grpc
 import pytest
 from controller_helpers import (
-    BMV2_JSON,
     INTENT_A,
     INTENT_B,
-    P4INFO,
     PIPELINE,
     config_doc,
     eventually,
@@ -47,7 +45,7 @@ def test_switch_connection_round_trip(switch_factory) -> None:
     config = parse_config(config_doc(target_doc(sw)))
     desired_a = list(comp.compile_intent(INTENT_A, config, PIPELINE).entries["s1"])
     desired_b = list(comp.compile_intent(INTENT_B, config, PIPELINE).entries["s1"])
-    with SwitchConnection(sw.grpc_addr, 1, P4INFO, BMV2_JSON) as conn:
+    with SwitchConnection(sw.grpc_addr, 1, contract.P4INFO, contract.BMV2_JSON) as conn:
         assert conn.primary
         assert conn.pipeline_cookie() is None
         assert conn.load_pipeline() is True

@@ -28,7 +28,7 @@ def job_class(entries, job: int, iteration: int = 0, progress: int = 0) -> int:
         contract.JOB_PRIORITY,
         {contract.JOB_ID: job, contract.ITERATION: iteration, contract.PROGRESS: progress},
     )
-    return priority.PRIORITY_DEFAULT if e is None else e.params_dict()["priority"]
+    return contract.PRIORITY_DEFAULT if e is None else e.params_dict()["priority"]
 
 
 # ---- job priorities -----------------------------------------------------------------------------
@@ -51,7 +51,7 @@ def test_window_beats_the_job_wide_entry() -> None:
     # Behaviour: a window iteration takes the window's class, all others the job's class.
     assert [job_class(entries, 5, it) for it in (9, 10, 15, 20, 21)] == [2, 6, 6, 6, 2]
     assert job_class(entries, 9, 15) == 0  # demoted below the default
-    assert job_class(entries, 77, 15) == priority.PRIORITY_DEFAULT  # unknown job: default action
+    assert job_class(entries, 77, 15) == contract.PRIORITY_DEFAULT  # unknown job: default action
 
 
 def test_interleaving_bands_come_from_the_policy_and_spare_job_0_and_listed_jobs() -> None:
@@ -65,7 +65,7 @@ def test_interleaving_bands_come_from_the_policy_and_spare_job_0_and_listed_jobs
         for progress in (b.lo, b.hi):
             assert job_class(entries, 8, 0, progress) == b.priority  # a job without its own class
             assert job_class(entries, 5, 0, progress) == 4  # a job with its own class keeps it
-            assert job_class(entries, 0, 0, progress) == priority.PRIORITY_DEFAULT  # untagged traffic
+            assert job_class(entries, 0, 0, progress) == contract.PRIORITY_DEFAULT  # untagged traffic
 
 
 def test_no_interleaving_entries_unless_asked() -> None:
@@ -135,7 +135,7 @@ def test_drop_levels_and_thresholds_come_from_the_policy() -> None:
         if e.table == contract.CONGESTION_LEVELS
     )
     assert levels == [(Range(lo, hi), lvl) for lo, hi, lvl in drop.level_ranges(policy)]
-    for q in (0, 9, 10, 19, 20, 30, ecn.MAX_QDEPTH):
+    for q in (0, 9, 10, 19, 20, 30, contract.MAX_QDEPTH):
         e = lookup(entries, contract.CONGESTION_LEVELS, {contract.DEQ_QDEPTH: q})
         assert (0 if e is None else e.params_dict()["l"]) == drop.congestion_level(policy, q)
     for level in range(drop.NUM_LEVELS):

@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 from controller_helpers import config_doc, switch_doc
 
-from mlfc.contract import REPO_ROOT as REPO
+from mlfc import contract
 from mlfc.controller.config import load_config, parse_config, queue_settings
 from mlfc.controller.errors import ValidationError
 from mlfc.controller.queues import QueueSettings
 
 
 def test_example_deployment_file_loads() -> None:
-    config = load_config(REPO / "configs/example.yaml")
+    config = load_config(contract.REPO_ROOT / "configs/example.yaml")
     assert [s.name for s in config.switches] == ["s1", "s2"]
     assert config.controller.intent_addr == "127.0.0.1:50090"
     assert config.controller.metrics_addr == "127.0.0.1:9464"
-    assert config.p4info == REPO / "configs/../p4src/build/mlfc.p4info.txtpb"
+    assert config.p4info == contract.REPO_ROOT / "configs/../p4src/build/mlfc.p4info.txtpb"
 
 
 def test_defaults_and_values() -> None:

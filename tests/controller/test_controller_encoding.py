@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from controller_helpers import BMV2_JSON, P4INFO, make_config, needs_artifacts, switch_doc
+from controller_helpers import make_config, needs_artifacts, switch_doc
 from finsy.proto import p4r
 
 from mlfc import contract
@@ -37,7 +37,7 @@ RICH = pb.Intent(
 
 @pytest.fixture(scope="module")
 def pipeline() -> Pipeline:
-    return Pipeline.load(P4INFO, BMV2_JSON)
+    return Pipeline.load(contract.P4INFO, contract.BMV2_JSON)
 
 
 def test_contract_holds(pipeline: Pipeline) -> None:
@@ -122,10 +122,10 @@ def test_capacity_is_checked_before_anything_is_written(pipeline: Pipeline) -> N
 
 
 def test_contract_violations_are_listed(tmp_path: Path) -> None:
-    text = P4INFO.read_text().replace("MlfcIngress.queueing.job_priority", "MlfcIngress.queueing.job_prio")
+    text = contract.P4INFO.read_text().replace("MlfcIngress.queueing.job_priority", "MlfcIngress.queueing.job_prio")
     bad = tmp_path / "bad.p4info.txtpb"
     bad.write_text(text)
     with pytest.raises(PipelineError, match=r"table MlfcIngress\.queueing\.job_priority missing"):
-        Pipeline.load(bad, BMV2_JSON)
+        Pipeline.load(bad, contract.BMV2_JSON)
     with pytest.raises(PipelineError, match="not found"):
-        Pipeline.load(tmp_path / "missing.txtpb", BMV2_JSON)
+        Pipeline.load(tmp_path / "missing.txtpb", contract.BMV2_JSON)

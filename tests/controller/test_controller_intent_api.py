@@ -8,8 +8,9 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 import pytest
-from controller_helpers import BMV2_JSON, P4INFO, config_doc, needs_artifacts, switch_doc
+from controller_helpers import config_doc, needs_artifacts, switch_doc
 
+from mlfc import contract
 from mlfc.controller.config import parse_config
 from mlfc.controller.daemon import Daemon
 from mlfc.launch.process import free_port
@@ -23,7 +24,7 @@ def with_daemon(body: Callable[[Daemon, pb_grpc.IntentServiceStub], Awaitable[No
     """Run ``body`` against a started daemon and its intent API; always stop the daemon."""
     doc = config_doc(
         switch_doc("s1", free_port(), 1),  # nothing listens there: the switch stays disconnected
-        pipeline={"p4info": str(P4INFO), "device_config": str(BMV2_JSON)},
+        pipeline={"p4info": str(contract.P4INFO), "device_config": str(contract.BMV2_JSON)},
         listen={"intent": "127.0.0.1:0", "metrics": "127.0.0.1:0"},
         controller={"reconnect_min_s": 0.05, "reconnect_max_s": 0.2},
     )
@@ -85,7 +86,7 @@ async def _status_and_metrics_without_switches(daemon: Daemon, stub: pb_grpc.Int
 def _state_doc(state_file) -> dict:
     return config_doc(
         switch_doc("s1", free_port(), 1),
-        pipeline={"p4info": str(P4INFO), "device_config": str(BMV2_JSON)},
+        pipeline={"p4info": str(contract.P4INFO), "device_config": str(contract.BMV2_JSON)},
         listen={"intent": "127.0.0.1:0", "metrics": "127.0.0.1:0"},
         controller={"reconnect_min_s": 0.05, "reconnect_max_s": 0.2, "state_file": str(state_file)},
     )

@@ -16,7 +16,7 @@ from coord_helpers import MD, evaluated, register, report, stub_for, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "controller"))  # controller_helpers
 
-from controller_helpers import BMV2_JSON, P4INFO, config_doc, needs_artifacts, target_doc, wait_restored
+from controller_helpers import config_doc, needs_artifacts, target_doc, wait_restored
 
 from mlfc import contract
 from mlfc.controller.pipeline import Pipeline
@@ -36,11 +36,11 @@ def _job_entries(sw: RefSwitch, pipeline: Pipeline) -> set:
 
 
 def test_controller_restarted_without_state_gets_the_decision_back(tmp_path, make_coordinator) -> None:  # type: ignore[no-untyped-def]
-    pipeline = Pipeline.load(P4INFO, BMV2_JSON)
+    pipeline = Pipeline.load(contract.P4INFO, contract.BMV2_JSON)
     sw = RefSwitch("s1", 1, log_file=tmp_path / "refswitch.log").start()
     doc = config_doc(
         target_doc(sw),
-        pipeline={"p4info": str(P4INFO), "device_config": str(BMV2_JSON)},
+        pipeline={"p4info": str(contract.P4INFO), "device_config": str(contract.BMV2_JSON)},
         listen={"intent": f"127.0.0.1:{free_port()}", "metrics": f"127.0.0.1:{free_port()}"},
         controller={"reconnect_min_s": 0.05, "reconnect_max_s": 0.5},  # no state_file
     )

@@ -14,7 +14,7 @@ from scapy.layers.l2 import Ether
 from mlfc import contract
 from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary, entry
 from mlfc.policy.drop import NUM_LEVELS, DropPolicy, level_ranges
-from mlfc.policy.ecn import MAX_QDEPTH, EcnProfile, compile_profile
+from mlfc.policy.ecn import EcnProfile, compile_profile
 from mlfc.testing.packets import (  # noqa: F401 - re-exported for the test modules
     HOST_IP,
     HOST_MAC,
@@ -106,7 +106,7 @@ def job_priority(
 
 
 def _depth_match(lo: int, hi: int) -> Range | None:
-    return None if (lo, hi) == (0, MAX_QDEPTH) else Range(lo, hi)
+    return None if (lo, hi) == (0, contract.MAX_QDEPTH) else Range(lo, hi)
 
 
 def ecn_entries(profile: EcnProfile, port: int | None = None) -> list[TableEntry]:

@@ -189,10 +189,10 @@ def test_malformed_are_forwarded_counted_and_never_classified(sw):
     short = [truncated_shim(2, 1, n) for n in (0, 1, 8, 15)]
     for p in bad:
         d = run(sw, p, 0)
-        assert (d.egress_port, d.out, d.priority, d.job_id) == (1, forwarded(p, 1), pl.PRIORITY_DEFAULT, 0)
+        assert (d.egress_port, d.out, d.priority, d.job_id) == (1, forwarded(p, 1), contract.PRIORITY_DEFAULT, 0)
     for p in short:
         d = run(sw, p, 2)
-        assert (d.egress_port, d.out, d.priority, d.job_id) == (1, forwarded(p, 1), pl.PRIORITY_DEFAULT, 0)
+        assert (d.egress_port, d.out, d.priority, d.job_id) == (1, forwarded(p, 1), contract.PRIORITY_DEFAULT, 0)
     assert sw[1].counter(contract.SHIM_BAD_HEADER_COUNTER, 0)[0] == 2
     assert sw[1].counter(contract.SHIM_TRUNCATED_COUNTER, 2)[0] == len(short)
     assert sw[1].counter(contract.SHIM_TRUNCATED_COUNTER, 0)[0] == 0
@@ -212,7 +212,8 @@ def test_padded_short_frame_is_truncated_by_its_udp_length(sw, first):
     install(sw, [flow(9, 1, dst=HOST_IP[1])])
     frame = bytes(truncated_shim(0, 1, 5, first=first)).ljust(60, b"\x00")
     d = run(sw, frame)
-    assert (d.egress_port, d.priority, d.job_id, d.shim_status) == (1, pl.PRIORITY_DEFAULT, 0, pk.SHIM_TRUNCATED)
+    expected = (1, contract.PRIORITY_DEFAULT, 0, contract.SHIM_TRUNCATED)
+    assert (d.egress_port, d.priority, d.job_id, d.shim_status) == expected
     assert d.out[42:] == frame[42:], "payload and padding are forwarded untouched"
     assert sw[1].counter(contract.SHIM_TRUNCATED_COUNTER, 0)[0] == 1
     assert sw[1].counter(contract.JOB_PACKETS, 9)[0] == 0
@@ -223,13 +224,13 @@ def test_udp_length_short_of_a_full_shim_is_truncated(sw):
     frame = bytearray(bytes(pkt))
     frame[38:40] = (23).to_bytes(2, "big")  # the whole shim is in the frame, the UDP length says 15 bytes
     d = run(sw, bytes(frame))
-    assert (d.shim_status, d.job_id, d.priority) == (pk.SHIM_TRUNCATED, 0, pl.PRIORITY_DEFAULT)
+    assert (d.shim_status, d.job_id, d.priority) == (contract.SHIM_TRUNCATED, 0, contract.PRIORITY_DEFAULT)
 
 
 def test_frame_ending_inside_a_shim_whose_udp_length_claims_more(sw):
     """The parser's verdict, UDP length notwithstanding: a v1 first byte runs out of bytes (truncated); a
     bad first byte stops before extracting, so the frame's length is never tested (bad header)."""
-    for first, status in ((0x10, pk.SHIM_TRUNCATED), (0x30, pk.SHIM_BAD_HEADER)):
+    for first, status in ((0x10, contract.SHIM_TRUNCATED), (0x30, contract.SHIM_BAD_HEADER)):
         frame = bytearray(bytes(truncated_shim(0, 1, 5, first=first)))
         frame[38:40] = (8 + 16).to_bytes(2, "big")
         assert run(sw, bytes(frame)).shim_status == status
@@ -240,7 +241,7 @@ def test_frame_ending_inside_a_shim_whose_udp_length_claims_more(sw):
 def test_empty_shim_payload_is_truncated(sw):
     frame = bytearray(bytes(truncated_shim(0, 1, 0)))
     frame[38:40] = (100).to_bytes(2, "big")  # even with a UDP length that leaves room: lookahead fails
-    assert run(sw, bytes(frame)).shim_status == pk.SHIM_TRUNCATED
+    assert run(sw, bytes(frame)).shim_status == contract.SHIM_TRUNCATED
 
 
 def test_malformed_are_never_selectively_dropped(sw):
@@ -275,11 +276,11 @@ def test_control_class_default_class_and_job_classes(sw):
         (shim_packet(0, 1, job=2), 5),
         (shim_packet(0, 1, job=3), 6),  # 7 is reserved: lowered to 6
         (shim_packet(0, 1, job=4), 0),  # below the default: demoted
-        (shim_packet(0, 1, job=99), pl.PRIORITY_DEFAULT),
+        (shim_packet(0, 1, job=99), contract.PRIORITY_DEFAULT),
         (shim_packet(0, 1, job=2, msg_type=MsgType.ACK, payload=b"\x00" * 4), 7),
         (shim_packet(0, 1, job=4, msg_type=MsgType.CNP), 7),
         (tcp_packet(0, 2, 1, 2), 5),  # untagged, classified by the 5-tuple as job 2
-        (tcp_packet(0, 1, 1, 2), pl.PRIORITY_DEFAULT),
+        (tcp_packet(0, 1, 1, 2), contract.PRIORITY_DEFAULT),
     ]
     for pkt, klass in cases:
         assert run(sw, pkt).priority == klass, pkt.summary()

@@ -41,7 +41,7 @@ def expected_class(job: int, iteration: int, progress: int) -> int:
     if job == 2:
         return 6 if 10 <= iteration <= 20 else 3
     if job == 0:
-        return priority.PRIORITY_DEFAULT
+        return contract.PRIORITY_DEFAULT
     return next(b.priority for b in priority.interleaving_bands() if b.lo <= progress <= b.hi)
 
 

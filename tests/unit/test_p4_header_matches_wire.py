@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mlfc import wire
-from mlfc.policy import priority
+from mlfc import contract, wire
 
 P4SRC = Path(__file__).resolve().parents[2] / "p4src"
 
@@ -47,5 +46,5 @@ def test_constants_match() -> None:
     assert _p4_const(text, "MSG_ACK") == wire.MsgType.ACK
     assert _p4_const(text, "MSG_CNP") == wire.MsgType.CNP
     assert _p4_const(text, "IMPORTANCE_PROTECTED") == wire.IMPORTANCE_PROTECTED
-    assert _p4_const(text, "PRIORITY_CONTROL") == priority.PRIORITY_CONTROL
-    assert _p4_const(text, "PRIORITY_DEFAULT") == priority.PRIORITY_DEFAULT
+    assert _p4_const(text, "PRIORITY_CONTROL") == contract.PRIORITY_CONTROL
+    assert _p4_const(text, "PRIORITY_DEFAULT") == contract.PRIORITY_DEFAULT

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mlfc.contract import MAX_QDEPTH
+from mlfc import contract
 from mlfc.policy import depth
 from mlfc.policy.priority import PolicyError
 
@@ -27,12 +27,12 @@ def test_one_cell_per_packet_changes_nothing() -> None:
 
 
 def test_an_open_top_stays_open_and_unreachable_depths_vanish() -> None:
-    assert depth.packets_to_cells(33, MAX_QDEPTH, 19) == (33 * 19, MAX_QDEPTH)
-    assert depth.packets_to_cells(MAX_QDEPTH // 19 + 1, MAX_QDEPTH, 19) is None
-    assert depth.packets_to_cells(MAX_QDEPTH // 19, MAX_QDEPTH // 19, 19)[1] <= MAX_QDEPTH
+    assert depth.packets_to_cells(33, contract.MAX_QDEPTH, 19) == (33 * 19, contract.MAX_QDEPTH)
+    assert depth.packets_to_cells(contract.MAX_QDEPTH // 19 + 1, contract.MAX_QDEPTH, 19) is None
+    assert depth.packets_to_cells(contract.MAX_QDEPTH // 19, contract.MAX_QDEPTH // 19, 19)[1] <= contract.MAX_QDEPTH
 
 
-@given(st.integers(0, 2000), st.integers(0, 2000), st.integers(1, 40), st.integers(0, MAX_QDEPTH))
+@given(st.integers(0, 2000), st.integers(0, 2000), st.integers(1, 40), st.integers(0, contract.MAX_QDEPTH))
 def test_a_cell_depth_falls_in_the_range_of_the_packet_count_it_holds(a: int, b: int, cells: int, d: int) -> None:
     lo, hi = min(a, b), max(a, b)
     converted = depth.packets_to_cells(lo, hi, cells)
@@ -44,9 +44,9 @@ def test_a_cell_depth_falls_in_the_range_of_the_packet_count_it_holds(a: int, b:
 @given(st.lists(st.integers(1, 3000), min_size=1, max_size=6, unique=True), st.integers(1, 40))
 def test_adjacent_ranges_stay_adjacent(cuts: list[int], cells: int) -> None:
     """Ranges that tile 0..MAX_QDEPTH in packets tile it in cells: no depth is lost or doubled."""
-    bounds = [0, *sorted(cuts), MAX_QDEPTH + 1]
+    bounds = [0, *sorted(cuts), contract.MAX_QDEPTH + 1]
     converted = [depth.packets_to_cells(bounds[i], bounds[i + 1] - 1, cells) for i in range(len(bounds) - 1)]
     present = [c for c in converted if c is not None]
-    assert present[0][0] == 0 and present[-1][1] == MAX_QDEPTH
+    assert present[0][0] == 0 and present[-1][1] == contract.MAX_QDEPTH
     for (_, hi), (lo, _) in itertools.pairwise(present):
         assert lo == hi + 1

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mlfc import contract
 from mlfc.policy import drop, ecn, mltcp, priority
 from mlfc.policy.priority import PolicyError
 from mlfc.wire import IMPORTANCE_PROTECTED, MsgType
@@ -21,7 +22,7 @@ profiles = st.builds(
 )
 
 
-@given(profiles, st.integers(0, ecn.MAX_QDEPTH))
+@given(profiles, st.integers(0, contract.MAX_QDEPTH))
 def test_compiled_ranges_reproduce_the_profile(profile: ecn.EcnProfile, q: int) -> None:
     ranges = ecn.compile_profile(profile)
     want = ecn.mark_probability(profile, q)
@@ -35,7 +36,7 @@ def test_compiled_ranges_are_disjoint_and_ordered(profile: ecn.EcnProfile) -> No
     for a, b in itertools.pairwise(ranges):
         assert a.hi < b.lo
     assert all(r.lo > profile.kmin for r in ranges)
-    assert ranges[-1].always and ranges[-1].hi == ecn.MAX_QDEPTH
+    assert ranges[-1].always and ranges[-1].hi == contract.MAX_QDEPTH
 
 
 def test_profile_shape() -> None:
@@ -64,7 +65,7 @@ def test_bad_profiles_name_the_field(kwargs: dict, field: str) -> None:
 def test_drop_policy_levels_and_decisions() -> None:
     p = drop.DropPolicy(level_depths=(10, 20, 30), min_importance=(0, 2, 4, 8))
     assert [drop.congestion_level(p, q) for q in (0, 9, 10, 19, 20, 30, 500)] == [0, 0, 1, 1, 2, 3, 3]
-    assert drop.level_ranges(p) == [(10, 19, 1), (20, 29, 2), (30, ecn.MAX_QDEPTH, 3)]
+    assert drop.level_ranges(p) == [(10, 19, 1), (20, 29, 2), (30, contract.MAX_QDEPTH, 3)]
     assert drop.should_drop(p, 1, 1, MsgType.DATA)
     assert not drop.should_drop(p, 1, 2, MsgType.DATA)
     assert not drop.should_drop(p, 0, 0, MsgType.DATA), "nothing is dropped while uncongested"
