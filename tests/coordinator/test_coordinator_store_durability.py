@@ -17,7 +17,7 @@ import pytest
 from mlfc.coordinator.store import Store, StoreError
 
 WRITER = Path(__file__).with_name("store_writer.py")
-KILLS = 6
+KILLS = 20
 
 
 @pytest.mark.timeout(180)
