@@ -33,9 +33,9 @@ import numpy as np
 
 from mlfc.hosts.importance import assign_importance
 from mlfc.hosts.training import protocol as proto
+from mlfc.hosts.training import roster as aggregator_roster
 from mlfc.hosts.training.accounting import LossLedger, lost_by_tensor
 from mlfc.hosts.training.compress import NONE, Compression, decode, parse
-from mlfc.hosts.training.durable import remove_leftovers, write_atomic
 from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender, SenderConfig
 from mlfc.policy.aggregation import average_received, received_elements
 
@@ -291,18 +291,15 @@ class TrainingServer:
         """A roster file left by an aggregator that did not end (killed): ABORT, in the background, to each
         rank it names, with that rank's session (a new process on the same port is not hit). Aggregate mode
         keeps no gradients and the ranks may be in different buckets of a step: resuming them is not safe."""
-        path = self.cfg.roster_file
-        if path is None or not Path(path).exists():
+        if self.cfg.roster_file is None:
             return []
-        remove_leftovers(Path(path))
+        path, job = Path(self.cfg.roster_file), self.cfg.job
         try:
-            roster = json.loads(Path(path).read_text())
-            job, ranks = int(roster["job"]), {int(r): (str(ip), int(port), int(session))
-                                              for r, (ip, port, session) in roster["ranks"].items()}  # fmt: skip
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise TrainingError(f"roster file {path} unreadable: {exc} (delete it to start afresh)") from None
-        if job != self.cfg.job:
-            raise TrainingError(f"roster file {path} is of job {job}, this aggregator runs job {self.cfg.job}")
+            ranks = aggregator_roster.load(path, job)
+        except ValueError as exc:
+            raise TrainingError(str(exc)) from None
+        if ranks is None:
+            return []
         reason = (
             f"the aggregator of job {job} was restarted (its previous process ended mid-job, e.g. killed) and "
             "cannot resume a DDP step in flight: start the DDP ranks again (torchrun --max-restarts does); "
@@ -323,15 +320,14 @@ class TrainingServer:
                    for r, (ip, port, session) in ranks.items()]  # fmt: skip
         for th in threads:
             th.start()
-        Path(path).unlink(missing_ok=True)  # told: a second restart has nobody of that run to tell
+        path.unlink(missing_ok=True)  # told: a second restart has nobody of that run to tell
         return threads
 
     def _save_roster(self) -> None:
         if self.cfg.roster_file is None:
             return
-        ranks = {str(r): [*w.rx, w.session] for r, w in sorted(self.workers.items())}
-        body = json.dumps({"job": self.cfg.job, "workers": self.cfg.workers, "ranks": ranks}).encode()
-        write_atomic(Path(self.cfg.roster_file), lambda f: f.write(body))
+        ranks = {r: (w.rx[0], w.rx[1], w.session) for r, w in self.workers.items()}
+        aggregator_roster.save(Path(self.cfg.roster_file), self.cfg.job, self.cfg.workers, ranks)
 
     def _drop_roster(self) -> None:
         """The job ended (every BYE, or the ranks were told why not): a restart has nobody to tell."""
