@@ -29,12 +29,20 @@ def _free_shim_port() -> int:
     return port
 
 
-def _aggregator(port: int, roster: Path | None) -> subprocess.Popen:
+def _aggregator(port: int, roster: Path | None, log: Path) -> subprocess.Popen:
+    """The aggregator as its own process (``mlfc-train ps --mode aggregate``), its stderr in ``log``."""
     argv = [sys.executable, "-m", "mlfc.hosts.training", "ps", "--mode", "aggregate", "--job", str(JOB),
             "--workers", "2", "--port", str(port), "--tx-port-base", "0", "--timeout", "20"]  # fmt: skip
     if roster is not None:
         argv += ["--checkpoint", str(roster)]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with log.open("w") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+    # bound before anything else in this test takes a shim port (there are 256: a client could take its port)
+    end = time.monotonic() + 30
+    while "aggregating on" not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < end, log.read_text()
+        time.sleep(0.05)
+    return proc
 
 
 def _ranks(port: int, timeout: float) -> list[WorkerClient]:
@@ -68,14 +76,14 @@ def _kill_mid_step(agg: subprocess.Popen, clients: list[WorkerClient]) -> None:
 @pytest.mark.timeout(180)
 def test_a_restarted_aggregator_tells_the_lost_ranks_at_once_and_admits_restarted_ones(tmp_path: Path) -> None:
     port, roster = _free_shim_port(), tmp_path / "aggregator.roster"
-    agg = _aggregator(port, roster)
+    agg = _aggregator(port, roster, tmp_path / "agg.1.err")
     agg2 = None
     try:
         clients = _ranks(port, timeout=30)
         _step(clients, 0)
         assert roster.exists(), "the admitted ranks were not written down"
         _kill_mid_step(agg, clients)
-        agg2 = _aggregator(port, roster)
+        agg2 = _aggregator(port, roster, tmp_path / "agg.2.err")
         t0 = time.monotonic()
         for c in clients:
             with pytest.raises(JobAborted, match=rf"aggregator of job {JOB} was restarted .* start the DDP ranks"):
@@ -89,27 +97,26 @@ def test_a_restarted_aggregator_tells_the_lost_ranks_at_once_and_admits_restarte
         for c in fresh:
             c.bye()
             c.close()
-        assert agg2.wait(timeout=30) == 0, agg2.communicate()[1]
+        assert agg2.wait(timeout=30) == 0, (tmp_path / "agg.2.err").read_text()
         assert not roster.exists(), "a job that ended left its roster: a restart would tell ranks that are gone"
     finally:
         for p in (agg, agg2):
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait(timeout=10)
-    assert "telling the 2 rank(s) of the previous aggregator" in agg2.communicate()[1]
+    assert "telling the 2 rank(s) of the previous aggregator" in (tmp_path / "agg.2.err").read_text()
 
 
 @pytest.mark.timeout(120)
 def test_without_a_roster_the_lost_ranks_fail_at_their_bucket_timeout(tmp_path: Path) -> None:
     port = _free_shim_port()
-    agg = _aggregator(port, None)
+    agg = _aggregator(port, None, tmp_path / "agg.1.err")
     agg2 = None
     try:
         clients = _ranks(port, timeout=3)
         _step(clients, 0)
         _kill_mid_step(agg, clients)
-        agg2 = _aggregator(port, None)
-        assert agg2.stderr is not None and "aggregating on" in agg2.stderr.readline()
+        agg2 = _aggregator(port, None, tmp_path / "agg.2.err")
         clients[1].push(1, 0, np.full(12, 2, np.float32), layer_index=0, num_layers=1)  # taken by the new one
         for c in clients:
             with pytest.raises(
@@ -122,7 +129,7 @@ def test_without_a_roster_the_lost_ranks_fail_at_their_bucket_timeout(tmp_path: 
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait(timeout=10)
-    assert "did not say HELLO to this aggregator" in agg2.communicate()[1]
+    assert "did not say HELLO to this aggregator" in (tmp_path / "agg.2.err").read_text()
 
 
 def test_a_roster_of_another_job_is_refused(tmp_path: Path) -> None:
