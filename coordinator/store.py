@@ -126,7 +126,13 @@ class Store:
             self._db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         else:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            # WAL: a commit is one append to the -wal file, a kill -9 mid-write leaves the last commit's
+            # frames uncommitted and the next open ignores them; readers do not block the writer. SQLite
+            # answers with the mode it got (a file system without shared memory stays in "delete"): check.
+            mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"{self.path}: SQLite refused the WAL journal (journal_mode is {mode!r})")
+            # FULL (default): fsync at every commit, before the report's RPC is acknowledged (module doc).
             self._db.execute(f"PRAGMA synchronous={synchronous}")
             self._db.executescript(_SCHEMA)
             row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
@@ -140,6 +146,13 @@ class Store:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def durability(self) -> tuple[str, str]:
+        """The connection's (journal mode, synchronous setting) as SQLite reports them: ("wal", "FULL")."""
+        with self._lock:
+            mode = str(self._db.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            level = int(self._db.execute("PRAGMA synchronous").fetchone()[0])
+        return mode, {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(level, str(level))
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

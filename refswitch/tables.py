@@ -320,7 +320,9 @@ class Table:
 class Tables:
     """Every table of the program, by name."""
 
-    def __init__(self, specs: Iterable[contract.TableSpec] = contract.TABLES.values(), sizes: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self, specs: Iterable[contract.TableSpec] = contract.TABLES.values(), sizes: Mapping[str, int] | None = None
+    ) -> None:
         sizes = sizes or {}
         self.by_name: dict[str, Table] = {s.name: Table(s, sizes.get(s.name)) for s in specs}
 

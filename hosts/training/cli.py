@@ -107,8 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "--checkpoint",
                 default=None,
                 metavar="FILE",
-                help="keep the model, optimizer and iteration here (written atomically); a PS started with an "
-                "existing FILE resumes from it and calls its workers back",
+                help="PS: keep the model, optimizer and iteration here (written atomically, fsynced); a PS "
+                "started with an existing FILE resumes from it and calls its workers back. Aggregate mode: keep "
+                "the admitted ranks here; a restarted aggregator tells them at once that it cannot resume them",
             )
             p.add_argument("--checkpoint-every", type=int, default=1, help="save after every k-th step (%(default)s)")
             p.add_argument(
@@ -237,6 +238,7 @@ def _run_aggregator(args: argparse.Namespace) -> int:
         deadline=args.deadline,
         timeout=args.timeout,
         sender=_sender_config(args),
+        roster_file=args.checkpoint,
     )
     with TrainingServer(scfg) as srv:
         if args.metrics:

@@ -164,6 +164,8 @@ class WorkerClient:
                 elif d.tensor_id == proto.PING:  # the receiver acknowledged it: that is the answer
                     continue
                 elif d.tensor_id == proto.ABORT:
+                    if d.iteration != self.session:  # for an earlier process on this port (a restarted rank)
+                        continue
                     try:
                         self._abort = str(proto.decode(d.data, "ABORT").get("error") or "no reason given")
                     except proto.ProtocolError as exc:

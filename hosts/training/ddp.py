@@ -248,7 +248,9 @@ class AggregatorThread:
 def serve_aggregator(
     job: int, workers: int, bind: str = "127.0.0.1", port: int = proto.PS_PORT, **cfg
 ) -> AggregatorThread:
-    """Start an aggregator for ``workers`` DDP ranks in a background thread."""
+    """Start an aggregator for ``workers`` DDP ranks in a background thread. ``roster_file=PATH`` keeps the
+    admitted ranks there, so that a restarted aggregator tells them at once that it cannot resume them
+    (docs/training.md, "When things fail")."""
     return AggregatorThread(
         ServerConfig(
             job=job,

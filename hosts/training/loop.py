@@ -17,7 +17,6 @@ record per iteration (the emulator's fields and more, see ``docs/training.md``):
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ import numpy as np
 import torch
 
 from mlfc.hosts.training.client import PsRestarted, PushResult, WorkerClient, WorkerError
+from mlfc.hosts.training.durable import remove_leftovers, write_atomic
 from mlfc.hosts.training.server import TrainingServer
 from mlfc.hosts.training.tasks import Task, batches, shard, tensors
 
@@ -112,9 +112,9 @@ def make_parameter_server(
 @dataclass(frozen=True)
 class Checkpoint:
     """Where the PS keeps its state: the model, the optimizer (momentum) and the next iteration, written
-    atomically (a temporary file renamed over the old one) so a crash at any moment leaves either the
-    previous checkpoint or the new one. It survives a killed process; a power cut may lose the last
-    writes (no fsync per iteration)."""
+    atomically and durably (``durable.write_atomic``: a temporary file beside it, fsynced, renamed over the
+    old one, the directory fsynced), so a kill or a power cut at any moment leaves either the previous
+    checkpoint or the new one, never a torn one."""
 
     path: Path
     every: int = 1  # save after every k-th optimizer step (and after the last)
@@ -124,12 +124,12 @@ class Checkpoint:
             raise ValueError(f"checkpoint every {self.every} iterations: must be >= 1")
 
     def save(self, state: dict) -> None:
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        torch.save(state, tmp)
-        os.replace(tmp, self.path)
+        write_atomic(self.path, lambda f: torch.save(state, f))
 
     def load(self) -> dict | None:
-        """The saved state, or None when there is no checkpoint yet."""
+        """The saved state, or None when there is no checkpoint yet. Temporary files of writes that a
+        killed PS left behind are never read, and removed."""
+        remove_leftovers(self.path)
         if not self.path.exists():
             return None
         try:

@@ -16,7 +16,9 @@ BYE         worker->PS  0         {"rank", "error"?}: the worker is done (aggreg
                                   it) or, with "error", gave up (aggregate mode ends the job at once)
 REJOIN      PS->worker  session   {"iteration"}: a restarted PS (from its checkpoint): connect again
 ABORT       PS->worker  session   {"error"}: aggregate mode: the job cannot go on (e.g. a rank beyond
-                                  ``workers`` knocked); the worker's waits raise with the message
+                                  ``workers`` knocked, or the aggregator restarted: it tells the ranks of
+                                  its roster file); the worker's waits raise with the message. A worker
+                                  takes only an ABORT of its own session
 PING        PS->worker  n         empty: aggregate mode, idle: is the worker still there (its receiver acks)
 =========== =========== ========= =====================================================================
 

@@ -27,12 +27,14 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from mlfc import contract
 from mlfc.hosts.importance import assign_importance
 from mlfc.hosts.training import protocol as proto
+from mlfc.hosts.training import roster as aggregator_roster
 from mlfc.hosts.training.accounting import LossLedger, lost_by_tensor
 from mlfc.hosts.training.compress import NONE, Compression, decode, parse
 from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender, SenderConfig
@@ -56,8 +58,13 @@ class ServerConfig:
     deadline: float = 0.02  # receiver: s after a push's last chunk before missing chunks may be zero-filled
     timeout: float = 60.0  # s to wait for workers (HELLO, a push) and for one pulled tensor to be delivered
     sender: SenderConfig = field(default_factory=SenderConfig)
+    # Aggregate mode: keep the admitted ranks (their pull addresses) in this file while the job runs, so
+    # that a restarted aggregator tells the ranks of the job it lost at once (it cannot resume them).
+    roster_file: str | None = None
 
     def __post_init__(self) -> None:
+        if self.roster_file is not None and self.mode != "aggregate":
+            raise ValueError("roster_file is for aggregate mode: a PS keeps its state in a Checkpoint (loop.py)")
         if self.mode not in proto.MODES:
             raise ValueError(f"mode={self.mode!r}: choose one of {', '.join(proto.MODES)}")
         if self.workers < 1:
@@ -128,6 +135,7 @@ class TrainingServer:
         self._stashed: list[DeliveredTensor] = []
         self._deferred: list[DeliveredTensor] = []
         self._rejoin_roster: dict[int, tuple[str, int]] = {}
+        self._warned_unknown = False
         self.rx = Receiver((cfg.bind, cfg.port), ReceiverConfig(deadline=cfg.deadline, jobs=frozenset({cfg.job})))
 
     @property
@@ -152,7 +160,7 @@ class TrainingServer:
         """Wait for every worker's HELLO, check they agree on the model, answer each. After ``resume``
         the workers the checkpoint names are asked to connect again first (REJOIN)."""
         cfg = self.cfg
-        knocks = self._send_rejoins()
+        knocks = self._send_rejoins() + self._tell_lost_ranks()
         while len(self.workers) < cfg.workers:
             d = self._recv(f"{cfg.workers - len(self.workers)} more worker(s) to connect")
             if d.tensor_id != proto.HELLO:
@@ -169,6 +177,7 @@ class TrainingServer:
         if error:
             raise TrainingError(error)
         self._claim_stashed()
+        self._save_roster()
 
     def _admit(self, d: DeliveredTensor) -> _Worker | None:
         """A HELLO: the worker it describes (filed under its rank, replacing an earlier connection of that
@@ -269,8 +278,66 @@ class TrainingServer:
         ps_push = self.cfg.mode == "ps" and d.tensor_id < proto.MAX_TENSORS
         if ps_push and d.iteration >= self.iteration and len(self._stashed) < 4096:
             self._stashed.append(d)
-        else:
-            self.stray += 1
+            return
+        self.stray += 1
+        if self.cfg.mode == "aggregate" and d.tensor_id < proto.MAX_TENSORS and not self._warned_unknown:
+            self._warned_unknown = True
+            log.warning(
+                "job %d: bucket pushes from %s:%d, which did not say HELLO to this aggregator: a rank of a job "
+                "this aggregator does not know (it restarted?). Aggregate mode cannot resume it: %s",
+                self.cfg.job, *d.peer,
+                "its ranks were told" if self.cfg.roster_file else "its ranks fail at their bucket timeout "
+                "(a roster file, --checkpoint, has them told at once)",
+            )  # fmt: skip
+
+    # -- aggregate mode: the roster a restarted aggregator reads ----------------------------------------
+
+    def _tell_lost_ranks(self) -> list[threading.Thread]:
+        """A roster file left by an aggregator that did not end (killed): ABORT, in the background, to each
+        rank it names, with that rank's session (a new process on the same port is not hit). Aggregate mode
+        keeps no gradients and the ranks may be in different buckets of a step: resuming them is not safe."""
+        if self.cfg.roster_file is None:
+            return []
+        path, job = Path(self.cfg.roster_file), self.cfg.job
+        try:
+            ranks = aggregator_roster.load(path, job)
+        except ValueError as exc:
+            raise TrainingError(str(exc)) from None
+        if ranks is None:
+            return []
+        reason = (
+            f"the aggregator of job {job} was restarted (its previous process ended mid-job, e.g. killed) and "
+            "cannot resume a DDP step in flight: start the DDP ranks again (torchrun --max-restarts does); "
+            "the restarted aggregator admits them as a new run"
+        )
+        log.warning("job %d: telling the %d rank(s) of the previous aggregator: %s", job, len(ranks), reason)
+        body = proto.encode({"error": reason})
+
+        def tell(rank: int, rx: tuple[str, int], session: int) -> None:
+            try:
+                with Sender(rx, (self.cfg.bind, 0), self.cfg.sender) as tx:
+                    tx.send_tensor(job, session, proto.ABORT, body, importance=proto.CONTROL_IMPORTANCE,
+                                   timeout=min(5.0, self.cfg.timeout))  # fmt: skip
+            except Exception as exc:  # that rank is gone already
+                log.info("job %d: ABORT to rank %d of the previous aggregator not delivered: %s", job, rank, exc)
+
+        threads = [threading.Thread(target=tell, args=(r, (ip, port), session), daemon=True, name=f"mlfc-lost-{r}")
+                   for r, (ip, port, session) in ranks.items()]  # fmt: skip
+        for th in threads:
+            th.start()
+        path.unlink(missing_ok=True)  # told: a second restart has nobody of that run to tell
+        return threads
+
+    def _save_roster(self) -> None:
+        if self.cfg.roster_file is None:
+            return
+        ranks = {r: (w.rx[0], w.rx[1], w.session) for r, w in self.workers.items()}
+        aggregator_roster.save(Path(self.cfg.roster_file), self.cfg.job, self.cfg.workers, ranks)
+
+    def _drop_roster(self) -> None:
+        """The job ended (every BYE, or the ranks were told why not): a restart has nobody to tell."""
+        if self.cfg.roster_file is not None:
+            Path(self.cfg.roster_file).unlink(missing_ok=True)
 
     def _claim_stashed(self) -> None:
         keep = []
@@ -537,6 +604,12 @@ class TrainingServer:
 
     def serve(self) -> None:
         """Aggregate pushed tensors (DDP buckets) as they complete until every worker said BYE."""
+        try:
+            self._serve()
+        finally:  # ended with the ranks' BYEs or telling them why (a killed process keeps the roster)
+            self._drop_roster()
+
+    def _serve(self) -> None:
         active = set(self.workers)
         while active:
             finished = [f for f in self._inflight if f.done()]
