@@ -26,8 +26,8 @@ def window_pb(w: maif.Window) -> intent_pb2.IterationWindow:
 
 def intent_of(decision: Decision) -> intent_pb2.Intent:
     applies = decision.applies
-    intent = intent_pb2.Intent(interleaving=decision.interleaving or applies == "interleave", source=SOURCE)
-    if applies != "maif":  # the fallback is idle (MLTCP alone) or interleaves in the network: no job classes
+    intent = intent_pb2.Intent(interleaving=decision.interleaving or applies is fb.Applied.INTERLEAVE, source=SOURCE)
+    if applies is not fb.Applied.MAIF:  # idle (MLTCP alone) or interleaving: no job classes
         return intent
     for jid, d in decision.jobs.items():
         ji = intent.jobs.add(job_id=jid, priority=d.priority, flows=d.view.flows)

@@ -94,10 +94,10 @@ class Decision:
         return {j: d.memory for j, d in self.jobs.items()}
 
     @property
-    def applies(self) -> str:
+    def applies(self) -> fb.Applied:
         """What the intent carries: "maif" (the ranking's classes), "interleave" (no classes, interleaving on)
         or "none" (no classes: MLTCP alone)."""
-        return "maif" if self.fallback is None else self.fallback.applies(self.fallback_action)
+        return fb.Applied.MAIF if self.fallback is None else self.fallback.applies(self.fallback_action)
 
 
 def decide(

@@ -267,6 +267,7 @@ class Engine:
                 applied_decision=self.applied_seq,
                 controller_error=self.controller_error(),
                 reports=self.reports,
+                fallback=explain.fallback_status(self._fallback if self.config.fallback is not None else None),
             )
 
     def job_state(self, job_id: int) -> str | None:

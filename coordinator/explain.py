@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from mlfc.policy import fallback as fb
 from mlfc.policy import maif
 from mlfc.proto import coordinator_pb2 as pb
 
@@ -71,3 +72,11 @@ def unranked(job: JobRecord, decision: int) -> pb.JobExplanation:
         reasons=["not evaluated yet"],
         text=text + "; not evaluated yet",
     )
+
+
+def fallback_status(state: fb.FallbackState | None) -> pb.FallbackStatus:
+    """The fallback's mode as the Status RPC carries it: OFF without a fallback (``state`` None)."""
+    if state is None:
+        return pb.FallbackStatus(mode=pb.FALLBACK_OFF)
+    mode = pb.FALLBACK_ENGAGED if state.engaged else pb.FALLBACK_IDLE
+    return pb.FallbackStatus(mode=mode, reason=f"fallback {'engaged' if state.engaged else 'idle'}: {state.reason}")

@@ -1,8 +1,8 @@
 """When the coordinator's MLTCP fallback engaged and released during a run, seen over its Status RPC.
 
-The coordinator says per job, in the explanation's reasons, "fallback engaged: ..." or "fallback idle: ..."
-(coordinator/decision.py). ``FallbackWatch`` polls ``Coordinator.Status`` while the jobs run and keeps one
-``Switch`` per change, with the reason the coordinator gave; ``run_jobs(..., on_coordinator=watch.hook)``.
+The coordinator's Status carries the fallback's mode (``StatusReply.fallback``: OFF, IDLE or ENGAGED, and
+its reason). ``FallbackWatch`` polls ``Coordinator.Status`` while the jobs run and keeps one ``Switch`` per
+change, with the reason the coordinator gave; ``run_jobs(..., on_coordinator=watch.hook)``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from mlfc.coordinator.api import TOKEN_HEADER, read_token
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import coordinator_pb2_grpc
 
-ENGAGED, IDLE = "fallback engaged", "fallback idle"
-
 
 @dataclass(frozen=True)
 class Switch:
@@ -29,12 +27,10 @@ class Switch:
 
 
 def fallback_reason(status: pb.StatusReply) -> tuple[bool, str] | None:
-    """(engaged, reason) from any active job's explanation; None if no job carries a fallback reason."""
-    for job in status.jobs:
-        for r in job.reasons:
-            if r.startswith((ENGAGED, IDLE)):
-                return r.startswith(ENGAGED), r
-    return None
+    """(engaged, reason) of the coordinator's fallback; None when it runs without one."""
+    if status.fallback.mode == pb.FALLBACK_OFF:
+        return None
+    return status.fallback.mode == pb.FALLBACK_ENGAGED, status.fallback.reason
 
 
 class FallbackWatch:

@@ -44,10 +44,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
 from mlfc.policy.priority import PolicyError
 
 ACTIONS = ("maif", "interleave")  # what the coordinator applies while engaged
+
+
+class Applied(StrEnum):
+    """What a decision's intent carries: the ranking's classes, in-network interleaving, or no classes
+    (MLTCP alone). A StrEnum: the persisted and printed form stays the word."""
+
+    MAIF = "maif"
+    INTERLEAVE = "interleave"
+    NONE = "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +127,9 @@ class Verdict:
     contention: tuple[Contention, ...]  # of the jobs that had enough iterations, by job id
     switched: bool  # this evaluation changed the mode
 
-    def applies(self, action: str) -> str:
-        """What the intent carries: "none" (MLTCP alone), "maif" or "interleave"."""
-        return action if self.state.engaged else "none"
+    def applies(self, action: str) -> Applied:
+        """What the intent carries: the fallback's action while engaged, else MLTCP alone."""
+        return Applied(action) if self.state.engaged else Applied.NONE
 
 
 def calm_period(params: FallbackParams, releases: int) -> int:

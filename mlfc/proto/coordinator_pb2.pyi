@@ -13,9 +13,18 @@ class MetricKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     METRIC_KIND_UNSPECIFIED: _ClassVar[MetricKind]
     ACCURACY: _ClassVar[MetricKind]
     LOSS: _ClassVar[MetricKind]
+
+class FallbackMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FALLBACK_OFF: _ClassVar[FallbackMode]
+    FALLBACK_IDLE: _ClassVar[FallbackMode]
+    FALLBACK_ENGAGED: _ClassVar[FallbackMode]
 METRIC_KIND_UNSPECIFIED: MetricKind
 ACCURACY: MetricKind
 LOSS: MetricKind
+FALLBACK_OFF: FallbackMode
+FALLBACK_IDLE: FallbackMode
+FALLBACK_ENGAGED: FallbackMode
 
 class Worker(_message.Message):
     __slots__ = ("rank", "host", "address", "flows")
@@ -185,19 +194,29 @@ class StatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class FallbackStatus(_message.Message):
+    __slots__ = ("mode", "reason")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    mode: FallbackMode
+    reason: str
+    def __init__(self, mode: _Optional[_Union[FallbackMode, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class StatusReply(_message.Message):
-    __slots__ = ("jobs", "decision", "applied_decision", "controller_error", "reports")
+    __slots__ = ("jobs", "decision", "applied_decision", "controller_error", "reports", "fallback")
     JOBS_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     APPLIED_DECISION_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_ERROR_FIELD_NUMBER: _ClassVar[int]
     REPORTS_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[JobExplanation]
     decision: int
     applied_decision: int
     controller_error: str
     reports: int
-    def __init__(self, jobs: _Optional[_Iterable[_Union[JobExplanation, _Mapping]]] = ..., decision: _Optional[int] = ..., applied_decision: _Optional[int] = ..., controller_error: _Optional[str] = ..., reports: _Optional[int] = ...) -> None: ...
+    fallback: FallbackStatus
+    def __init__(self, jobs: _Optional[_Iterable[_Union[JobExplanation, _Mapping]]] = ..., decision: _Optional[int] = ..., applied_decision: _Optional[int] = ..., controller_error: _Optional[str] = ..., reports: _Optional[int] = ..., fallback: _Optional[_Union[FallbackStatus, _Mapping]] = ...) -> None: ...
 
 class JobInfo(_message.Message):
     __slots__ = ("job_id", "name", "metric", "state", "reason", "instance", "registered_at", "changed_at", "workers", "reports", "metric_points", "final_iteration")

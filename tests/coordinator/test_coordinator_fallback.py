@@ -128,6 +128,7 @@ def test_engine_switches_from_no_classes_to_maif_and_explains(tmp_path) -> None:
     assert intent is not None and list(intent.jobs) == [] and not intent.interleaving  # MLTCP alone
     text = engine.explain(1).text
     assert "not applied (MLTCP alone" in text and "fallback idle" in text
+    assert engine.status().fallback.mode == pb.FALLBACK_IDLE  # the mode is typed state in Status too
     for j in (1, 2):
         feed(engine, j, {P.warmup + P.window - 1: SOLO * 1.9})
     assert engine.decide() == seq + 1
@@ -136,6 +137,8 @@ def test_engine_switches_from_no_classes_to_maif_and_explains(tmp_path) -> None:
     text = engine.explain(2).text
     assert "fallback engaged: MAIF class applied: MLTCP alone has not interleaved the jobs" in text
     assert "not applied" not in text
+    assert engine.status().fallback.mode == pb.FALLBACK_ENGAGED
+    assert "has not interleaved" in engine.status().fallback.reason
     # The state survives a restart with the decision.
     engine._store.close()
     restarted = Engine(Store(str(tmp_path / "coord.sqlite")), EngineConfig(fallback=P))
@@ -200,6 +203,7 @@ def test_engine_interleave_action_and_no_fallback(tmp_path) -> None:  # type: ig
     _, intent = plain.latest_decision() or (0, None)
     assert intent is not None and len(intent.jobs) == 2
     assert "fallback" not in plain.explain(1).text
+    assert plain.status().fallback.mode == pb.FALLBACK_OFF
 
 
 def test_memory_json_keeps_the_fallback_state_apart_from_the_jobs() -> None:

@@ -1,10 +1,10 @@
-"""The lab reads the coordinator's fallback state from the explanations' reasons (lab/fallback_watch.py): the
-parse follows the text coordinator/decision.py writes, so a change of wording fails here, not in a long run."""
+"""The lab reads the coordinator's fallback mode from the Status RPC's typed field (lab/fallback_watch.py),
+which coordinator/explain.py fills from the decision's fallback state: no prose is parsed."""
 
 from __future__ import annotations
 
 from mlfc.coordinator.decision import JobView, decide
-from mlfc.coordinator.explain import ranked
+from mlfc.coordinator.explain import fallback_status
 from mlfc.lab.fallback_watch import Switch, describe, fallback_reason
 from mlfc.policy import fallback as fb
 from mlfc.policy import maif
@@ -14,15 +14,17 @@ from mlfc.proto import coordinator_pb2 as pb
 def status(series: dict[int, float]) -> pb.StatusReply:
     views = [JobView(j, f"job{j}", maif.Fit("prior"), 1.0, 0.4, {0: max(series)}, (), series) for j in (1, 2)]
     d = decide(views, {}, maif.MaifParams(), False, fb.FallbackParams())
-    return pb.StatusReply(jobs=[ranked(x, 2, maif.MaifParams(), 1, d.applies) for x in d.jobs.values()])
+    assert d.fallback is not None
+    return pb.StatusReply(fallback=fallback_status(d.fallback.state))
 
 
-def test_engaged_and_idle_are_read_from_the_reasons() -> None:
+def test_engaged_and_idle_are_read_from_the_typed_status() -> None:
     engaged = fallback_reason(status({i: 0.4 if i == 1 else 0.7 for i in range(10)}))
     assert engaged is not None and engaged[0] and "has not interleaved" in engaged[1]
     idle = fallback_reason(status({i: 0.4 for i in range(10)}))
     assert idle is not None and not idle[0]
-    assert fallback_reason(pb.StatusReply(jobs=[pb.JobExplanation(reasons=["plateaued"])])) is None
+    assert fallback_reason(pb.StatusReply(fallback=fallback_status(None))) is None  # no fallback configured
+    assert fallback_reason(pb.StatusReply(jobs=[pb.JobExplanation(reasons=["fallback engaged: prose"])])) is None
     lines = describe([Switch(105.0, True, engaged[1])], 100.0)
     assert lines[0].startswith("   5.0 s: fallback engaged") and "this job" not in lines[0]
     assert describe([], 0.0) == ["fallback never engaged"]
