@@ -32,7 +32,7 @@ except ImportError as e:  # the search extra is optional; say how to get it
         "mlfc.integrations.optuna needs Optuna: `pip install 'mlfc[search]'` (optuna==5.0.0) or `make install`"
     ) from e
 
-from mlfc.contract import MAX_JOB_ID
+from mlfc import contract
 from mlfc.coordinator.api import MAX_NAME, MAX_REASON
 from mlfc.hosts.agent import DEFAULT_COORDINATOR, Agent, RegistrationRefused, Worker
 
@@ -48,10 +48,11 @@ def trial_job_id(trial_number: int, job_id_base: int = 1) -> int:
     if isinstance(job_id_base, bool) or not isinstance(job_id_base, int) or job_id_base < 1:
         raise ValueError(f"job_id_base={job_id_base!r} must be an integer >= 1 (job 0 means 'no job')")
     job_id = job_id_base + trial_number
-    if job_id > MAX_JOB_ID:
+    if job_id > contract.MAX_JOB_ID:
         raise ValueError(
             f"trial {trial_number} maps to job id {job_id} (job_id_base {job_id_base} + trial number), beyond "
-            f"mlfc's job ids 1..{MAX_JOB_ID} (the shim's 16-bit job_id): lower job_id_base or start a new study"
+            f"mlfc's job ids 1..{contract.MAX_JOB_ID} (the shim's 16-bit job_id): lower job_id_base or start a new "
+            "study"
         )
     return job_id
 

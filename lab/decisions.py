@@ -9,17 +9,13 @@ timeline a reader checks a MAIF result against (which job was served first, from
 from __future__ import annotations
 
 import csv
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-import grpc
-
-from mlfc.coordinator.api import TOKEN_HEADER, read_token
+from mlfc.lab.status_watch import StatusPoller
 from mlfc.proto import coordinator_pb2 as pb
-from mlfc.proto import coordinator_pb2_grpc
 
 
 @dataclass(frozen=True)
@@ -41,22 +37,20 @@ class DecisionWatch:
     """Samples the coordinator's Status while running (start/stop, or a context manager)."""
 
     def __init__(self, address: str, token_file: Path | str, interval_s: float = 0.25) -> None:
-        self.address = address
-        self.metadata = ((TOKEN_HEADER, read_token(token_file)),)
-        self.interval_s = interval_s
         self.samples: list[DecisionSample] = []
-        self.errors = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="decision-watch")
+        self._last: tuple[int, tuple] | None = None
+        self._poller = StatusPoller(address, token_file, self._on_status, interval_s, "decision-watch")
+
+    @property
+    def errors(self) -> int:
+        return self._poller.errors
 
     def start(self) -> DecisionWatch:
-        self._thread.start()
+        self._poller.start()
         return self
 
     def stop(self) -> list[DecisionSample]:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
+        self._poller.stop()
         return self.samples
 
     def __enter__(self) -> DecisionWatch:
@@ -65,23 +59,14 @@ class DecisionWatch:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _run(self) -> None:
-        last: tuple[int, tuple] | None = None
-        with grpc.insecure_channel(self.address) as ch:
-            stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-            while not self._stop.wait(self.interval_s):
-                try:
-                    st = stub.Status(pb.StatusRequest(), metadata=self.metadata, timeout=2.0)
-                except grpc.RpcError:
-                    self.errors += 1  # the coordinator stops at the end of the run: the last polls fail
-                    continue
-                now = time.time()
-                active = [j for j in st.jobs if j.state == "active" and j.rank]
-                key = (st.decision, tuple((j.job_id, j.rank, j.priority) for j in active))
-                if not active or key == last:
-                    continue
-                last = key
-                self.samples += [sample(now, st.decision, j) for j in active]
+    def _on_status(self, st: pb.StatusReply) -> None:
+        now = time.time()
+        active = [j for j in st.jobs if j.state == "active" and j.rank]
+        key = (st.decision, tuple((j.job_id, j.rank, j.priority) for j in active))
+        if not active or key == self._last:
+            return
+        self._last = key
+        self.samples += [sample(now, st.decision, j) for j in active]
 
 
 def sample(now: float, decision: int, j: pb.JobExplanation) -> DecisionSample:

@@ -7,16 +7,12 @@ change, with the reason the coordinator gave; ``run_jobs(..., on_coordinator=wat
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
-
-from mlfc.coordinator.api import TOKEN_HEADER, read_token
+from mlfc.lab.status_watch import StatusPoller
 from mlfc.proto import coordinator_pb2 as pb
-from mlfc.proto import coordinator_pb2_grpc
 
 
 @dataclass(frozen=True)
@@ -37,34 +33,23 @@ class FallbackWatch:
     def __init__(self, interval_s: float = 0.2) -> None:
         self.interval_s = interval_s
         self.switches: list[Switch] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._poller: StatusPoller | None = None
 
     def hook(self, address: str, token_file: Path) -> None:
-        metadata = ((TOKEN_HEADER, read_token(token_file)),)
-        self._thread = threading.Thread(target=self._run, args=(address, metadata), daemon=True, name="fb-watch")
-        self._thread.start()
+        self._poller = StatusPoller(address, token_file, self._on_status, self.interval_s, "fb-watch").start()
 
     def stop(self) -> list[Switch]:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        if self._poller is not None:
+            self._poller.stop()
         return self.switches
 
-    def _run(self, address: str, metadata: tuple[tuple[str, str], ...]) -> None:
-        with grpc.insecure_channel(address) as ch:
-            stub = coordinator_pb2_grpc.CoordinatorStub(ch)
-            while not self._stop.wait(self.interval_s):
-                try:
-                    st = stub.Status(pb.StatusRequest(), metadata=metadata, timeout=2.0)
-                except grpc.RpcError:
-                    continue  # the coordinator stops at the end of the run
-                seen = fallback_reason(st)
-                if seen is None:
-                    continue
-                engaged, reason = seen
-                if (self.switches[-1].engaged if self.switches else False) != engaged:
-                    self.switches.append(Switch(time.time(), engaged, reason))
+    def _on_status(self, st: pb.StatusReply) -> None:
+        seen = fallback_reason(st)
+        if seen is None:
+            return
+        engaged, reason = seen
+        if (self.switches[-1].engaged if self.switches else False) != engaged:
+            self.switches.append(Switch(time.time(), engaged, reason))
 
 
 def describe(switches: list[Switch], t0: float) -> list[str]:

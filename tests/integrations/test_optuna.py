@@ -14,7 +14,7 @@ import pytest
 
 optuna = pytest.importorskip("optuna", reason="optuna not installed (the search extra: make install)")
 
-from mlfc.contract import MAX_JOB_ID  # noqa: E402
+from mlfc import contract  # noqa: E402
 from mlfc.coordinator.api import MAX_REASON  # noqa: E402
 from mlfc.coordinator.client import CoordinatorClient  # noqa: E402
 from mlfc.coordinator.engine import EngineConfig  # noqa: E402
@@ -76,9 +76,9 @@ def _curve(quality: float, step: int) -> float:
 def test_trial_job_id_is_base_plus_number_within_the_shim_range() -> None:
     assert trial_job_id(0) == 1
     assert trial_job_id(4, job_id_base=100) == 104
-    assert trial_job_id(MAX_JOB_ID - 1) == MAX_JOB_ID
-    with pytest.raises(ValueError, match=rf"job id {MAX_JOB_ID + 1} .*1\.\.{MAX_JOB_ID}"):
-        trial_job_id(MAX_JOB_ID)
+    assert trial_job_id(contract.MAX_JOB_ID - 1) == contract.MAX_JOB_ID
+    with pytest.raises(ValueError, match=rf"job id {contract.MAX_JOB_ID + 1} .*1\.\.{contract.MAX_JOB_ID}"):
+        trial_job_id(contract.MAX_JOB_ID)
     with pytest.raises(ValueError, match="job_id_base=0"):
         trial_job_id(3, job_id_base=0)
     with pytest.raises(ValueError, match="trial number -1"):

@@ -9,22 +9,22 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlfc import contract as c
+from mlfc import contract
 from mlfc.refswitch.tables import Entry, Lpm, Range, Table, Tables, Ternary, compile_entry, make_match
 
-ECN = c.TABLES[c.ECN_PROFILE]
-ROUTES = c.TABLES[c.ROUTES_V4]
+ECN = contract.TABLES[contract.ECN_PROFILE]
+ROUTES = contract.TABLES[contract.ROUTES_V4]
 
 
 def _ecn(port: int, lo: int, hi: int, prio: int, thr: int) -> Entry:
-    match = make_match(ECN, {c.EGRESS_PORT: Ternary(port, 0x3), c.ENQ_QDEPTH: Range(lo, hi)})
-    return compile_entry(ECN, Entry(match, prio, c.MARK_WITH_PROBABILITY, (thr,)))
+    match = make_match(ECN, {contract.EGRESS_PORT: Ternary(port, 0x3), contract.ENQ_QDEPTH: Range(lo, hi)})
+    return compile_entry(ECN, Entry(match, prio, contract.MARK_WITH_PROBABILITY, (thr,)))
 
 
 def _route(value: int, plen: int, port: int) -> Entry:
     value &= ((1 << 32) - 1) ^ ((1 << (32 - plen)) - 1)
     return compile_entry(
-        ROUTES, Entry(make_match(ROUTES, {c.IPV4_DST: Lpm(value, plen)}), 0, c.SET_NEXT_HOP, (port, 0, 0))
+        ROUTES, Entry(make_match(ROUTES, {contract.IPV4_DST: Lpm(value, plen)}), 0, contract.SET_NEXT_HOP, (port, 0, 0))
     )
 
 
@@ -60,7 +60,7 @@ _ecn_op = st.tuples(
 @given(ops=st.lists(_ecn_op, max_size=60), batched=st.booleans())
 def test_ternary_range_table_answers_as_a_full_sort_would(ops, batched) -> None:
     tables = Tables([ECN])
-    table = tables[c.ECN_PROFILE]
+    table = tables[contract.ECN_PROFILE]
     entries: dict = {}
     seqs: dict = {}
     seq = 0
@@ -123,20 +123,20 @@ def test_lpm_table_answers_as_a_full_sort_would(ops) -> None:
 
 def test_lookups_during_a_batch_see_the_table_before_it() -> None:
     tables = Tables([ECN])
-    table = tables[c.ECN_PROFILE]
+    table = tables[contract.ECN_PROFILE]
     table.insert(_ecn(1, 0, 9, 1, 5))  # outside any batch: visible to the lookups inside the next one
     with tables.batch():
-        assert table.lookup((1, 3)) == (c.MARK_WITH_PROBABILITY, (5,))
+        assert table.lookup((1, 3)) == (contract.MARK_WITH_PROBABILITY, (5,))
         table.insert(_ecn(1, 0, 9, 2, 7))
         table.modify(_ecn(1, 0, 9, 1, 6))
-        assert table.lookup((1, 3)) == (c.MARK_WITH_PROBABILITY, (5,))
-    assert table.lookup((1, 3)) == (c.MARK_WITH_PROBABILITY, (7,))
+        assert table.lookup((1, 3)) == (contract.MARK_WITH_PROBABILITY, (5,))
+    assert table.lookup((1, 3)) == (contract.MARK_WITH_PROBABILITY, (7,))
     table.delete(_ecn(1, 0, 9, 2, 7).key)
-    assert table.lookup((1, 3)) == (c.MARK_WITH_PROBABILITY, (6,))
+    assert table.lookup((1, 3)) == (contract.MARK_WITH_PROBABILITY, (6,))
 
 
 def test_a_deployment_size_bounds_the_table() -> None:
-    table = Tables([ECN], sizes={c.ECN_PROFILE: 2})[c.ECN_PROFILE]
+    table = Tables([ECN], sizes={contract.ECN_PROFILE: 2})[contract.ECN_PROFILE]
     table.insert(_ecn(0, 0, 1, 1, 1))
     table.insert(_ecn(0, 0, 2, 1, 1))
     try:
