@@ -34,12 +34,14 @@ from summary import verdict as verdict_of
 
 from mlfc import contract
 from mlfc.controller import compile as cc
+from mlfc.controller import validate
 from mlfc.controller.entries import Lpm, entry
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.sync import SwitchConnection
 from mlfc.launch.switches import Bmv2Switch, bmv2_binary, bmv2_missing
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
+from mlfc.policy.maif import Window
 from mlfc.testing.veth import unique_prefix, veth_pairs
 from mlfc.wire import SHIM_PORT_BASE, MlfcShim, MsgType
 
@@ -66,10 +68,10 @@ def entries_for(program: str) -> list:
     )
     if program == "l3fwd":
         return [route]
-    flow = cc.FlowMatch(None, ipaddress.IPv4Network("10.0.9.0/24"), 6, 0, 5001)
+    flow = validate.FlowMatch(None, ipaddress.IPv4Network("10.0.9.0/24"), 6, 0, 5001)
     jobs = (
-        cc.Job(1, 4, (cc.Window(100, 200, 6),), (flow,)),
-        cc.Job(2, 2),
+        validate.Job(1, 4, (Window(100, 200, 6),), (flow,)),
+        validate.Job(2, 2),
     )
     return [
         route,

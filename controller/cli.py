@@ -116,7 +116,8 @@ def _run(config_path: Path, log_level: str) -> int:
 def _check(config_path: Path) -> int:
     config = load_config(config_path)
     pipeline = Pipeline.load(config.p4info, config.device_config)
-    from mlfc.controller.compile import compile_policy, default_policy
+    from mlfc.controller.compile import compile_policy
+    from mlfc.controller.validate import default_policy
 
     compiled = compile_policy(default_policy(config), config, pipeline)
     print(f"{config_path}: {len(config.switches)} switch(es), pipeline {pipeline.name}")

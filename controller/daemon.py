@@ -18,7 +18,7 @@ import grpc
 
 from mlfc import contract
 from mlfc.controller.agent import DesiredState, SwitchAgent
-from mlfc.controller.compile import CompiledIntent, compile_intent, compile_policy, default_policy
+from mlfc.controller.compile import CompiledIntent, compile_intent, compile_policy
 from mlfc.controller.config import ARCHITECTURES, DeploymentConfig, queue_settings
 from mlfc.controller.errors import ValidationError
 from mlfc.controller.intent_server import start_intent_server
@@ -26,6 +26,7 @@ from mlfc.controller.metrics import start_metrics_server
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.queues import queue_client
 from mlfc.controller.state import load_state, save_state
+from mlfc.controller.validate import default_policy
 from mlfc.proto import intent_pb2 as pb
 
 LOG = logging.getLogger(__name__)

@@ -48,10 +48,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlfc import contract
-from mlfc.controller.compile import compile_intent, compile_policy, default_policy
+from mlfc.controller.compile import compile_intent, compile_policy
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.reconcile import diff
 from mlfc.controller.sync import SwitchConnection
+from mlfc.controller.validate import default_policy
 from mlfc.coordinator.client import CoordinatorClient
 from mlfc.hosts.training.launch import TrainingJob, ps_argv, worker_argv
 from mlfc.lab import dataplanes

@@ -10,6 +10,7 @@ from table_model import lookup
 
 from mlfc import contract
 from mlfc.controller import compile as comp
+from mlfc.controller import validate
 from mlfc.controller.entries import Lpm, Range, Ternary
 from mlfc.controller.errors import ValidationError
 from mlfc.policy import drop, ecn, priority
@@ -144,7 +145,7 @@ def test_drop_levels_and_thresholds_come_from_the_policy() -> None:
 
 
 def test_unset_fields_fall_back_to_the_deployment_defaults() -> None:
-    policy = comp.validate_intent(pb.Intent(), CONFIG)
+    policy = validate.validate_intent(pb.Intent(), CONFIG)
     assert policy.drop_policy == CONFIG.defaults.drop_policy
     assert policy.ecn_for_switch("s1") == {0: CONFIG.defaults.ecn}
     assert policy.interleaving is False
