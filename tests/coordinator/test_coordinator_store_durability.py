@@ -67,3 +67,14 @@ def test_the_store_runs_wal_with_synchronous_full_as_stated(tmp_path: Path) -> N
         store.close()
     with pytest.raises(StoreError, match="FULL or NORMAL"):
         Store(db, synchronous="OFF")
+
+
+def test_an_in_memory_store_opens_without_a_wal_journal() -> None:
+    # The simulator keeps its coordinator's store in memory (sim/simulation.py): no journal, nothing to keep.
+    from mlfc.coordinator.store import MEMORY, Store
+
+    store = Store(MEMORY, synchronous="NORMAL")
+    try:
+        assert store.durability()[0] == "memory"
+    finally:
+        store.close()
