@@ -202,7 +202,12 @@ def plot_mltcp(summary: Mapping[str, Any], path: Path) -> None:
             ax.plot([i] * len(shares), shares, "k.", ms=4)
     ax.axhline(0, color="black", lw=0.6)
     ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels([f"{r['mix']}\n{r['dataplane']} {r['cc']}\n{r['f']}" for r in rows], fontsize=6, rotation=90)
+    ax.set_xticklabels(
+        [f"{r['mix']}\n{r['dataplane']} {r['cc']}\n{r['f']}" + (f"\nACK delay {1e3 * r['ack_delay']:g} ms"
+         if r.get("ack_delay") else "") for r in rows],
+        fontsize=6,
+        rotation=90,
+    )  # fmt: skip
     ax.set_ylabel("share of the ideal gain (%)")
     ax.set_title("MLTCP: share of the ideal gain per round (bar: mean; blue: target met)")
     fig.tight_layout()
@@ -260,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="fail if a docs block differs from its data; write nothing")
     ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--img", type=Path, default=IMG, help="where the plots go (%(default)s)")
     ap.add_argument("docs", nargs="*", type=Path, default=list(DOCS), help="files whose blocks to regenerate")
     args = ap.parse_args(argv)
     cache: dict[str, str] = {}
@@ -287,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale else 0
     for experiment in sorted(cache):
         if experiment in PLOTS:
-            PLOTS[experiment](load(experiment, args.data), IMG / f"figures-{experiment}.png")
+            PLOTS[experiment](load(experiment, args.data), args.img / f"figures-{experiment}.png")
     print(f"figures: {len(cache)} experiment(s) in {len(args.docs)} file(s); rewritten: "
           f"{', '.join(str(d) for d in stale) or 'none'}")  # fmt: skip
     return 0

@@ -83,7 +83,8 @@ def test_blocks_are_regenerated_from_the_data_and_check_fails_when_stale(tmp_pat
     doc.write_text("intro\n<!-- figures:mltcp -->\nold table\n<!-- /figures:mltcp -->\nafter\n")
     assert figures.main(["--check", "--data", str(tmp_path), str(doc)]) == 1
     assert "make figures" in capsys.readouterr().err
-    assert figures.main(["--data", str(tmp_path), str(doc)]) == 0
+    assert figures.main(["--data", str(tmp_path), "--img", str(tmp_path), str(doc)]) == 0
+    assert (tmp_path / "figures-mltcp.png").stat().st_size > 0
     text = doc.read_text()
     assert text.startswith("intro\n<!-- figures:mltcp -->\n| mix |") and text.endswith(
         "<!-- /figures:mltcp -->\nafter\n"
@@ -91,7 +92,7 @@ def test_blocks_are_regenerated_from_the_data_and_check_fails_when_stale(tmp_pat
     assert "85 % (80..90)" in text and "**no**" in text
     assert figures.main(["--check", "--data", str(tmp_path), str(doc)]) == 0
     doc.write_text("<!-- figures:nosuch -->\n<!-- /figures:nosuch -->\n")
-    assert figures.main(["--data", str(tmp_path), str(doc)]) == 2
+    assert figures.main(["--data", str(tmp_path), "--img", str(tmp_path), str(doc)]) == 2
     assert "no table for experiment 'nosuch'" in capsys.readouterr().err
 
 
