@@ -38,7 +38,9 @@ class Row:
 
 def command_line() -> str:
     """This benchmark's command line, as a user would type it from the project's root."""
-    return shlex.join(["python", f"bench/{os.path.basename(sys.argv[0])}", *sys.argv[1:]])
+    root = str(Path(__file__).resolve().parent.parent) + os.sep  # paths below the project's root, relative
+    args = [a.replace(root, "") for a in sys.argv[1:]]
+    return shlex.join(["python", f"bench/{os.path.basename(sys.argv[0])}", *args])
 
 
 def published(row: Row) -> dict:

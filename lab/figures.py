@@ -217,7 +217,9 @@ def plot_mltcp(summary: Mapping[str, Any], path: Path) -> None:
 
 
 def _amount(value: float | None, unit: str, fallback: str = "-") -> str:
-    return fallback if value is None else f"{value:,.4g} {unit}".strip()
+    if value is None:
+        return fallback
+    return (f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}") + (f" {unit}" if unit else "")
 
 
 def render_bench(summary: Mapping[str, Any]) -> str:
