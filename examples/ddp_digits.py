@@ -53,9 +53,8 @@ def main() -> None:
     task = digits()
     torch.manual_seed(0)
     model = DistributedDataParallel(task.make_model())  # parameters broadcast from rank 0 over gloo
-    hook = mlfc_comm_hook(
-        model, job=args.job, rank=args.rank, ps=(ps_host, int(ps_port)), bind=args.bind, loss_bound=args.loss_bound
-    )
+    # rank comes from the process group, the aggregator as HOST:PORT, as the CLI writes it (docs/training.md)
+    hook = mlfc_comm_hook(model, job=args.job, ps=args.ps, bind=args.bind, loss_bound=args.loss_bound)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     data = batches(shard(task.train, args.rank, args.world_size), task.batch_size, seed=1 + args.rank)
     xv, yv = tensors(task.val)
