@@ -9,11 +9,13 @@ import ipaddress
 
 from mlfc import contract
 from mlfc.controller import compile as cc
+from mlfc.controller import validate
 from mlfc.controller.entries import Lpm, TableEntry, entry
 from mlfc.controller.queues import QueueClient
 from mlfc.controller.sync import SwitchConnection
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
+from mlfc.policy.maif import Window
 
 # The tests' short counter names: the last component of the P4Info name.
 JOB_COUNTERS = {name.rsplit(".", 1)[-1]: name for name in contract.JOB_COUNTERS}
@@ -31,7 +33,7 @@ class TestSwitch:
         self.grpc_addr, self.device_id, self.queues = grpc_addr, device_id, queues
         self.conn: SwitchConnection | None = None
         self.routes: list[TableEntry] = []
-        self.jobs: dict[int, cc.Job] = {}
+        self.jobs: dict[int, validate.Job] = {}
         self.ecn: dict[int, EcnProfile] = {}
         self.drop: DropPolicy | None = None
         self.queues_touched: set[tuple[int, int]] = set()
@@ -87,30 +89,30 @@ class TestSwitch:
         )
         self._sync()
 
-    def _job(self, job: int) -> cc.Job:
-        return self.jobs.get(job, cc.Job(job, 1))
+    def _job(self, job: int) -> validate.Job:
+        return self.jobs.get(job, validate.Job(job, 1))
 
     def add_job_priority(self, job: int, priority: int, iterations: tuple[int, int] | None = None) -> None:
         current = self._job(job)
         if iterations is None:
-            self.jobs[job] = cc.Job(job, priority, current.windows, current.flows)
+            self.jobs[job] = validate.Job(job, priority, current.windows, current.flows)
         else:
-            window = cc.Window(iterations[0], iterations[1], priority)
-            self.jobs[job] = cc.Job(job, current.priority, (*current.windows, window), current.flows)
+            window = Window(iterations[0], iterations[1], priority)
+            self.jobs[job] = validate.Job(job, current.priority, (*current.windows, window), current.flows)
         self._sync()
 
     def add_flow(
         self, job: int, src: str = "", dst: str = "", protocol: int = 0, src_port: int = 0, dst_port: int = 0
     ) -> None:
         current = self._job(job)
-        flow = cc.FlowMatch(
+        flow = validate.FlowMatch(
             ipaddress.IPv4Network(src) if src else None,
             ipaddress.IPv4Network(dst) if dst else None,
             protocol,
             src_port,
             dst_port,
         )
-        self.jobs[job] = cc.Job(job, current.priority, current.windows, (*current.flows, flow))
+        self.jobs[job] = validate.Job(job, current.priority, current.windows, (*current.flows, flow))
         self._sync()
 
     def set_ecn_profile(self, port: int, profile: EcnProfile) -> None:
