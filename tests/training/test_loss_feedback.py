@@ -5,8 +5,6 @@ first (exact control of what is lost), then through the real PS and a lossy sock
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -14,11 +12,10 @@ from mlfc.hosts.training.cli import _sender_config, build_parser
 from mlfc.hosts.training.client import ClientConfig, PushResult, WorkerClient
 from mlfc.hosts.training.launch import TrainingJob, worker_argv
 from mlfc.hosts.training.residual import Residuals
-from mlfc.hosts.training.server import ServerConfig, TrainingServer
-from mlfc.hosts.transport import SenderConfig, bind_shim_socket
+from mlfc.hosts.transport import SenderConfig
 from mlfc.hosts.transport.outgoing import SendResult
 from mlfc.policy.aggregation import average_received, received_elements
-from mlfc.testing.lossy import LossySocket
+from mlfc.testing.ps_pair import first_push_lossy, push_twice, small_server
 from mlfc.wire import IMPORTANCE_PROTECTED, SHIM_PORT_BASE
 
 CHUNK = 16  # bytes: 4 float32 per chunk
@@ -188,49 +185,13 @@ def test_the_options_reach_the_worker_and_its_sender():
         ap.parse_args(["ps", "--job", "1", "--workers", "2", "--tolerated-loss", "halve"])
 
 
-def _server(params: list[np.ndarray]) -> TrainingServer:
-    def apply(_it: int, means: list[np.ndarray]) -> None:  # plain SGD, lr 1
-        for p, m in zip(params, means, strict=True):
-            p -= m
-
-    small = SenderConfig(chunk_size=CHUNK)
-    cfg = ServerConfig(job=5, workers=2, port=0, tx_port_base=None, deadline=0.005, timeout=20, sender=small)
-    return TrainingServer(cfg, parameters=params, apply=apply, emit=None)
-
-
 def test_through_the_ps_a_lost_chunk_arrives_in_the_next_iteration_counted_once():
     params = [np.zeros(N, np.float32)]
     g0 = np.arange(N, dtype=np.float32)
     g1 = 100 + np.arange(N, dtype=np.float32)
     # worker 1 loses the first transmission of every chunk of iteration 0's push (2 protected ones come again)
-    lossy = LossySocket(bind_shim_socket("127.0.0.1"), lambda h, attempt: h.iteration == 0 and h.tensor_id == 0
-                        and attempt == 0)  # fmt: skip
-    results: dict[int, dict] = {}
-    with _server(params) as srv:
-        ps = threading.Thread(target=lambda: (srv.accept(), srv.run(2)), daemon=True)
-        ps.start()
-
-        def worker(rank: int, g: np.ndarray, sock) -> None:
-            cfg = ClientConfig(job=5, rank=rank, ps=srv.address, rx_port=0, tx_port=0, deadline=0.005, timeout=20,
-                               connect_timeout=20, sender=SenderConfig(chunk_size=CHUNK), loss_bound=1.0)  # fmt: skip
-            with WorkerClient(cfg, push_sock=sock) as c:
-                c.connect([N])
-                c.initial_parameters()
-                out = {}
-                for it in range(2):
-                    c.start_iteration(g.nbytes)
-                    out[f"push{it}"] = c.push(it, 0, g, layer_index=0, num_layers=1)
-                    out[f"params{it}"] = np.frombuffer(c.wait(it, 0).data, np.float32).copy()
-                    c.stats(it)
-                results[rank] = out
-
-        threads = [threading.Thread(target=worker, args=a) for a in ((0, g0, None), (1, g1, lossy))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        ps.join(timeout=30)
-    assert set(results) == {0, 1}, "a worker did not finish"
+    with small_server(params) as srv:
+        results = push_twice(srv, [g0, g1], [None, first_push_lossy()], loss_bound=1.0)
     assert results[1]["push0"].held_elements == 32  # chunks 0..7 zero-filled; 8, 9 protected and retransmitted
     held = np.concatenate([g1[:32], np.zeros(8, np.float32)])
     # iteration 0: worker 1's lost elements count as 0 (they come later), not as "worker 0's alone"

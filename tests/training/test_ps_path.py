@@ -9,27 +9,12 @@ import pytest
 
 from mlfc.hosts.training.client import ClientConfig, WorkerClient, WorkerError
 from mlfc.hosts.training.server import ServerConfig, TrainingError, TrainingServer
-from mlfc.hosts.transport import SenderConfig, bind_shim_socket
+from mlfc.hosts.transport import bind_shim_socket
 from mlfc.testing.lossy import LossySocket
+from mlfc.testing.ps_pair import SMALL, first_push_lossy, push_twice
+from mlfc.testing.ps_pair import small_client as _client
+from mlfc.testing.ps_pair import small_server as _server
 from mlfc.wire import IMPORTANCE_PROTECTED
-
-CHUNK = 16  # bytes: 4 float32 per chunk, so a 40-element tensor is 10 chunks
-SMALL = SenderConfig(chunk_size=CHUNK)
-
-
-def _server(params: list[np.ndarray], workers: int = 2) -> TrainingServer:
-    def apply(_it: int, means: list[np.ndarray]) -> None:  # plain SGD, lr 1
-        for p, m in zip(params, means, strict=True):
-            p -= m
-
-    cfg = ServerConfig(job=5, workers=workers, port=0, tx_port_base=None, deadline=0.005, timeout=20, sender=SMALL)
-    return TrainingServer(cfg, parameters=params, apply=apply, emit=None)
-
-
-def _client(srv: TrainingServer, rank: int, push_sock=None, **kw) -> WorkerClient:
-    cfg = ClientConfig(job=5, rank=rank, ps=srv.address, rx_port=0, tx_port=0, deadline=0.005, timeout=20,
-                       connect_timeout=20, sender=SMALL, **kw)  # fmt: skip
-    return WorkerClient(cfg, push_sock=push_sock)
 
 
 def test_lost_unprotected_chunks_are_averaged_out_counted_and_protected_ones_arrive():
@@ -37,33 +22,10 @@ def test_lost_unprotected_chunks_are_averaged_out_counted_and_protected_ones_arr
     g0 = np.arange(40, dtype=np.float32)
     g1 = 100 + np.arange(40, dtype=np.float32)
     # worker 1 loses the first transmission of every chunk of iteration 0's push
-    lossy = LossySocket(bind_shim_socket("127.0.0.1"), lambda h, attempt: h.iteration == 0 and h.tensor_id == 0
-                        and attempt == 0)  # fmt: skip
+    lossy = first_push_lossy()
     with _server(params) as srv:
-        ps = threading.Thread(target=lambda: (srv.accept(), srv.run(2)), daemon=True)
-        ps.start()
-        results: dict[int, dict] = {}
-
-        def worker(rank: int, grad: np.ndarray, sock) -> None:
-            # without loss feedback: what is zero-filled is gone (test_loss_feedback.py has it on)
-            with _client(srv, rank, sock, loss_bound=1.0, loss_feedback=False) as c:
-                c.connect([40])
-                assert c.initial_parameters().tolist() == [0.0] * 40
-                out = {}
-                for it in range(2):
-                    c.start_iteration(grad.nbytes)
-                    out[f"push{it}"] = c.push(it, 0, grad, layer_index=0, num_layers=1)
-                    out[f"params{it}"] = np.frombuffer(c.wait(it, 0).data, np.float32).copy()
-                    out[f"stats{it}"] = c.stats(it)
-                results[rank] = out
-
-        threads = [threading.Thread(target=worker, args=a) for a in ((0, g0, None), (1, g1, lossy))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        ps.join(timeout=30)
-        assert set(results) == {0, 1}, "a worker did not finish"
+        # without loss feedback: what is zero-filled is gone (test_loss_feedback.py has it on)
+        results = push_twice(srv, [g0, g1], [None, lossy], loss_bound=1.0, loss_feedback=False)
         ledger = srv.ledger
 
     # Which chunks were protected: equal-rank magnitudes, so the top 25 % by magnitude (round(2.5) = 2:
