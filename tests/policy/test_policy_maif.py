@@ -169,6 +169,17 @@ def test_more_jobs_than_classes_share_tiers() -> None:
     assert classes == sorted(classes, reverse=True)
     assert classes[0] == P.top_class and classes[-1] == P.bottom_class
     assert set(classes) == set(range(P.bottom_class, P.top_class + 1))
+    assert classes.count(P.top_class) == 1  # the top class holds one job: strict priority makes it fast
+
+
+@pytest.mark.parametrize("active", [6, 7, 12, 40])
+def test_top_class_alone_beyond_the_classes(active: int) -> None:
+    classes = [maif.rank_class(i, active, P) for i in range(active)]
+    assert classes[0] == P.top_class and P.top_class not in classes[1:]
+    assert classes[1] == P.top_class - 1 and classes[-1] == P.bottom_class
+    assert classes == sorted(classes, reverse=True)
+    tiers = [classes.count(c) for c in range(P.bottom_class, P.top_class)]
+    assert max(tiers) - min(tiers) <= 1  # the others share equal tiers
 
 
 @settings(max_examples=200, deadline=None)

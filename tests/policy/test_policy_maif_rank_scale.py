@@ -69,16 +69,10 @@ def reference_rank_jobs(
                 f"held below job {up}: score {eff[lo]:.4g} within {params.hysteresis:.0%} of {eff[up]:.4g}"
             )
 
-    k = params.top_class - params.bottom_class + 1
-    active = [j for j in order if not plateau[j]]
+    active = sum(1 for j in order if not plateau[j])
     out: dict[int, maif.Assignment] = {}
     for i, j in enumerate(order):
-        if plateau[j]:
-            cls = params.bottom_class
-        elif len(active) <= k:
-            cls = params.top_class - i
-        else:
-            cls = params.top_class - (i * k) // len(active)
+        cls = params.bottom_class if plateau[j] else maif.rank_class(i, active, params)
         out[j] = maif.Assignment(i + 1, cls, eff[j], plateau[j], reasons[j])
     return out
 
