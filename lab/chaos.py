@@ -57,7 +57,7 @@ from mlfc.coordinator.client import CoordinatorClient
 from mlfc.hosts.training.launch import TrainingJob, ps_argv, worker_argv
 from mlfc.lab import dataplanes
 from mlfc.lab.cleanup import leftovers
-from mlfc.lab.jobs import JobSpec
+from mlfc.lab.jobs import JobSpec, agent_argv
 from mlfc.lab.realjobs import say, training_spec
 from mlfc.lab.stack import Control, StackConfig, StackError, network_with_control
 from mlfc.lab.validity import BottleneckNotCarried
@@ -195,13 +195,9 @@ def start_job(
         logs.append(ack)
 
         def wrap(rank: int = rank, ack: Path = ack) -> list[str]:
-            cmd = [tool("mlfc-agent"), "--job", str(JOB), "--coordinator", coord_addr, "--token-file", str(token)]
-            cmd += ["--final-iteration", str(job.iterations - 1), "--report-worker", str(rank), "--ack-log", str(ack)]
-            if rank == 0:  # registers the job; a restarted agent takes it over (a new instance), history kept
-                cmd += ["--replace", *[a for r, h in enumerate(worker_hosts) for a in ("--worker", f"{r}={h.ip}")]]
-            else:
-                cmd.append("--no-register")
-            return [*cmd, "--"]
+            # rank 0 registers the job; a restarted agent takes it over (a new instance), history kept
+            ips = [h.ip for h in worker_hosts]
+            return agent_argv(JOB, coord_addr, token, rank, ips, job.iterations - 1, ack_log=ack, replace=True)
 
         inner = worker_argv(job, rank, wh.ip, ps_host.ip)
         agents.append(InHost(f"agent{rank}", wrap, inner, net.get(wh.name).pid, run_dir / f"w{rank}.log"))  # type: ignore[attr-defined]

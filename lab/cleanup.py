@@ -1,8 +1,8 @@
-"""Ending job processes, and finding what a run left behind (processes, interfaces)."""
+"""Finding what a run left behind (processes, interfaces); a run's teardown on SIGTERM. (Ending a process:
+``mlfc.launch.process.terminate``.)"""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -15,29 +15,6 @@ RUN_TAG_VAR = "MLFC_RUN_TAG"
 
 # What an mlfc run starts that must not survive it.
 _PROCESS_MARKS = ("simple_switch_grpc", "mlfc.lab.emulator", "mlfc.hosts.training", "mlfc-refswitch", "mlfc.refswitch")
-
-
-def end_process(proc: subprocess.Popen) -> None:
-    """SIGTERM (to its group if it leads one), SIGKILL after 5 s."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if _own_group(proc):
-            os.killpg(proc.pid, signal.SIGTERM)
-        else:
-            proc.terminate()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
-
-
-def _own_group(proc: subprocess.Popen) -> bool:
-    try:
-        return os.getpgid(proc.pid) == proc.pid
-    except ProcessLookupError:
-        return False
 
 
 def leftovers() -> list[str]:

@@ -11,10 +11,11 @@ real PyTorch training (mlfc.hosts.training: real gradients, real accuracy) when 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from mlfc.hosts.training.launch import TrainingJob, ps_argv, worker_argv
 from mlfc.lab.emulator import JobProfile
 from mlfc.lab.results import IterationRecord
 from mlfc.launch.daemons import tool
+from mlfc.launch.process import terminate
 from mlfc.policy.mltcp import MltcpParams, format_shape
 from mlfc.topologies import Topology
 
@@ -78,6 +80,41 @@ class RunningJob:
     spec: JobSpec
     ps: subprocess.Popen
     workers: list[subprocess.Popen]
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """SIGTERM to every process (its group if it leads one), SIGKILL after ``grace_s``; workers first,
+        so none is left knocking at a PS that is gone."""
+        for p in [*self.workers, self.ps]:
+            terminate(p, signal.SIGTERM, grace_s)
+
+
+def agent_argv(
+    job: int,
+    coordinator: str,
+    token: Path,
+    rank: int,
+    worker_ips: Sequence[str],
+    final_iteration: int,
+    *,
+    bytes_per_iteration: int | None = None,
+    ack_log: Path | None = None,
+    replace: bool = False,
+) -> list[str]:
+    """``mlfc-agent ... --`` for worker ``rank`` (the wrapped command follows). Rank 0 registers the job
+    with every worker's address (``replace``: takes over a job a previous agent registered); the others
+    only report."""
+    cmd = [tool("mlfc-agent"), "--job", str(job), "--coordinator", coordinator, "--token-file", str(token)]
+    if bytes_per_iteration is not None:
+        cmd += ["--bytes-per-iteration", str(bytes_per_iteration)]
+    cmd += ["--final-iteration", str(final_iteration), "--report-worker", str(rank)]
+    if ack_log is not None:
+        cmd += ["--ack-log", str(ack_log)]
+    if rank == 0:
+        cmd += ["--replace"] if replace else []
+        cmd += [arg for r, ip in enumerate(worker_ips) for arg in ("--worker", f"{r}={ip}")]
+    else:
+        cmd.append("--no-register")
+    return [*cmd, "--"]
 
 
 def emulator_args(spec: JobSpec, iterations: int, transport: Transport) -> list[str]:
@@ -155,15 +192,10 @@ def _start_worker(
     run_dir: Path,
 ) -> subprocess.Popen:
     """``inner`` under mnexec in the worker's host, wrapped by mlfc-agent in the root namespace."""
-    agent = [tool("mlfc-agent"), "--job", str(spec.job), "--coordinator", coordinator, "--token-file", str(token)]
-    agent += ["--bytes-per-iteration", str(spec.profile.push_bytes), "--final-iteration", str(iterations - 1)]
-    agent += ["--report-worker", str(rank)]
-    if rank == 0:  # rank 0 registers the job with all its workers; the others only report
-        agent += [arg for r, h in enumerate(worker_hosts) for arg in ("--worker", f"{r}={h.ip}")]
-    else:
-        agent.append("--no-register")
+    agent = agent_argv(spec.job, coordinator, token, rank, [h.ip for h in worker_hosts], iterations - 1,
+                       bytes_per_iteration=spec.profile.push_bytes)  # fmt: skip
     return subprocess.Popen(
-        [*agent, "--", "mnexec", "-a", str(net.get(host).pid), *inner],
+        [*agent, "mnexec", "-a", str(net.get(host).pid), *inner],
         stdout=subprocess.PIPE,
         stderr=(run_dir / f"job{spec.job}-w{rank}.err").open("wb"),
         text=True,

@@ -32,7 +32,6 @@ from mlfc.controller.config import (
 )
 from mlfc.controller.queues import QueueSettings
 from mlfc.coordinator.client import CoordinatorClient
-from mlfc.lab.cleanup import end_process
 from mlfc.lab.dataplanes import Dataplane
 from mlfc.lab.jobs import JobSpec, ProgressFn, RunningJob, Transport, WorkerLog, start_job
 from mlfc.lab.network import mininet_network
@@ -251,8 +250,7 @@ def run_jobs(
     finally:
         cpu.__exit__()
         for job in running:
-            for p in [*job.workers, job.ps]:
-                end_process(p)
+            job.stop()
         coord.stop()
     records = sorted(log.records, key=lambda r: (r.job, r.worker, r.iteration))
     return StackRun(

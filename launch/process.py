@@ -9,6 +9,9 @@ with stdout and stderr in a log file:
 * ``kill()`` is a crash: SIGKILL at once, as a power cut or ``kill -9`` would;
 * ``restart()`` is a crash and a start on the same ports, so clients see the same endpoint come back.
 
+``terminate(proc, sig, grace_s)`` is that stop for any ``Popen`` (a job's processes, a local training
+run's): every stop in mlfc goes through it.
+
 Subclasses say what to run and what "ready" means (ports listening, an RPC answering).
 """
 
@@ -40,6 +43,40 @@ def listening(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.2)
         return s.connect_ex((host, port)) == 0
+
+
+def terminate(
+    proc: subprocess.Popen, sig: signal.Signals = signal.SIGTERM, grace_s: float = 5.0, kill_wait_s: float = 5.0
+) -> int | None:
+    """End ``proc``: ``sig`` to its process group (to the process alone if it leads none), SIGKILL to the
+    same after ``grace_s``, then reap it. Returns its exit code (at once if it had already exited); raises
+    ``subprocess.TimeoutExpired`` if it outlives SIGKILL by ``kill_wait_s`` (a process stuck in the kernel)."""
+    if proc.poll() is None:
+        group = _leads_group(proc)
+        _signal(proc, sig, group)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            _signal(proc, signal.SIGKILL, group)
+            proc.wait(timeout=kill_wait_s)
+    return proc.returncode
+
+
+def _leads_group(proc: subprocess.Popen) -> bool:
+    # Only a group leader's group is its own to end (start_new_session); otherwise the group is ours.
+    try:
+        return os.getpgid(proc.pid) == proc.pid
+    except ProcessLookupError:
+        return False
+
+
+def _signal(proc: subprocess.Popen, sig: signal.Signals, group: bool) -> None:
+    # Gone meanwhile, or not ours to signal (run as another user): the wait that follows decides.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
 
 
 class ManagedProcess:
@@ -129,15 +166,7 @@ class ManagedProcess:
         proc, self.proc = self.proc, None
         if proc is None:
             return None
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.wait(timeout=self.stop_grace_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
+        terminate(proc, sig, self.stop_grace_s)
         # The ports must be free again before a restart binds them.
         deadline = time.monotonic() + 5
         while any(listening(p) for p in self.ports()) and time.monotonic() < deadline:

@@ -15,7 +15,6 @@ workers on one address, e.g. loopback: give each PS its own ``port``). ``run_loc
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.transport import bind_shim_socket
+from mlfc.launch.process import terminate
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,4 @@ def run_local(
 
 def _kill_all(procs: dict[str, subprocess.Popen]) -> None:
     for p in procs.values():
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=5)
+        terminate(p, signal.SIGKILL, grace_s=5.0)  # a crash: the run is over or timed out
