@@ -30,9 +30,9 @@ class FakeSender:
         self.losses = list(losses)
         self.sent: list[tuple[np.ndarray, list[int], tuple[int, ...]]] = []  # (payload, classes, missing chunks)
 
-    def send_tensor(self, job, iteration, tensor_id, buffer, *, importance, loss_bound, timeout) -> SendResult:
+    def send_tensor(self, job, iteration, tensor_id, buffer, *, importance, loss_bound, timeout, withhold=()):
         payload = np.array(buffer, dtype=np.float32, copy=True)
-        missing = self.losses.pop(0) if self.losses else ()
+        missing = tuple(sorted({*withhold, *(self.losses.pop(0) if self.losses else ())}))
         self.sent.append((payload, list(importance), missing))
         return SendResult(job, iteration, tensor_id, payload.nbytes, -(-payload.nbytes // CHUNK), 0.0, 0,
                           len(missing), bool(missing), missing)  # fmt: skip
@@ -171,14 +171,16 @@ def test_a_delayed_workers_lost_copy_counts_in_the_divisor():
 
 def test_the_options_reach_the_worker_and_its_sender():
     ap = build_parser()
-    args = ap.parse_args(["worker", "--job", "1", "--rank", "0", "--ps", "127.0.0.1", "--tolerated-loss", "ecn",
+    args = ap.parse_args(["worker", "--job", "1", "--rank", "0", "--ps", "127.0.0.1", "--tolerated-loss", "loss",
                           "--no-loss-feedback", "--loss-bound", "0.5"])  # fmt: skip
-    assert not args.loss_feedback and _sender_config(args).tolerated_loss == "ecn"
+    assert not args.loss_feedback and _sender_config(args).tolerated_loss == "loss"
+    default = ap.parse_args(["worker", "--job", "1", "--rank", "0", "--ps", "127.0.0.1"])
+    assert _sender_config(default).tolerated_loss == "proportional"  # a tolerated drop is a mark, not a loss (issue 25)
     args = ap.parse_args(["ps", "--job", "1", "--workers", "2", "--tolerated-loss", "none"])
     assert _sender_config(args).tolerated_loss == "none"
     assert build_parser().parse_args(["worker", "--job", "1", "--rank", "0", "--ps", "x"]).loss_feedback
-    argv = worker_argv(TrainingJob(1, 2, 10, tolerated_loss="ecn", loss_feedback=False), 0, "127.0.0.1", "10.0.0.1")
-    assert argv[argv.index("--tolerated-loss") + 1] == "ecn" and "--no-loss-feedback" in argv
+    argv = worker_argv(TrainingJob(1, 2, 10, tolerated_loss="loss", loss_feedback=False), 0, "127.0.0.1", "10.0.0.1")
+    assert argv[argv.index("--tolerated-loss") + 1] == "loss" and "--no-loss-feedback" in argv
     plain = worker_argv(TrainingJob(1, 2, 10), 0, "127.0.0.1", "10.0.0.1")
     assert "--tolerated-loss" not in plain and "--no-loss-feedback" not in plain
     with pytest.raises(SystemExit):
