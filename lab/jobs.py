@@ -21,6 +21,7 @@ from pathlib import Path
 
 from mlfc import contract
 from mlfc.hosts.training.launch import TrainingJob, ps_argv, worker_argv
+from mlfc.hosts.transport.recovery import DEFAULT_TOLERATED_LOSS
 from mlfc.lab.emulator import JobProfile
 from mlfc.lab.results import IterationRecord
 from mlfc.launch.daemons import tool
@@ -44,6 +45,7 @@ class Training:
     pad_to_profile: bool = True
     compress: str = "none"  # rigid compression of every push: none | fp16 | topk:F (mlfc.hosts.training.compress)
     loss_feedback: bool = True  # zero-filled gradient elements go out with the next push (ClientConfig)
+    withhold: bool = False  # the network decides how much of a push is withheld (ClientConfig.withhold)
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ class Transport:
     line_rate: float = 100e6
     mltcp_tune: bool = False  # every sender tunes slope/intercept online from mltcp_params (emulator jobs)
     ack_delay: float | None = None  # receivers' ReceiverConfig.ack_delay (None: its default; emulator jobs)
-    tolerated_loss: str = "loss"  # SenderConfig.tolerated_loss: the window's reaction to a tolerated loss
+    tolerated_loss: str = DEFAULT_TOLERATED_LOSS  # SenderConfig.tolerated_loss: the window's reaction
 
 
 @dataclass
@@ -122,7 +124,7 @@ def emulator_args(spec: JobSpec, iterations: int, transport: Transport) -> list[
     args = ["--job", str(spec.job), "--iterations", str(iterations), "--cc", transport.cc]
     args += ["--line-rate", str(transport.line_rate), "--push-bytes", str(spec.profile.push_bytes)]
     args += ["--pull-bytes", str(spec.profile.pull_bytes), "--loss-bound", str(spec.loss_bound)]
-    if transport.tolerated_loss != "loss":
+    if transport.tolerated_loss != DEFAULT_TOLERATED_LOSS:
         args += ["--tolerated-loss", transport.tolerated_loss]
     if transport.mltcp:
         p = transport.mltcp_params
@@ -214,7 +216,8 @@ def training_job(spec: JobSpec, iterations: int, transport: Transport) -> Traini
         compute_s=spec.profile.compute_s if t.pad_to_profile else 0.0, cc=transport.cc, mltcp=transport.mltcp,
         slope=p.slope, intercept=p.intercept, f_shape=format_shape(p), f_rule=p.rule, line_rate=transport.line_rate,
         timeout=600.0,
-        compress=t.compress, loss_feedback=t.loss_feedback, tolerated_loss=transport.tolerated_loss,
+        compress=t.compress, loss_feedback=t.loss_feedback, withhold=t.withhold,
+        tolerated_loss=transport.tolerated_loss,
     )  # fmt: skip
 
 
@@ -291,6 +294,7 @@ class WorkerLog:
             float(row["accuracy"]) if row.get("accuracy") is not None else None,
             int(row.get("lost_chunks", 0)),
             str(row.get("mltcp_f") or ""),
+            int(row["sent_bytes"]) if "sent_bytes" in row else None,
         )
 
     def describe(self, iterations: int) -> str:

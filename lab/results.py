@@ -29,6 +29,7 @@ class IterationRecord:
     accuracy: float | None = None  # validation accuracy after this iteration, where the job measured it
     lost_chunks: int = 0  # chunks of this iteration's push the PS zero-filled (real training)
     mltcp_f: str = ""  # "slope:intercept" the worker's sender used for this iteration's push ("" without MLTCP)
+    sent_bytes: int | None = None  # of ``bytes``, what the push handed to the network (less withheld chunks)
 
     @property
     def duration(self) -> float:
@@ -125,6 +126,7 @@ def read_csv(path: Path) -> list[IterationRecord]:
                     accuracy=float(row["accuracy"]) if row.get("accuracy") else None,
                     lost_chunks=int(row.get("lost_chunks") or 0),
                     mltcp_f=row.get("mltcp_f") or "",
+                    sent_bytes=int(row["sent_bytes"]) if row.get("sent_bytes") else None,
                 )
             )
     return out

@@ -32,6 +32,7 @@ from mlfc.controller.config import (
 )
 from mlfc.controller.queues import QueueSettings
 from mlfc.coordinator.client import CoordinatorClient
+from mlfc.hosts.transport.recovery import DEFAULT_TOLERATED_LOSS
 from mlfc.lab.dataplanes import Dataplane
 from mlfc.lab.jobs import JobSpec, ProgressFn, RunningJob, Transport, WorkerLog, start_job
 from mlfc.lab.network import mininet_network
@@ -64,7 +65,7 @@ class StackConfig:
     mltcp_params: MltcpParams = field(default_factory=MltcpParams)
     mltcp_tune: bool = False  # senders tune slope/intercept online, starting from mltcp_params
     ack_delay: float | None = None  # receivers' ACK delay (hosts.transport.ReceiverConfig; None: its default)
-    tolerated_loss: str = "loss"  # senders' reaction to a loss within the bound (hosts.transport.SenderConfig)
+    tolerated_loss: str = DEFAULT_TOLERATED_LOSS  # senders' reaction to a loss within the bound (SenderConfig)
     priorities: str = "none"  # none | maif | interleave
     bottleneck_pps: int = 1500
     queue_depth: int = 64

@@ -104,6 +104,12 @@ class CongestionControl(ABC):
     @abstractmethod
     def on_timeout(self, now: float) -> None: ...
 
+    def on_mark(self, fraction: float, now: float) -> None:
+        """A ``fraction`` (0..1] of the window was dropped by the switch within the loss bound (a congestion
+        mark, not an overflow: SenderConfig.tolerated_loss "proportional"). Controllers without a cut of
+        their own react as to one ECN echo."""
+        self.on_ack(0, None, True, now)
+
     def on_cnp(self, now: float) -> None:  # noqa: B027 - window-based controllers react to ECE instead
         pass
 

@@ -154,6 +154,9 @@ class Dcqcn(CongestionControl):
         if self._may_cut(now):
             self._cut(now)
 
+    def on_mark(self, fraction: float, now: float) -> None:
+        self.on_cnp(now)  # a switch drop within the bound: DCQCN's own congestion notification
+
     def on_loss(self, now: float) -> None:
         if self._may_cut(now):
             self._cut(now)

@@ -72,6 +72,13 @@ class Reno(CongestionControl):
     def on_loss(self, now: float) -> None:
         self._decrease()
 
+    def on_mark(self, fraction: float, now: float) -> None:
+        # DCTCP's cut with the dropped share as alpha: cwnd * (1 - fraction / 2), at most the loss halving
+        cut = 1 - (1 - self.params.beta) * min(1.0, max(0.0, fraction)) * self.decrease_scale()
+        self.ssthresh = max(self._cwnd * cut, float(self.params.min_window * self.mss))
+        self._cwnd = self.ssthresh
+        self._clamp()
+
     def on_timeout(self, now: float) -> None:
         self.ssthresh = max(self._cwnd * self.params.beta, float(self.params.min_window * self.mss))
         self._cwnd = float(self.mss)

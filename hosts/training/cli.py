@@ -22,6 +22,7 @@ from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.transport import SenderConfig
 from mlfc.hosts.transport.recovery import TOLERATED_LOSS_REACTIONS
 from mlfc.policy.mltcp import RULES, MltcpParams, parse_shape
+from mlfc.policy.withhold import WithholdPolicy
 
 
 def _endpoint(text: str, default_port: int) -> tuple[str, int]:
@@ -140,6 +141,18 @@ def build_parser() -> argparse.ArgumentParser:
                 dest="loss_feedback",
                 action="store_false",
                 help="zero-filled gradient elements are gone (default: added to the tensor's next push)",
+            )
+            p.add_argument(
+                "--withhold",
+                action="store_true",
+                help="the network decides how much: withhold the least important chunks of a push, up to the loss "
+                "bound, as this job's congestion estimate says (mlfc.policy.withhold; needs --loss-bound > 0)",
+            )
+            p.add_argument(
+                "--withhold-gain",
+                type=float,
+                default=WithholdPolicy().gain,
+                help="f(c) = min(1, GAIN * c) of a push withheld at congestion c (%(default)s)",
             )
             p.add_argument(
                 "--protect-fraction",
@@ -280,6 +293,7 @@ def run_worker_command(args: argparse.Namespace, *, push_sock=None) -> int:
         tx_port=args.tx_port,
         loss_bound=args.loss_bound,
         loss_feedback=args.loss_feedback,
+        withhold=WithholdPolicy(gain=args.withhold_gain) if args.withhold else None,
         protect_fraction=args.protect_fraction,
         deadline=args.deadline,
         timeout=args.timeout,

@@ -12,6 +12,12 @@ passed to the transport explicitly, so the push result can say how many chunks w
 Loss becomes delay (``loss_feedback``, PS mode with a loss bound): the elements of a push the PS zero-filled
 (the send result's missing chunks) are kept in a per-tensor residual (hosts/training/residual.py) and added to
 the next push of that tensor, as error feedback does for top-k; importance is computed on gradient + residual.
+
+The network decides how much (``withhold``, issue 25): the worker keeps a congestion estimate for its job (the
+EWMA of the share of each push's chunks the network marked or dropped, from the ACKs) and before a push
+withholds its least important chunks up to min(loss bound, f(estimate)) of the push's bytes
+(mlfc.policy.withhold): nothing on a free link. Withheld chunks are not sent; the PS zero-fills them like lost
+ones, and their elements reach the residual by the same path (the send result's missing chunks), once.
 """
 
 from __future__ import annotations
@@ -24,12 +30,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mlfc.hosts.importance import assign_importance
+from mlfc.hosts.importance import assign_importance, chunk_magnitudes
 from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.training.compress import NONE, Compression, Compressor
 from mlfc.hosts.training.residual import Residuals
 from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender, SenderConfig
 from mlfc.policy.aggregation import received_elements
+from mlfc.policy.withhold import CongestionEstimate, WithholdPolicy, choose_withheld, withheld_share
 from mlfc.wire import IMPORTANCE_PROTECTED
 
 
@@ -66,6 +73,9 @@ class ClientConfig:
     # push (error feedback). Not in aggregate mode: DDP rebuilds its buckets after the first step, so a bucket
     # index does not name the same elements from one step to the next.
     loss_feedback: bool = True
+    # The network-decided withheld share (mlfc.policy.withhold); None: every chunk is sent. Needs loss feedback
+    # (what is withheld must come later, not be lost).
+    withhold: WithholdPolicy | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.loss_bound, bool) or not 0.0 <= self.loss_bound <= 1.0:
@@ -77,6 +87,8 @@ class ClientConfig:
             )
         if self.compression.active and self.mode != "ps":
             raise ValueError("compression is for PS mode pushes, not DDP buckets (aggregate mode)")
+        if self.withhold is not None and not self.feeds_back_loss:
+            raise ValueError("withhold needs loss feedback: PS mode, a loss bound > 0 and loss_feedback on")
 
     @property
     def feeds_back_loss(self) -> bool:
@@ -92,6 +104,13 @@ class PushResult:
     retransmits: int = 0
     tolerated_chunks: int = 0  # lost chunks the sender left to the PS's zero-fill (an upper bound on the loss)
     held_elements: int = 0  # gradient elements the PS zero-filled, held back for the next push (loss feedback)
+    withheld_chunks: int = 0  # chunks not sent at all (the network-decided share; among the zero-filled ones)
+    withheld_bytes: int = 0
+
+    @property
+    def sent_bytes(self) -> int:
+        """Payload bytes handed to the network (retransmissions aside)."""
+        return self.bytes - self.withheld_bytes
 
 
 class WorkerClient:
@@ -102,6 +121,8 @@ class WorkerClient:
         self.welcome: dict = {}
         self.compressor = Compressor(cfg.compression)
         self.residuals = Residuals()  # loss feedback: per tensor, what the PS zero-filled of the last push
+        # this job's congestion estimate (withhold): kept across reconnects, like the residuals
+        self.congestion = None if cfg.withhold is None else CongestionEstimate(cfg.withhold)
         self.reconnects = 0
         self._rejoins_seen: set[int] = set()  # REJOIN sessions acted on (its sender retransmits until acked)
         self._open()
@@ -314,10 +335,16 @@ class WorkerClient:
             )
             # the transport raises the last chunk to protected (end-of-tensor marker): count it the same way
             protected = sum(c >= IMPORTANCE_PROTECTED for c in classes[:-1]) + 1
+        withhold = self._to_withhold(payload, classes, chunk) if isinstance(payload, np.ndarray) else []
         res = self.tx.send_tensor(
-            cfg.job, iteration, tensor_id, payload, importance=classes, loss_bound=cfg.loss_bound, timeout=cfg.timeout
-        )
+            cfg.job, iteration, tensor_id, payload, importance=classes, loss_bound=cfg.loss_bound, timeout=cfg.timeout,
+            withhold=withhold,
+        )  # fmt: skip
+        if self.congestion is not None:
+            self.congestion.update(res.congestion)
         out = result if result is not None else PushResult()
+        out.withheld_chunks += res.withheld_chunks
+        out.withheld_bytes += res.withheld_bytes
         if cfg.feeds_back_loss and isinstance(payload, np.ndarray):
             out.held_elements += self._hold_lost(tensor_id, payload, res.missing_chunks, chunk)
         out.bytes += len(payload) if isinstance(payload, bytes) else payload.nbytes
@@ -326,6 +353,17 @@ class WorkerClient:
         out.retransmits += res.retransmits
         out.tolerated_chunks += res.tolerated_chunks
         return out
+
+    def _to_withhold(self, payload: np.ndarray, classes: bytes | int, chunk: int) -> list[int]:
+        """The chunks of this push the network's congestion says to withhold (none without ``withhold``)."""
+        if self.congestion is None or isinstance(classes, int):
+            return []
+        share = withheld_share(self.cfg.withhold, self.congestion.value, self.cfg.loss_bound)  # type: ignore[arg-type]
+        if share <= 0:
+            return []
+        nbytes = payload.nbytes
+        sizes = [chunk] * (len(classes) - 1) + [nbytes - chunk * (len(classes) - 1)]
+        return choose_withheld(classes, sizes, share, chunk_magnitudes(payload, chunk).tolist())
 
     def _hold_lost(self, tensor_id: int, sent: np.ndarray, missing_chunks: Sequence[int], chunk: int) -> int:
         """Keep the elements of ``sent`` in ``missing_chunks`` (by the PS's own element rule) for the next push;

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.transport import bind_shim_socket
+from mlfc.hosts.transport.recovery import DEFAULT_TOLERATED_LOSS
 from mlfc.launch.process import terminate
 
 
@@ -45,6 +46,7 @@ class TrainingJob:
     loss_bound: float = 0.0
     protect_fraction: float = 0.25
     loss_feedback: bool = True  # what the PS zero-filled goes out again with the next push (error feedback)
+    withhold: bool = False  # the network-decided withheld share (worker --withhold; mlfc.policy.withhold)
     eval_every: int = 5
     compute_s: float = 0.0  # pad real compute up to this (0: none)
     compress: str = "none"  # rigid push compression: none | fp16 | topk:F (hosts/training/compress.py)
@@ -55,7 +57,7 @@ class TrainingJob:
     f_shape: str | None = None  # F's shape (mlfc.policy.mltcp format_shape); None: the CLI's default
     f_rule: str | None = None  # where F acts (mlfc.policy.mltcp RULES); None: the CLI's default
     line_rate: float = 100e6
-    tolerated_loss: str = "loss"  # SenderConfig.tolerated_loss: the window's reaction to a tolerated loss
+    tolerated_loss: str = DEFAULT_TOLERATED_LOSS  # SenderConfig.tolerated_loss: the window's reaction
     deadline: float = 0.02
     timeout: float = 60.0
     peer_timeout: float = 10.0
@@ -83,7 +85,7 @@ class TrainingJob:
             "--peer-timeout",
             str(self.peer_timeout),
         ]
-        if self.tolerated_loss != "loss":
+        if self.tolerated_loss != DEFAULT_TOLERATED_LOSS:
             args += ["--tolerated-loss", self.tolerated_loss]
         if self.width is not None:
             args += ["--width", str(self.width)]
@@ -172,6 +174,8 @@ def worker_argv(
         args += ["--compress", job.compress]
     if not job.loss_feedback:
         args.append("--no-loss-feedback")
+    if job.withhold:
+        args.append("--withhold")
     if start_at:
         args += ["--start-at", str(start_at)]
     if start_delay:

@@ -325,6 +325,8 @@ def _iteration(
         "protected_chunks": push.protected_chunks,
         "tolerated_chunks": push.tolerated_chunks,
         "held_elements": push.held_elements,
+        "withheld_chunks": push.withheld_chunks,
+        "sent_bytes": push.sent_bytes,
         "lost_chunks": stats["lost_chunks"],
         "job_lost_chunks": stats["job_lost_chunks"],
         "lost_by_tensor": stats["lost_by_tensor"],

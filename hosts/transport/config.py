@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from mlfc.hosts.cc import ALGORITHMS
 from mlfc.hosts.transport.packet import MAX_CHUNK_PAYLOAD, MAX_TENSOR_BYTES
-from mlfc.hosts.transport.recovery import TOLERATED_LOSS_REACTIONS
+from mlfc.hosts.transport.recovery import DEFAULT_TOLERATED_LOSS, TOLERATED_LOSS_REACTIONS
 from mlfc.policy.mltcp import EWMA_WEIGHT, MltcpParams
 from mlfc.policy.mltcp_tuning import TuningParams
 
@@ -35,7 +35,7 @@ class SenderConfig:
     # What a tolerated loss (within the tensor's loss bound, not retransmitted) is to the congestion controller:
     # "loss" (a loss event: on_loss, Reno halves), "ecn" (one ECN echo: on_ack(ece=True), at most one
     # reduction per round trip), "none" (no reaction). A loss that must be retransmitted is always a loss.
-    tolerated_loss: str = "loss"
+    tolerated_loss: str = DEFAULT_TOLERATED_LOSS  # "ecn": see recovery.DEFAULT_TOLERATED_LOSS for why
     max_tensor_bytes: int = 1 << 30
     jobs: frozenset[int] | None = None  # jobs this sender may send for (None: any)
     pacing_burst: float = 0.0005  # s of line rate the pacer may send back to back (min 16 chunks)

@@ -14,6 +14,7 @@ from mlfc.hosts.transport.packet import DataHeader
 from mlfc.hosts.transport.recovery import Scoreboard
 from mlfc.policy import loss
 from mlfc.policy.priority import PolicyError
+from mlfc.policy.withhold import congestion_sample
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,16 @@ class SendResult:
     # chunks never acknowledged: what the receiver zero-filled as far as its ACKs told (the FIN's SACK blocks
     # cover up to 32 runs: beyond that, or when the ACK of a late arrival was lost, a superset)
     missing_chunks: tuple[int, ...] = ()
+    withheld_chunks: int = 0  # chunks the sender did not send (``withhold``; among the missing ones)
+    withheld_bytes: int = 0
+    acks: int = 0  # ACKs of this tensor, and how many echoed ECN: the push's congestion signal
+    ece_acks: int = 0
+
+    @property
+    def congestion(self) -> float:
+        """The share of this push's chunks the network marked or dropped (mlfc.policy.withhold)."""
+        marked = self.ece_acks / self.acks if self.acks else 0.0
+        return congestion_sample(self.chunks - self.withheld_chunks, marked, self.retransmits + self.tolerated_chunks)
 
 
 @dataclass
@@ -48,6 +59,8 @@ class Transfer:
     values: list[int] = field(default_factory=list)  # the header's values; _xmit rewrites per-chunk fields
     done: bool = False
     fin: bool = False
+    acks: int = 0
+    ece_acks: int = 0
 
     def __post_init__(self) -> None:
         self.values = list(self.header)
@@ -56,12 +69,14 @@ class Transfer:
         b = self.board
         missing = () if b.complete else b.unacknowledged()
         return SendResult(self.job, self.iteration, self.tensor_id, b.nbytes, b.n, now - self.started,
-                          b.retransmits, b.tolerated, self.fin, missing)  # fmt: skip
+                          b.retransmits, b.tolerated, self.fin, missing, b.withheld, b.withheld_bytes,
+                          self.acks, self.ece_acks)  # fmt: skip
 
 
 def prepare(cfg: SenderConfig, job: int, iteration: int, tensor_id: int, buffer, importance, layer_index: int,
-            num_layers: int, loss_bound: float, *, batched: bool) -> Transfer:  # fmt: skip
-    """Check a send request and build its transfer; raises TransferRejected for bad input."""
+            num_layers: int, loss_bound: float, *, batched: bool, withhold=()) -> Transfer:  # fmt: skip
+    """Check a send request and build its transfer; raises TransferRejected for bad input. ``withhold``:
+    chunks not to send (each while the loss bound covers it; the receiver zero-fills them)."""
     try:
         mv = memoryview(buffer).cast("B")
     except (TypeError, ValueError) as exc:
@@ -86,6 +101,10 @@ def prepare(cfg: SenderConfig, job: int, iteration: int, tensor_id: int, buffer,
         raise TransferRejected(str(exc)) from None
     loss.apply_floor(classes)
     board = Scoreboard(nbytes, cfg.chunk_size, classes, loss.LossBudget(nbytes, bound_bp))
+    try:
+        board.withhold(withhold)
+    except ValueError as exc:
+        raise TransferRejected(str(exc)) from None
     header = DataHeader(job_id=job, iteration=iteration, tensor_id=tensor_id, total_len=nbytes,
                         chunk_size=cfg.chunk_size, loss_bound_bp=bound_bp,
                         n_protected=loss.count_protected(classes))  # fmt: skip

@@ -5,7 +5,9 @@ ACK acknowledges, what is lost, when to time out, and what the congestion contro
   cumulative + selective ACKs; RACK-style loss detection (a chunk is lost once one sent
   ``reorder_window`` transmissions after it is acknowledged; fewer with little in flight, RFC 5827's
   idea); lost chunks are queued for retransmission unless the tolerated-loss budget of
-  mlfc.policy.loss lets them stay lost (the receiver zero-fills them).
+  mlfc.policy.loss lets them stay lost (the receiver zero-fills them). Chunks the sender *withholds*
+  (``withhold``: mlfc.policy.withhold, the network-decided share) are never sent: they take the same
+  budget, start tolerated, and are no loss to the congestion controller.
 * ``RttEstimator``: RFC 6298 SRTT/RTTVAR and the RTO with exponential backoff; Karn's rule (no samples
   from retransmitted chunks) is the scoreboard's.
 * ``RecoveryPoint``: one congestion response per round trip: a loss or an ECN echo is a new congestion
@@ -14,7 +16,9 @@ ACK acknowledges, what is lost, when to time out, and what the congestion contro
   hands to its congestion controller, ``on_timeout`` handles an RTO. How a *tolerated* loss (one the
   budget lets stay lost; the switch's selective drop causes most of them) reaches the controller is
   ``tolerated_loss`` (TOLERATED_LOSS_REACTIONS): "loss" as any loss (a loss event), "ecn" as one ECN
-  echo (an ECE event, at most one reduction per round trip like RFC 3168's), "none" not at all.
+  echo (an ECE event, at most one reduction per round trip like RFC 3168's), "proportional" (the default)
+  a cut in proportion to the bytes dropped (``AckEvents.tolerated_bytes``; DCTCP's cwnd * (1 - a / 2) with
+  a the share of the window dropped), "none" not at all.
 
 Transmissions are numbered per flow (``FlowRecovery.next_tx``); RACK orders by that number.
 """
@@ -30,7 +34,14 @@ from mlfc.policy.loss import LossBudget
 # chunk states
 UNSENT, INFLIGHT, LOST, ACKED, TOLERATED = 0, 1, 2, 3, 4
 MAX_BACKOFF = 64
-TOLERATED_LOSS_REACTIONS = ("loss", "ecn", "none")  # what a tolerated loss is to the congestion controller
+# what a tolerated loss is to the congestion controller
+TOLERATED_LOSS_REACTIONS = ("proportional", "ecn", "loss", "none")
+# The default (issue 25 item 3): a tolerated drop is a low-importance chunk the switch chose to drop because
+# its queue was deep, i.e. a congestion mark that happens to lose bytes the PS does not need, not evidence of
+# overflow: the window shrinks in proportion to what was dropped (DCTCP/DCQCN-style marking), not by a loss
+# halving; Reno's ECE path ("ecn") is a halving too. A loss that must be retransmitted is always a loss.
+# "loss" and "ecn" keep the other reactions for measuring the difference (lab/approx.py --tolerated-loss).
+DEFAULT_TOLERATED_LOSS = "proportional"
 _INFLIGHT_RUN = bytes([INFLIGHT]) * 128
 
 
@@ -60,6 +71,29 @@ class Scoreboard:
         self.max_acked_tx = 0
         self.retransmits = 0
         self.tolerated = 0  # chunks left to the receiver (they may still arrive and be acknowledged)
+        self.tolerated_bytes = 0  # their bytes, as found lost (a late acknowledgement does not take them back)
+        self.withheld = 0  # chunks never sent (``withhold``): left to the receiver from the start
+        self.withheld_bytes = 0
+
+    def withhold(self, seqs) -> int:
+        """Before any send: chunks ``seqs`` are not sent, each while the loss budget takes its bytes (a
+        protected one never: the last chunk is protected). Returns how many are withheld."""
+        if self.next_new or self.inflight:
+            raise ValueError("withhold before the first send")
+        for seq in seqs:
+            if not 0 <= seq < self.n or self.state[seq] != UNSENT:
+                raise ValueError(f"chunk {seq} of {self.n} cannot be withheld")
+            if self.budget.try_tolerate(self.classes[seq], self.size(seq)):
+                self.state[seq] = TOLERATED
+                self.withheld += 1
+                self.withheld_bytes += self.size(seq)
+        self._skip_withheld()
+        return self.withheld
+
+    def _skip_withheld(self) -> None:
+        """Move the next new chunk past withheld ones (every chunk at or above it is unsent or withheld)."""
+        while self.next_new < self.n and self.state[self.next_new] == TOLERATED:
+            self.next_new += 1
 
     def size(self, seq: int) -> int:
         return self.chunk if seq < self.n - 1 else self.nbytes - self.chunk * (self.n - 1)
@@ -112,7 +146,9 @@ class Scoreboard:
                 retx.append(seq)
                 if seq == short_last:
                     return retx, self.next_new, 0
-        return retx, self.next_new, min(limit - len(retx), self.n - self.next_new)
+        run_end = self.state.find(TOLERATED, self.next_new) if self.withheld else -1  # a withheld chunk ends the run
+        end = self.n if run_end < 0 else run_end
+        return retx, self.next_new, min(limit - len(retx), end - self.next_new)
 
     def requeue_all(self, seqs: list[int]) -> None:
         self.retx.extendleft(reversed(seqs))
@@ -132,6 +168,7 @@ class Scoreboard:
             self.retransmits += 1
         else:
             self.next_new = seq + 1
+            self._skip_withheld()
 
     def on_transmit_run(self, first: int, count: int, tx: int, now: float) -> None:
         """New chunks ``first .. first + count - 1`` left as transmissions ``tx .. tx + count - 1``: what
@@ -145,6 +182,7 @@ class Scoreboard:
         self.sent_at[first:end] = [now] * count
         self.outstanding.append((tx, first, count))
         self.next_new = end
+        self._skip_withheld()
 
     # -- feedback ------------------------------------------------------------------------------------
 
@@ -237,6 +275,7 @@ class Scoreboard:
         if self.budget.try_tolerate(self.classes[seq], self.size(seq)):
             self.state[seq] = TOLERATED
             self.tolerated += 1
+            self.tolerated_bytes += self.size(seq)
             return True
         self.state[seq] = LOST
         self.retx.append(seq)
@@ -315,12 +354,16 @@ class AckEvents:
     ece_event: bool  # ECN echo for data sent after the recovery point: a window reduction
     # tolerated chunks found lost, sent after the recovery point (whatever the reaction, for the counters)
     tolerated_event: bool = False
+    # "proportional": bytes of tolerated chunks this ACK found lost (the controller's on_mark share); else 0
+    tolerated_bytes: int = 0
 
 
 class FlowRecovery:
     """Per-flow loss recovery state, kept across tensors like a TCP connection's."""
 
-    def __init__(self, rtt: RttEstimator, reorder_window: int = 3, tolerated_loss: str = "loss") -> None:
+    def __init__(
+        self, rtt: RttEstimator, reorder_window: int = 3, tolerated_loss: str = DEFAULT_TOLERATED_LOSS
+    ) -> None:
         if reorder_window < 1:
             raise ValueError(f"reorder_window={reorder_window} must be >= 1")
         if tolerated_loss not in TOLERATED_LOSS_REACTIONS:
@@ -349,6 +392,7 @@ class FlowRecovery:
         rtt = board.rtt_sample(rtt_seq, now)
         if rtt is not None:
             self.rtt.sample(rtt)
+        tolerated_before = board.tolerated_bytes
         lost_tx, tolerated_tx = board.detect_losses_split(self.reorder_window)
         point = self.point
         tolerated_event = point.is_new(tolerated_tx)
@@ -360,7 +404,10 @@ class FlowRecovery:
             ece_event = True  # the window's response to one mark, not to a loss, for data the switch dropped
         if loss_event or ece_event:
             point.respond(self.tx)
-        return AckEvents(newly, rtt, loss_event, ece_event, tolerated_event)
+        # proportional: every drop counts by its bytes, no once-per-round-trip rule (the cuts of one round
+        # trip multiply to about 1 - dropped / (2 cwnd)); a loss event's own reduction covers them
+        marked = board.tolerated_bytes - tolerated_before if self.tolerated_loss == "proportional" else 0
+        return AckEvents(newly, rtt, loss_event, ece_event, tolerated_event, 0 if loss_event else marked)
 
     def on_timeout(self, board: Scoreboard) -> bool:
         """An RTO: back off; if chunks were in flight they are lost and the controller must collapse its

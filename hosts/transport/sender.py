@@ -140,18 +140,21 @@ class Sender:
         num_layers: int = 1,
         loss_bound: float = 0.0,
         timeout: float | None = None,
+        withhold=(),
     ) -> outgoing.SendResult:
         """Send ``buffer`` (bytes-like, e.g. a C-contiguous numpy array) and block until delivered.
 
         ``importance``: None assigns classes from gradient magnitude (float32 buffers) and layer position
         (see mlfc.hosts.importance); an int applies to every chunk; a sequence gives one class per chunk.
         ``loss_bound``: the fraction of the tensor's bytes the receiver may zero-fill (unprotected chunks).
+        ``withhold``: chunks not to send at all, each while ``loss_bound`` covers it (mlfc.policy.withhold
+        chooses them); they are no loss to the congestion controller.
         The result's ``missing_chunks`` are the chunks the receiver ended without (zero-filled), as its ACKs
-        told: empty when every chunk was acknowledged.
+        told (withheld chunks among them): empty when every chunk was acknowledged.
         Raises TransferRejected for bad input and PeerTimeout when the peer stops answering or
         ``timeout`` (s) passes."""
         t = outgoing.prepare(self.config, job, iteration, tensor_id, buffer, importance, layer_index, num_layers,
-                             loss_bound, batched=self.transmit.batching)  # fmt: skip
+                             loss_bound, batched=self.transmit.batching, withhold=withhold)  # fmt: skip
         self.progress.note_iteration(iteration)
         self._on_boundary()
         self._abort = False
@@ -331,6 +334,8 @@ class Sender:
         """Loss recovery first, then the counters, then the congestion controller; True if data was newly acked."""
         st = self.stats
         st.acks += 1
+        t.acks += 1
+        t.ece_acks += fb.ece
         board = t.board
         tolerated = board.tolerated
         ev = self.recovery.on_ack(board, fb.cum_ack, fb.blocks, fb.ece, now)
@@ -348,6 +353,9 @@ class Sender:
         self.delivery.on_ack(ev.newly_acked, now, self.recovery.rtt.srtt)
         if ev.loss_event:
             self.cc.on_loss(now)
+        elif ev.tolerated_bytes:
+            cwnd = self.cc.cwnd
+            self.cc.on_mark(min(1.0, ev.tolerated_bytes / cwnd) if math.isfinite(cwnd) and cwnd > 0 else 1.0, now)
         if ev.newly_acked or ev.ece_event:
             self.cc.on_ack(ev.newly_acked, ev.rtt, ev.ece_event, now)
         if fb.fin or board.complete:

@@ -115,13 +115,13 @@ def test_the_emulator_runs_exactly_the_f_it_is_given_rule_included(text: str) ->
     assert _receiver_config(args).ack_delay == 0.01
 
 
-@pytest.mark.parametrize("reaction", ["loss", "ecn", "none"])
+@pytest.mark.parametrize("reaction", ["proportional", "loss", "ecn", "none"])
 def test_the_reaction_to_a_tolerated_loss_reaches_the_emulators_senders(reaction: str) -> None:
     from mlfc.lab.emulator import _sender_config, parser
 
     mix = MIXES["four-compatible"]
     cfg = replace(stack_config(mix, TREATMENTS["mltcp-reno"], 5), tolerated_loss=reaction)
     common = emulator_args(mix.jobs[0], cfg.iterations, cfg.transport)
-    assert ("--tolerated-loss" in common) == (reaction != "loss")  # the default adds nothing to the command
+    assert ("--tolerated-loss" in common) == (reaction != "proportional")  # the default adds nothing to the command
     args = parser().parse_args(["worker", *common, "--bind", "10.0.0.1", "--ps", "10.0.0.2", "--rank", "0"])
     assert _sender_config(args).tolerated_loss == reaction

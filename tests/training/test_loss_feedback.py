@@ -15,6 +15,7 @@ from mlfc.hosts.training.residual import Residuals
 from mlfc.hosts.transport import SenderConfig
 from mlfc.hosts.transport.outgoing import SendResult
 from mlfc.policy.aggregation import average_received, received_elements
+from mlfc.policy.withhold import WithholdPolicy
 from mlfc.testing.ps_pair import first_push_lossy, push_twice, small_server
 from mlfc.wire import IMPORTANCE_PROTECTED, SHIM_PORT_BASE
 
@@ -29,13 +30,16 @@ class FakeSender:
         self.config = SenderConfig(chunk_size=CHUNK)
         self.losses = list(losses)
         self.sent: list[tuple[np.ndarray, list[int], tuple[int, ...]]] = []  # (payload, classes, missing chunks)
+        self.withheld: list[tuple[int, ...]] = []  # what each push was told to withhold
 
-    def send_tensor(self, job, iteration, tensor_id, buffer, *, importance, loss_bound, timeout) -> SendResult:
+    def send_tensor(self, job, iteration, tensor_id, buffer, *, importance, loss_bound, timeout, withhold=()):
         payload = np.array(buffer, dtype=np.float32, copy=True)
-        missing = self.losses.pop(0) if self.losses else ()
+        missing = tuple(sorted({*withhold, *(self.losses.pop(0) if self.losses else ())}))
         self.sent.append((payload, list(importance), missing))
+        self.withheld.append(tuple(withhold))
         return SendResult(job, iteration, tensor_id, payload.nbytes, -(-payload.nbytes // CHUNK), 0.0, 0,
-                          len(missing), bool(missing), missing)  # fmt: skip
+                          len(missing) - len(withhold), bool(missing), missing, len(withhold),
+                          CHUNK * len(withhold))  # fmt: skip
 
     def received(self, i: int) -> np.ndarray:
         """What the PS took of push ``i``: its payload with the missing chunks' elements zero-filled."""
@@ -171,14 +175,16 @@ def test_a_delayed_workers_lost_copy_counts_in_the_divisor():
 
 def test_the_options_reach_the_worker_and_its_sender():
     ap = build_parser()
-    args = ap.parse_args(["worker", "--job", "1", "--rank", "0", "--ps", "127.0.0.1", "--tolerated-loss", "ecn",
+    args = ap.parse_args(["worker", "--job", "1", "--rank", "0", "--ps", "127.0.0.1", "--tolerated-loss", "loss",
                           "--no-loss-feedback", "--loss-bound", "0.5"])  # fmt: skip
-    assert not args.loss_feedback and _sender_config(args).tolerated_loss == "ecn"
+    assert not args.loss_feedback and _sender_config(args).tolerated_loss == "loss"
+    default = ap.parse_args(["worker", "--job", "1", "--rank", "0", "--ps", "127.0.0.1"])
+    assert _sender_config(default).tolerated_loss == "proportional"  # a tolerated drop is a mark, not a loss (issue 25)
     args = ap.parse_args(["ps", "--job", "1", "--workers", "2", "--tolerated-loss", "none"])
     assert _sender_config(args).tolerated_loss == "none"
     assert build_parser().parse_args(["worker", "--job", "1", "--rank", "0", "--ps", "x"]).loss_feedback
-    argv = worker_argv(TrainingJob(1, 2, 10, tolerated_loss="ecn", loss_feedback=False), 0, "127.0.0.1", "10.0.0.1")
-    assert argv[argv.index("--tolerated-loss") + 1] == "ecn" and "--no-loss-feedback" in argv
+    argv = worker_argv(TrainingJob(1, 2, 10, tolerated_loss="loss", loss_feedback=False), 0, "127.0.0.1", "10.0.0.1")
+    assert argv[argv.index("--tolerated-loss") + 1] == "loss" and "--no-loss-feedback" in argv
     plain = worker_argv(TrainingJob(1, 2, 10), 0, "127.0.0.1", "10.0.0.1")
     assert "--tolerated-loss" not in plain and "--no-loss-feedback" not in plain
     with pytest.raises(SystemExit):
@@ -201,3 +207,45 @@ def test_through_the_ps_a_lost_chunk_arrives_in_the_next_iteration_counted_once(
     mean1 = (g0 + g1 + held) / 2
     assert results[1]["params1"].tolist() == (-mean0 - mean1).astype(np.float32).tolist()
     assert (mean0 + mean1).tolist() == (g0 + g1).tolist()
+
+
+def test_a_free_link_withholds_nothing_and_congestion_withholds_within_the_bound(client_with):
+    c, fake = client_with([(), ()], loss_bound=0.25, withhold=WithholdPolicy(gain=4.0, weight=1.0))
+    res = c.push(0, 3, grad(0), layer_index=0, num_layers=1)
+    assert fake.withheld[0] == () and res.withheld_chunks == 0  # f(0) = 0: nothing before any congestion
+    assert c.congestion is not None and c.congestion.value == 0.0  # and the push saw none
+    c.congestion.value = 0.5  # half the chunks marked or dropped lately: min(0.25, 4 * 0.5) of the bytes
+    res = c.push(1, 3, grad(1), layer_index=0, num_layers=1)
+    assert len(fake.withheld[1]) == 2 and res.withheld_bytes == 2 * CHUNK <= 0.25 * N * 4  # 2 of 10 chunks
+    _, classes, _ = fake.sent[1]
+    kept = [i for i in range(10) if i not in fake.withheld[1]]
+    assert max(classes[i] for i in fake.withheld[1]) <= min(classes[i] for i in kept[:-1])  # least important
+    assert res.sent_bytes == N * 4 - 2 * CHUNK
+
+
+def test_withheld_elements_arrive_summed_in_the_next_push_once(client_with):
+    c, fake = client_with([(), (), ()], withhold=WithholdPolicy(weight=1.0))
+    grads = [grad(20 + i) for i in range(3)]
+    c.congestion.value = 0.1  # share min(0.5, 0.2): two chunks of the first push
+    c.push(0, 0, grads[0], layer_index=0, num_layers=1)
+    held = fake.withheld[0]
+    assert len(held) == 2
+    lost = ~received_elements(N, 4, CHUNK, held)
+    assert c.residuals.get(0)[lost].tolist() == grads[0][lost].tolist()
+    c.congestion.value = 0.0
+    c.push(1, 0, grads[1], layer_index=0, num_layers=1)
+    assert fake.withheld[1] == ()  # a free link again
+    assert fake.sent[1][0].tolist() == (grads[1] + np.where(lost, grads[0], 0)).tolist()  # summed, once
+    assert c.residuals.get(0) is None
+    c.push(2, 0, grads[2], layer_index=0, num_layers=1)
+    got = sum(fake.received(i).astype(np.float64) for i in range(3))
+    assert got.tolist() == sum(g.astype(np.float64) for g in grads).tolist()  # nothing lost, nothing twice
+
+
+def test_withhold_needs_loss_feedback():
+    with pytest.raises(ValueError, match="withhold"):
+        ClientConfig(job=1, rank=0, ps=("127.0.0.1", SHIM_PORT_BASE + 1), loss_bound=0.1, loss_feedback=False,
+                     withhold=WithholdPolicy())  # fmt: skip
+    args = build_parser().parse_args(["worker", "--job", "1", "--rank", "0", "--ps", "x", "--withhold"])
+    assert args.withhold and args.withhold_gain == WithholdPolicy().gain
+    assert "--withhold" in worker_argv(TrainingJob(1, 2, 10, loss_bound=0.1, withhold=True), 0, "127.0.0.1", "x")

@@ -1,0 +1,89 @@
+"""The network-decided withheld share (mlfc.policy.withhold): f, the congestion estimate, and which chunks."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlfc.policy.priority import PolicyError
+from mlfc.policy.withhold import (
+    CongestionEstimate,
+    WithholdPolicy,
+    choose_withheld,
+    congestion_sample,
+    share_for,
+    withheld_share,
+)
+from mlfc.wire import IMPORTANCE_PROTECTED
+
+P = WithholdPolicy()
+
+
+def test_a_free_link_withholds_nothing():
+    assert share_for(P, 0.0) == 0.0
+    assert withheld_share(P, 0.0, 1.0) == 0.0
+    assert choose_withheld([0] * 10, [100] * 10, withheld_share(P, 0.0, 0.5)) == []
+
+
+def test_the_share_grows_with_congestion_up_to_the_bound():
+    shares = [withheld_share(P, c / 20, 0.3) for c in range(21)]
+    assert shares == sorted(shares) and shares[1] > 0
+    assert max(shares) == 0.3  # the loss bound caps it
+    assert withheld_share(P, 0.05, 0.3) == pytest.approx(0.1)  # gain 2: 5 % marked -> 10 % withheld
+    assert share_for(WithholdPolicy(gain=2.0), 1.0) == 1.0
+
+
+@pytest.mark.parametrize("bad", [{"gain": -1.0}, {"gain": float("inf")}, {"weight": 0.0}, {"weight": 1.5}])
+def test_bad_policies_are_refused(bad):
+    with pytest.raises(PolicyError):
+        WithholdPolicy(**bad)
+
+
+def test_out_of_range_inputs_are_refused():
+    with pytest.raises(PolicyError):
+        share_for(P, 1.5)
+    with pytest.raises(PolicyError):
+        withheld_share(P, 0.1, -0.1)
+    with pytest.raises(PolicyError):
+        choose_withheld([0, 0], [1], 0.5)
+    with pytest.raises(PolicyError):
+        CongestionEstimate(P).update(2.0)
+
+
+def test_the_estimate_is_an_ewma_of_the_pushes_congestion():
+    e = CongestionEstimate(WithholdPolicy(weight=0.5))
+    assert e.value == 0.0
+    assert e.update(0.4) == pytest.approx(0.2)
+    assert e.update(0.4) == pytest.approx(0.3)
+    for _ in range(40):
+        e.update(0.0)
+    assert e.value < 1e-9  # a link that frees up stops withholding
+
+
+def test_a_sample_is_the_larger_of_the_marked_and_the_lost_share():
+    assert congestion_sample(10, 0.0, 0) == 0.0
+    assert congestion_sample(10, 0.25, 1) == 0.25
+    assert congestion_sample(10, 0.05, 3) == pytest.approx(0.3)
+    assert congestion_sample(0, 1.0, 5) == 0.0
+    assert congestion_sample(2, 0.0, 9) == 1.0
+
+
+def test_least_important_first_within_the_share_never_protected_nor_the_last():
+    classes = [5, 0, IMPORTANCE_PROTECTED, 1, 0, 0, 7, 2]
+    sizes = [100] * 8
+    mags = [0.5, 0.3, 9.0, 0.1, 0.2, 0.4, 0.6, 0.0]
+    # 30 % of 800 bytes = 240: two whole chunks, the class-0 ones of smallest magnitude (4: 0.2, 1: 0.3)
+    assert choose_withheld(classes, sizes, 0.3, mags) == [1, 4]
+    assert choose_withheld(classes, sizes, 0.4, mags) == [1, 4, 5]
+    everything = choose_withheld(classes, sizes, 1.0, mags)
+    assert 2 not in everything and 7 not in everything  # protected; the last (end-of-tensor marker)
+    assert everything == [0, 1, 3, 4, 5, 6]
+    assert choose_withheld(classes, sizes, 0.125, None) == [1]  # ties: the earlier chunk
+
+
+@pytest.mark.parametrize("share", [0.0, 0.01, 0.05, 0.12, 0.33, 0.5, 0.99, 1.0])
+def test_the_share_is_never_exceeded(share):
+    sizes = [1400] * 30 + [523]
+    classes = [i % 8 for i in range(31)]
+    chosen = choose_withheld(classes, sizes, share)
+    assert sum(sizes[i] for i in chosen) <= share * sum(sizes)
+    assert chosen == sorted(set(chosen))
