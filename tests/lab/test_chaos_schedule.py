@@ -1,10 +1,10 @@
-"""The chaos schedule (lab/chaos.py): seeded, every component in turn, spread over the run's middle."""
+"""The chaos schedule (lab/chaos_schedule.py): seeded, every component in turn, spread over the run's middle."""
 
 from __future__ import annotations
 
 import pytest
 
-from mlfc.lab.chaos import COMPONENTS, schedule
+from mlfc.lab.chaos_schedule import COMPONENTS, schedule
 
 
 def test_same_seed_same_schedule_and_every_component_in_each_cycle() -> None:

@@ -1,0 +1,79 @@
+"""The chaos test's job, network and seeded fault schedule (lab/chaos.py runs them)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlfc.hosts.training.launch import TrainingJob
+from mlfc.lab.jobs import JobSpec
+from mlfc.lab.realjobs import training_spec
+from mlfc.topologies import Topology, job_dumbbell
+
+COMPONENTS = ("switch", "controller", "coordinator", "agent", "ps", "worker")
+JOB = 1
+WORKERS = 2
+ENTRIES_TARGET_S = 1.0  # the switches hold the latest decision within this of a recovery (issue 16)
+ACCURACY_TARGET_PP = 0.5
+
+
+@dataclass(frozen=True)
+class Fault:
+    index: int
+    component: str  # one of COMPONENTS
+    target: str  # s1, s2, controller, coordinator, agent0, ps, worker1
+    at_iteration: int  # fire once the job reached this iteration (and the previous fault recovered)
+    outage_s: float  # seconds between the kill and the restart
+
+
+def chaos_topology() -> Topology:
+    """The dumbbell of one job under names of its own (mlfc.topologies.job_dumbbell): ``ks1``, ``kj1w0``."""
+    return job_dumbbell(JOB, WORKERS, "k")
+
+
+def schedule(seed: int, faults: int, iterations: int, switches: list[str]) -> list[Fault]:
+    """``faults`` faults cycling through every component (a fresh random order each cycle), spread over the
+    middle of the run (from 10 % to 80 % of the iterations) so that each has iterations before and after."""
+    if faults < 1:
+        raise ValueError("--faults must be >= 1")
+    rng = random.Random(seed)
+    first, last = max(3, iterations // 10), int(iterations * 0.8)
+    if last - first < 2 * faults:
+        raise ValueError(
+            f"{iterations} iterations are too few for {faults} faults (need {2 * faults} between "
+            f"iteration {first} and {last}): give more --iterations"
+        )
+    span = (last - first) / faults
+    order: list[str] = []
+    out = []
+    for i in range(faults):
+        if not order:
+            order = list(COMPONENTS)
+            rng.shuffle(order)
+        kind = order.pop(0)
+        target = {"switch": rng.choice(switches), "agent": "agent0", "worker": "worker1"}.get(kind, kind)
+        at = int(first + i * span + rng.uniform(0, span / 2))
+        out.append(Fault(i + 1, kind, target, at, round(rng.uniform(0.2, 2.0), 2)))
+    return out
+
+
+def chaos_job(iterations: int, checkpoint: Path, eval_every: int) -> TrainingJob:
+    spec: JobSpec = training_spec(JOB, compute_s=0.0, workers=WORKERS, eval_every=eval_every)
+    t = spec.training
+    assert t is not None
+    # peer timeout above the longest outage plus a restart (a switch takes ~2 s to come back); the PS
+    # waits long enough for a restarted worker to import torch on a loaded machine
+    return TrainingJob(
+        job=JOB,
+        workers=WORKERS,
+        iterations=iterations,
+        task=t.task,
+        width=t.width,
+        lr=t.lr,
+        eval_every=eval_every,
+        loss_bound=0.0,
+        timeout=120.0,
+        peer_timeout=20.0,
+        checkpoint=str(checkpoint),
+    )
