@@ -1,0 +1,68 @@
+"""6. The simulator's speed: 16 jobs x 50 iterations on the 100 Gb/s leaf-spine, wall time against
+the 15-minute target (also `bench/sim_bench.py`)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from mlfc.sim.experiments.common import FABRIC, JUMBO, Context, col, md_table, run_saved, summary, write_table
+from mlfc.sim.experiments.scale import SCALE_MODELS, scale_fabric, scale_jobs
+from mlfc.sim.simulation import SimConfig
+
+TARGET_S = 900  # 15 minutes on 2 cores, set-up included
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """bench.csv: the one run."""
+
+    jobs: int = col("jobs")
+    iterations: int = col("iterations")
+    scale: float = col("scale")
+    data_gb: float = col("data GB")
+    sim_s: float = col("simulated s")
+    wall_s: float = col("wall s (run)")
+    total_s: float = col("wall s (with set-up)")
+    sim_per_wall: float = col("sim s / wall s")
+    events: int = col("events")
+    events_per_s: float = col("events/s")
+    packets: int = col("switch packets")
+    target: str = col("target")
+
+
+def benchmark(ctx: Context, jobs_n: int = 16, iterations: int = 50) -> str:
+    exp = "bench"
+    scale = ctx.scale or 0.02
+    topo = scale_fabric()
+    tcp = JUMBO
+    jobs = scale_jobs(topo, jobs_n, scale)
+    t0 = time.monotonic()
+    r = run_saved(ctx, exp, SimConfig(f"bench-{jobs_n}x{iterations}", topo, jobs, iterations, mltcp=True, tcp=tcp,
+                                      seed=ctx.seeds[0], **FABRIC))  # fmt: skip
+    total = time.monotonic() - t0
+    s = r.stats
+    gbytes = sum(j.push_bytes * len(j.workers) + j.pull_bytes * len(j.workers) for j in jobs) * iterations / 1e9
+    row = BenchRow(
+        jobs=jobs_n,
+        iterations=iterations,
+        scale=scale,
+        data_gb=gbytes,
+        sim_s=s.sim_s,
+        wall_s=s.wall_s,
+        total_s=total,
+        sim_per_wall=s.sim_per_wall,
+        events=s.events,
+        events_per_s=s.events_per_s,
+        packets=s.packets,
+        target="met" if total < TARGET_S else "missed",
+    )
+    write_table(ctx.dir(exp) / "bench.csv", BenchRow, [row])
+    body = [
+        f"{topo.description}; {jobs_n} PS jobs (2 workers + PS, models {', '.join(SCALE_MODELS)} cycled) x "
+        f"{iterations} iterations at 100 Gb/s, MTU 9000, MLTCP-Reno; model bytes and compute x {scale:g}. "
+        "Target: under 15 minutes (900 s) on 2 cores.",
+        "",
+        md_table(BenchRow, [row]),
+    ]
+    return summary(ctx, exp, "Simulator speed", body)
