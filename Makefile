@@ -86,8 +86,10 @@ sweep: install  ## MLTCP slope/intercept sweep on one mix: table and plots in re
 MEASURE ?= flock /tmp/mlfc-measure.lock
 ROUNDS ?= 3
 
-hpsearch: install  ## MAIF's time to accuracy in a hyper-parameter search of real jobs (DATAPLANE=bmv2|ref|both, ROUNDS=3)
-	$(MEASURE) $(PY) -m mlfc.lab.hpsearch --out results/hpsearch --rounds $(ROUNDS) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+# The defaults are the documented command, `python -m mlfc.lab.hpsearch --publish` (only what differs is passed,
+# so the rows record that command).
+hpsearch: install  ## MAIF's time to accuracy in a hyper-parameter search of real jobs, published to docs/data/hpsearch (TASK=digits,synthetic DATAPLANE=bmv2|ref|both ROUNDS=3)
+	$(MEASURE) $(PY) -m mlfc.lab.hpsearch --publish $(if $(filter-out 3,$(ROUNDS)),--rounds $(ROUNDS)) $(if $(TASK),--task $(TASK)) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 approx: install  ## approximate flow control: full delivery vs selective drop vs fp16/top-k, loss-bound sweep (real jobs)
 	$(MEASURE) $(PY) -m mlfc.lab.approx --out results/approx --rounds $(ROUNDS) $(if $(DATAPLANE),--dataplane $(DATAPLANE))

@@ -106,3 +106,32 @@ def test_bench_rows_render_with_their_anchor_and_target(tmp_path: Path) -> None:
 
 def test_the_committed_docs_are_what_the_committed_data_says() -> None:
     assert figures.main(["--check"]) == 0
+
+
+def _hps(treatment: str, less=(0.5, 0.46, 0.44), slow=(1.1, 1.2, 1.25), **kw) -> dict:
+    row = {"task": "digits", "dataplane": "ref", "configurations": 12, "framework": "mlfc-ps",
+           "treatment": treatment, "rounds": len(less), "time_to_090": [10.0, 12.0, 11.0],
+           "time_to_095": [20.0, 22.0, 21.0], "less_than_fifo_095": list(less), "top_job_slowdown": list(slow),
+           "command": "python -m mlfc.lab.hpsearch --publish"}  # fmt: skip
+    row.update(kw)
+    return row
+
+
+def test_hpsearch_rows_render_against_issue_26s_targets(tmp_path: Path) -> None:
+    assert figures.hpsearch_meets(_hps("maif-search"))  # mean 46.7 % >= 45 %, every round <= 1.3x
+    assert not figures.hpsearch_meets(_hps("maif-search", less=(0.44, 0.45, 0.44)))
+    assert figures.hpsearch_meets(_hps("maif-sum", less=(0.40, 0.38, 0.37)))  # sum objective: >= 38 %
+    assert not figures.hpsearch_meets(_hps("maif-sum", slow=(1.1, 1.31, 1.0)))  # one round above 1.3x
+    assert not figures.hpsearch_meets(_hps("maif-sum", less=(0.9, None, 0.9)))  # a round missed the target
+    assert not figures.hpsearch_meets(_hps("maif-search", configurations=6))  # short of the method
+    assert not figures.hpsearch_meets(_hps("maif-search", less=(0.9, 0.9), slow=(1.0, 1.0), rounds=2))
+    assert figures.hpsearch_meets(_hps("fifo", less=(None,) * 3)) is None
+    rows = [_hps("maif-search"), _hps("fifo", less=(None,) * 3, slow=(2.0, 2.1, 2.2)),
+            _hps("maif-sum", less=(0.1, 0.2, 0.3))]  # fmt: skip
+    figures.publish("hpsearch", rows, key=("task", "dataplane", "framework", "treatment"), data=tmp_path)
+    table = figures.render("hpsearch", tmp_path).splitlines()
+    assert [line.split(" | ")[4] for line in table[2:5]] == ["fifo", "maif-sum", "maif-search"]
+    assert table[2].endswith("| 2.10x (2.00..2.20) | - | - |")
+    assert "| 20 % (10..30) | 1.18x (1.10..1.25) | ≥ 38 % less than FIFO, top job ≤ 1.3x | **no** |" in table[3]
+    assert table[4].endswith("| ≥ 45 % less than FIFO, top job ≤ 1.3x | yes |")
+    assert "`python -m mlfc.lab.hpsearch --publish`" in table[-1]

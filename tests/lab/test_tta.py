@@ -90,10 +90,9 @@ def test_grid_and_assignment():
     for bad in ("8", "x:0.1", "8:0", "8:0.1,8:0.1"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_grid(bad)
-    assert assignment(6, 0) == [0, 1, 2, 3, 4, 5]
     shuffled = assignment(6, 1)
     assert sorted(shuffled) == list(range(6)) and shuffled == assignment(6, 1)  # reproducible permutation
-    assert shuffled != assignment(6, 0)
+    assert shuffled != assignment(6, 0)  # each round its own (tests/lab/test_hpsearch.py: more)
 
 
 def s(t: float, d: int, job: int, rank: int, prio: int, model: str = "prior", q: float = 0.0, it: int = 0):

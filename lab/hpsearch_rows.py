@@ -1,0 +1,145 @@
+"""The hyper-parameter search's per-round figures and its published rows (docs/data/hpsearch, issue 26 item 6).
+
+* ``top_periods``: who held MAIF's top class (rank 1) when, from the coordinator's sampled decisions.
+* ``top_job_slowdown``: the job that held the top class longest, its mean iteration time while it held it
+  over its iteration time alone (the target: within 1.3x); ``job_slowdown`` the same ratio over a whole
+  run (FIFO's figure for the same job).
+* ``less_than_fifo``: per round, how much less time a treatment took than the same round's FIFO.
+* ``make_row``: one row of docs/data/hpsearch/summary.json; ``check_row`` what the renderer relies on.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from mlfc.lab.decisions import DecisionSample
+from mlfc.lab.results import IterationRecord
+from mlfc.lab.tta import reduction
+
+# The lab's treatment names -> the names the issue's schema uses.
+PUBLISHED = {"baseline": "fifo", "maif": "maif-sum", "maif-search": "maif-search"}
+KEY = ("task", "dataplane", "framework", "treatment")
+SCHEMA = (
+    "issue 26: one row per task, dataplane, framework and treatment; time_to_090/095 (s), less_than_fifo_095 "
+    "(fraction, against the same round's FIFO) and top_job_slowdown (iteration time over alone) per round"
+)
+FIELDS: dict[str, type | tuple[type, ...]] = {
+    "task": str,
+    "dataplane": str,
+    "configurations": int,
+    "framework": str,
+    "treatment": str,
+    "rounds": int,
+    "time_to_090": list,
+    "time_to_095": list,
+    "less_than_fifo_095": list,
+    "top_job_slowdown": list,
+    "command": str,
+}
+
+
+def top_periods(samples: Iterable[DecisionSample], t0: float = 0.0) -> list[tuple[int, float, float]]:
+    """(job, from, to) for every stretch a job held rank 1, on the clock ``sample.time - t0``; the last
+    stretch lasts to infinity (until the run's end, which the samples do not know)."""
+    tops: dict[float, int] = {}
+    for s in samples:
+        if s.rank == 1:
+            tops[s.time - t0] = s.job
+    out: list[tuple[int, float, float]] = []
+    for t, job in sorted(tops.items()):
+        if out and out[-1][0] == job:
+            continue
+        if out:
+            out[-1] = (out[-1][0], out[-1][1], t)
+        out.append((job, t, math.inf))
+    return out
+
+
+def _mean_duration(records: Iterable[IterationRecord], job: int, keep=lambda r: True, skip: int = 1) -> float:
+    ds = [r.duration for r in records if r.job == job and r.iteration >= skip and keep(r)]
+    return statistics.fmean(ds) if ds else math.nan
+
+
+def job_slowdown(records: Sequence[IterationRecord], job: int, alone_s: float) -> float:
+    """The job's mean iteration time over the run (the first iteration left out, as alone) over ``alone_s``."""
+    if not alone_s > 0:
+        return math.nan
+    return _mean_duration(records, job) / alone_s
+
+
+def top_job_slowdown(
+    records: Sequence[IterationRecord], periods: Sequence[tuple[int, float, float]], alone: Mapping[int, float]
+) -> tuple[int | None, float]:
+    """(the job that held the top class longest within the run, its mean iteration time over the
+    iterations that began while it held it, divided by its time alone); (None, NaN) without a top job."""
+    if not records or not periods:
+        return None, math.nan
+    lo, hi = min(r.start for r in records), max(r.end for r in records)
+    held: dict[int, float] = {}
+    for job, a, b in periods:
+        held[job] = held.get(job, 0.0) + max(0.0, min(b, hi) - max(a, lo))
+    job = max(held, key=lambda j: (held[j], -j))
+    mine = [(a, b) for j, a, b in periods if j == job]
+    mean = _mean_duration(records, job, lambda r: any(a <= r.start < b for a, b in mine))
+    base = alone.get(job, math.nan)
+    return job, mean / base if base > 0 else math.nan
+
+
+def less_than_fifo(fifo: Mapping[int, float], mine: Mapping[int, float]) -> list[float]:
+    """Per round of ``mine`` (round -> seconds), in round order: 1 - mine / the same round's FIFO (NaN when
+    either is missing or did not reach the target)."""
+    return [reduction(fifo.get(r, math.nan), mine[r]) for r in sorted(mine)]
+
+
+def _num(v: float, digits: int = 4) -> float | None:
+    return round(v, digits) if v is not None and math.isfinite(v) else None
+
+
+def make_row(
+    *,
+    task: str,
+    dataplane: str,
+    configurations: int,
+    treatment: str,
+    tta: Mapping[int, Mapping[float, float]],
+    fifo: Mapping[int, Mapping[float, float]],
+    slowdown: Mapping[int, float],
+    command: str,
+    framework: str = "mlfc-ps",
+    **extra: Any,
+) -> dict[str, Any]:
+    """One summary.json row: ``tta`` round -> fraction of A* -> seconds (this treatment), ``fifo`` the same
+    of the same rounds' FIFO runs, ``slowdown`` round -> top_job_slowdown. NaN is written as null."""
+    rounds = sorted(tta)
+    row = {
+        "task": task,
+        "dataplane": dataplane,
+        "configurations": configurations,
+        "framework": framework,
+        "treatment": PUBLISHED.get(treatment, treatment),
+        "rounds": len(rounds),
+        "time_to_090": [_num(tta[r][0.90], 3) for r in rounds],
+        "time_to_095": [_num(tta[r][0.95], 3) for r in rounds],
+        "less_than_fifo_095": [
+            _num(v) for v in less_than_fifo({r: f[0.95] for r, f in fifo.items()}, {r: tta[r][0.95] for r in rounds})
+        ],
+        "top_job_slowdown": [_num(slowdown.get(r, math.nan)) for r in rounds],
+        "command": command,
+    }
+    row.update(extra)
+    check_row(row)
+    return row
+
+
+def check_row(row: Mapping[str, Any]) -> None:
+    """Raise ValueError unless ``row`` has the schema's fields, of their types, a value per round."""
+    for name, kind in FIELDS.items():
+        if not isinstance(row.get(name), kind):
+            raise ValueError(f"hpsearch row: {name} missing or not {kind}: {row.get(name)!r}")
+    for name in ("time_to_090", "time_to_095", "less_than_fifo_095", "top_job_slowdown"):
+        values = row[name]
+        if len(values) != row["rounds"] or not all(v is None or isinstance(v, int | float) for v in values):
+            raise ValueError(f"hpsearch row: {name} needs {row['rounds']} numbers or nulls, has {values!r}")
