@@ -22,11 +22,11 @@ import grpc
 import yaml
 from google.protobuf import json_format
 
+from mlfc.controller.client import IntentClient
 from mlfc.controller.config import DEFAULT_INTENT_ADDR, load_config
 from mlfc.controller.errors import ValidationError
 from mlfc.controller.pipeline import Pipeline, PipelineError
 from mlfc.proto import intent_pb2 as pb
-from mlfc.proto import intent_pb2_grpc as pb_grpc
 
 LOG = logging.getLogger("mlfc.controller")
 
@@ -63,20 +63,19 @@ def main(argv: list[str] | None = None) -> int:
             return _check(args.config)
         if args.command == "pipeline":
             return _pipeline(args.grpc_addr, args.device_id, args.election_id)
-        with grpc.insecure_channel(args.addr) as channel:
-            stub = pb_grpc.IntentServiceStub(channel)
+        with IntentClient(args.addr) as client:
             if args.command == "status":
-                reply = stub.Status(pb.StatusRequest(), timeout=args.timeout)
+                reply = client.status(timeout_s=args.timeout)
                 print(_to_json(reply) if args.json else format_status(reply))
             elif args.command == "get":
-                reply = stub.Get(pb.GetRequest(), timeout=args.timeout)
+                reply = client.get(timeout_s=args.timeout)
                 text = yaml.safe_dump(
                     json_format.MessageToDict(reply, preserving_proto_field_name=True), sort_keys=False
                 )
                 print(_to_json(reply) if args.json else text.rstrip())
             elif args.command == "apply":
                 intent = load_intent(args.intent)
-                reply = stub.Apply(intent, timeout=args.timeout)
+                reply = client.apply(intent, timeout_s=args.timeout)
                 print(f"generation {reply.generation}: {reply.entries} entries per switch")
                 for u in reply.unconverged:
                     print(f"not converged: {u.switch}: {pb.SyncState.Name(u.state)}: {u.reason}", file=sys.stderr)

@@ -1,5 +1,6 @@
 """The client of the controller's intent API (mlfc/proto/intent.proto): the one way mlfc code talks to a
-running controller (the CLI, the coordinator's decision sender, the lab, the tests).
+running controller (the CLI, the coordinator's decision sender, the lab, the tests). The only module that
+builds an IntentServiceStub (tests/unit/test_one_client_per_api.py keeps it so).
 
     with IntentClient("127.0.0.1:50090") as ctl:
         reply = ctl.apply(intent)            # raises grpc.RpcError (INVALID_ARGUMENT: nothing changed)
@@ -13,6 +14,7 @@ import time
 import grpc
 
 from mlfc.controller.config import DEFAULT_INTENT_ADDR
+from mlfc.grpc_options import reconnect_backoff
 from mlfc.proto import intent_pb2 as pb
 from mlfc.proto import intent_pb2_grpc as pb_grpc
 
@@ -29,14 +31,7 @@ class IntentClient:
         otherwise grow to minutes while the controller is down."""
         self.addr = addr
         self.timeout_s = timeout_s
-        options = []
-        if reconnect_backoff_s is not None:
-            lo, hi = (max(1, int(s * 1000)) for s in reconnect_backoff_s)
-            options = [
-                ("grpc.initial_reconnect_backoff_ms", lo),
-                ("grpc.min_reconnect_backoff_ms", lo),
-                ("grpc.max_reconnect_backoff_ms", hi),
-            ]
+        options = [] if reconnect_backoff_s is None else reconnect_backoff(*reconnect_backoff_s)
         self._channel = grpc.insecure_channel(addr, options=options)
         self._stub = pb_grpc.IntentServiceStub(self._channel)
 
@@ -49,15 +44,19 @@ class IntentClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _deadline(self, timeout_s: float | None) -> float:
+        # None: the client's default; 0 stays 0 (an explicit --timeout 0 fails at once, as before)
+        return self.timeout_s if timeout_s is None else timeout_s
+
     def apply(self, intent: pb.Intent, timeout_s: float | None = None) -> pb.ApplyReply:
         """Replace the desired state; the reply says which switches did not confirm it in time."""
-        return self._stub.Apply(intent, timeout=timeout_s or self.timeout_s)
+        return self._stub.Apply(intent, timeout=self._deadline(timeout_s))
 
     def get(self, timeout_s: float | None = None) -> pb.GetReply:
-        return self._stub.Get(pb.GetRequest(), timeout=timeout_s or self.timeout_s)
+        return self._stub.Get(pb.GetRequest(), timeout=self._deadline(timeout_s))
 
     def status(self, timeout_s: float | None = None) -> pb.StatusReply:
-        return self._stub.Status(pb.StatusRequest(), timeout=timeout_s or self.timeout_s)
+        return self._stub.Status(pb.StatusRequest(), timeout=self._deadline(timeout_s))
 
     def wait_ready(self, timeout_s: float = 20.0) -> pb.StatusReply:
         """Until the controller answers Status."""

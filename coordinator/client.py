@@ -1,5 +1,7 @@
-"""A client of a running coordinator for operators and experiment runners (the training side uses
-mlfc.hosts.agent): what it knows of jobs, workers and decisions, over its gRPC API.
+"""The client of a running coordinator's gRPC API: the one place that builds its channel, stub and token
+metadata (tests/unit/test_one_client_per_api.py keeps it so). Operators and experiment runners ask it what
+the coordinator knows of jobs, workers and decisions; the training agent (mlfc.hosts.agent) and the bench send
+Register/Report/Finish through it.
 
     with CoordinatorClient("127.0.0.1:50061", token_file="token") as c:
         c.wait_ready(10)
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import grpc
 
+from mlfc.grpc_options import reconnect_backoff
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import coordinator_pb2_grpc
 
@@ -32,12 +35,17 @@ class CoordinatorClient:
         token: str | None = None,
         token_file: str | Path | None = None,
         timeout_s: float = 5.0,
+        reconnect_backoff_s: tuple[float, float] | None = None,
     ) -> None:
+        """``timeout_s`` is every call's deadline unless the call names its own. ``reconnect_backoff_s`` =
+        (initial, max) bounds gRPC's own reconnect backoff, which would otherwise grow to minutes while the
+        coordinator is down."""
         token = resolve_token(token, token_file)
         self.address = address
         self.timeout_s = timeout_s
         self._metadata = ((TOKEN_HEADER, token),)
-        self._channel = grpc.insecure_channel(address)
+        options = [] if reconnect_backoff_s is None else reconnect_backoff(*reconnect_backoff_s)
+        self._channel = grpc.insecure_channel(address, options=options)
         self._stub = coordinator_pb2_grpc.CoordinatorStub(self._channel)
 
     def close(self) -> None:
@@ -49,8 +57,20 @@ class CoordinatorClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method, request):  # type: ignore[no-untyped-def]
-        return method(request, metadata=self._metadata, timeout=self.timeout_s)
+    def _call(self, method, request, timeout_s: float | None = None):  # type: ignore[no-untyped-def]
+        return method(request, metadata=self._metadata, timeout=self.timeout_s if timeout_s is None else timeout_s)
+
+    # -- the training side (mlfc.hosts.agent, bench/coordinator_bench.py) -------------------------------
+    def register(self, request: pb.RegisterRequest, timeout_s: float | None = None) -> pb.RegisterReply:
+        return self._call(self._stub.Register, request, timeout_s)
+
+    def report(self, batch: pb.ReportBatch, timeout_s: float | None = None) -> pb.ReportAck:
+        return self._call(self._stub.Report, batch, timeout_s)
+
+    def finish(self, request: pb.FinishRequest, timeout_s: float | None = None) -> pb.FinishReply:
+        return self._call(self._stub.Finish, request, timeout_s)
+
+    # -- what the coordinator knows ----------------------------------------------------------------------
 
     def wait_ready(self, timeout_s: float = 10.0) -> bool:
         """True once the coordinator answers (with this token); False if it did not within ``timeout_s``."""

@@ -20,7 +20,8 @@ from collections.abc import Callable
 
 import grpc
 
-from mlfc.proto import intent_pb2, intent_pb2_grpc
+from mlfc.controller.client import IntentClient
+from mlfc.proto import intent_pb2
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +52,7 @@ class IntentSender:
         self._check_s = check_interval_s
         # The channel's own reconnect backoff would otherwise grow to minutes while the controller is down;
         # capped at backoff_max_s, a controller that comes back is reached within about that.
-        self._channel = grpc.insecure_channel(
-            target,
-            options=[
-                ("grpc.initial_reconnect_backoff_ms", int(backoff_initial_s * 1000) or 1),
-                ("grpc.min_reconnect_backoff_ms", int(backoff_initial_s * 1000) or 1),
-                ("grpc.max_reconnect_backoff_ms", int(backoff_max_s * 1000)),
-            ],
-        )
-        self._stub = intent_pb2_grpc.IntentServiceStub(self._channel)
+        self._client = IntentClient(target, timeout_s, reconnect_backoff_s=(backoff_initial_s, backoff_max_s))
         self._cv = threading.Condition()
         self._pending: tuple[int, intent_pb2.Intent] | None = None
         self._latest: tuple[int, intent_pb2.Intent] | None = None  # the latest decision submitted
@@ -95,7 +88,7 @@ class IntentSender:
             self._cv.notify_all()
         if self._thread.is_alive():
             self._thread.join(timeout=self._timeout + 1)
-        self._channel.close()
+        self._client.close()
 
     def _run(self) -> None:
         backoff = self._b0
@@ -126,7 +119,7 @@ class IntentSender:
         """Send one decision; False if it should be retried after a backoff."""
         self.attempts += 1
         try:
-            reply = self._stub.Apply(intent, timeout=self._timeout)
+            reply = self._client.apply(intent, timeout_s=self._timeout)
         except grpc.RpcError as e:
             was_ok = not self.last_error
             if self._note_error(e) == grpc.StatusCode.INVALID_ARGUMENT:
@@ -169,7 +162,7 @@ class IntentSender:
             if seq == self.refused_seq or seq > self.applied_seq:
                 return  # refused: sending it again cannot succeed
         try:
-            reply = self._stub.Get(intent_pb2.GetRequest(), timeout=self._timeout)
+            reply = self._client.get(timeout_s=self._timeout)
         except grpc.RpcError as e:
             was_ok = not self.last_error
             if self._note_error(e) == grpc.StatusCode.UNIMPLEMENTED:

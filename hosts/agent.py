@@ -37,16 +37,10 @@ from pathlib import Path
 import grpc
 
 from mlfc import contract
-from mlfc.coordinator.api import (
-    DEFAULT_ADDRESS,
-    MAX_ITERATION_JUMP,
-    MAX_REASON,
-    MAX_REPORT_ITERATION,
-    TOKEN_HEADER,
-    resolve_token,
-)
+from mlfc.coordinator.api import DEFAULT_ADDRESS, MAX_ITERATION_JUMP, MAX_REASON, MAX_REPORT_ITERATION, resolve_token
+from mlfc.coordinator.client import CoordinatorClient
 from mlfc.proto import coordinator_pb2 as pb
-from mlfc.proto import coordinator_pb2_grpc, intent_pb2
+from mlfc.proto import intent_pb2
 
 log = logging.getLogger(__name__)
 
@@ -161,18 +155,12 @@ class Agent:
         self._register, self._replace, self._worker = register, replace, worker
         self._on_ack = on_ack
         self._ranks = {w.rank for w in workers}
-        self._metadata = ((TOKEN_HEADER, token),)
         self._batch, self._timeout = batch_size, rpc_timeout_s
         self._b0, self._bmax, self._finish_timeout = backoff_initial_s, backoff_max_s, finish_timeout_s
-        self._channel = grpc.insecure_channel(
-            coordinator,
-            options=[  # reconnect as fast as our own backoff, not gRPC's default (up to 2 minutes)
-                ("grpc.initial_reconnect_backoff_ms", max(1, int(backoff_initial_s * 1000))),
-                ("grpc.min_reconnect_backoff_ms", max(1, int(backoff_initial_s * 1000))),
-                ("grpc.max_reconnect_backoff_ms", max(1, int(backoff_max_s * 1000))),
-            ],
+        # The channel reconnects as fast as our own backoff, not gRPC's default (up to 2 minutes).
+        self._client = CoordinatorClient(
+            coordinator, token=token, timeout_s=rpc_timeout_s, reconnect_backoff_s=(backoff_initial_s, backoff_max_s)
         )
-        self._stub = coordinator_pb2_grpc.CoordinatorStub(self._channel)
         self._cv = threading.Condition()
         self._buf: deque[tuple[int, pb.IterationReport]] = deque(maxlen=buffer_size)
         self._seq = itertools.count(1)
@@ -282,9 +270,7 @@ class Agent:
         if ok and self._register and self._registered:
             try:
                 remaining = max(0.1, deadline - time.monotonic())
-                self._stub.Finish(
-                    pb.FinishRequest(job_id=self.job_id, reason=reason), timeout=remaining, metadata=self._metadata
-                )
+                self._client.finish(pb.FinishRequest(job_id=self.job_id, reason=reason), timeout_s=remaining)
             except grpc.RpcError as e:
                 self._note_error(e)
                 ok = False
@@ -298,7 +284,7 @@ class Agent:
             self._cv.notify_all()
         if self._started:
             self._thread.join(timeout=self._timeout + 1)
-        self._channel.close()
+        self._client.close()
 
     def stats(self) -> AgentStats:
         with self._cv:
@@ -338,11 +324,7 @@ class Agent:
 
     def _do_register(self) -> bool:
         try:
-            self._stub.Register(
-                pb.RegisterRequest(job=self._spec, instance=self.instance, replace=self._replace),
-                timeout=self._timeout,
-                metadata=self._metadata,
-            )
+            self._client.register(pb.RegisterRequest(job=self._spec, instance=self.instance, replace=self._replace))
         except grpc.RpcError as e:
             code = self._note_error(e)
             if code not in _TRANSIENT:
@@ -388,9 +370,7 @@ class Agent:
     def _send(self, batch: list[tuple[int, pb.IterationReport]]) -> grpc.StatusCode | None:
         """Send one batch; on a validation error retry its reports one by one and drop only the bad ones."""
         try:
-            ack = self._stub.Report(
-                pb.ReportBatch(reports=[r for _, r in batch]), timeout=self._timeout, metadata=self._metadata
-            )
+            ack = self._client.report(pb.ReportBatch(reports=[r for _, r in batch]))
         except grpc.RpcError as e:
             code = self._note_error(e)
             if code not in _REJECTED:
