@@ -26,12 +26,12 @@ from pathlib import Path
 
 import grpc
 
+from mlfc.coordinator.client import CoordinatorClient
 from mlfc.hosts.agent import Agent
 from mlfc.proto import coordinator_pb2 as pb
-from mlfc.proto import coordinator_pb2_grpc, intent_pb2, intent_pb2_grpc
+from mlfc.proto import intent_pb2, intent_pb2_grpc
 
 TOKEN = "bench-token"
-MD = (("x-mlfc-token", TOKEN),)
 
 
 class FakeController(intent_pb2_grpc.IntentServiceServicer):
@@ -89,9 +89,9 @@ def start_coordinator(tmp: Path, controller: str, sync: str) -> tuple[subprocess
     return proc, line.rsplit(" ", 1)[1].strip()
 
 
-def register(stub, job_id: int, workers: int) -> None:  # type: ignore[no-untyped-def]
+def register(client: CoordinatorClient, job_id: int, workers: int) -> None:
     spec = pb.JobSpec(job_id=job_id, name=f"bench{job_id}", workers=[pb.Worker(rank=r) for r in range(workers)])
-    stub.Register(pb.RegisterRequest(job=spec, instance=f"bench-{job_id}"), metadata=MD, timeout=10)
+    client.register(pb.RegisterRequest(job=spec, instance=f"bench-{job_id}"))
 
 
 def rep(job: int, worker: int, it: int, metric: float | None) -> pb.IterationReport:
@@ -111,7 +111,7 @@ def rep(job: int, worker: int, it: int, metric: float | None) -> pb.IterationRep
 
 def throughput(address: str, first_job: int, jobs: int, batch: int, duration: float, clients: int = 2) -> float:
     """Reports/s committed with ``clients`` threads sending pre-built batches of ``batch`` reports."""
-    stub = coordinator_pb2_grpc.CoordinatorStub(grpc.insecure_channel(address))
+    stub = CoordinatorClient(address, token=TOKEN, timeout_s=10)
     ids = list(range(first_job, first_job + jobs))
     for j in ids:
         register(stub, j, workers=4)
@@ -135,11 +135,11 @@ def throughput(address: str, first_job: int, jobs: int, batch: int, duration: fl
     stop = threading.Event()
 
     def run(c: int) -> None:
-        s = coordinator_pb2_grpc.CoordinatorStub(grpc.insecure_channel(address))
+        s = CoordinatorClient(address, token=TOKEN, timeout_s=10)
         for b in per_client[c]:
             if stop.is_set():
                 return
-            counts[c] += s.Report(b, metadata=MD, timeout=10).accepted
+            counts[c] += s.report(b).accepted
 
     threads = [threading.Thread(target=run, args=(c,)) for c in range(clients)]
     t0 = time.perf_counter()
@@ -168,13 +168,13 @@ def agent_throughput(address: str, job: int, n: int) -> tuple[float, float]:
 def decision_latency(address: str, fake: FakeController, rounds: int, base_job: int) -> list[float]:
     """A plateaued 2-worker job whose worker 0 runs 3 iterations ahead (window appears) and then worker 1
     catches up (window goes): each Report call changes the intent. Returns latencies in seconds."""
-    stub = coordinator_pb2_grpc.CoordinatorStub(grpc.insecure_channel(address))
+    stub = CoordinatorClient(address, token=TOKEN, timeout_s=10)
     s, t = base_job, base_job + 1
     register(stub, s, workers=2)
     register(stub, t, workers=1)
     plateau = [rep(s, 0, i, 0.85 - 0.75 * math.exp(-0.08 * i)) for i in range(200)]
-    stub.Report(pb.ReportBatch(reports=plateau + [rep(s, 1, i, None) for i in range(200)]), metadata=MD)
-    stub.Report(pb.ReportBatch(reports=[rep(t, 0, i, 0.95 - 0.9 * (i + 1) ** -0.35) for i in range(200)]), metadata=MD)
+    stub.report(pb.ReportBatch(reports=plateau + [rep(s, 1, i, None) for i in range(200)]))
+    stub.report(pb.ReportBatch(reports=[rep(t, 0, i, 0.95 - 0.9 * (i + 1) ** -0.35) for i in range(200)]))
 
     def windows(intent: intent_pb2.Intent) -> int:
         return sum(len(j.windows) for j in intent.jobs if j.job_id == s)
@@ -188,7 +188,7 @@ def decision_latency(address: str, fake: FakeController, rounds: int, base_job: 
             idx = len(fake.intents)
             batch = [rep(s, worker, n + k, 0.85 if worker == 0 else None) for k in range(3)]
             t0 = time.perf_counter()
-            stub.Report(pb.ReportBatch(reports=batch), metadata=MD, timeout=10)
+            stub.report(pb.ReportBatch(reports=batch))
             t1 = fake.wait_for(idx, lambda i, want=want: windows(i) == want)
             if t1 is not None:
                 out.append(t1 - t0)
@@ -198,7 +198,7 @@ def decision_latency(address: str, fake: FakeController, rounds: int, base_job: 
 
 
 def background_load(address: str, first_job: int, rate: float, stop: threading.Event) -> None:
-    stub = coordinator_pb2_grpc.CoordinatorStub(grpc.insecure_channel(address))
+    stub = CoordinatorClient(address, token=TOKEN, timeout_s=10)
     jobs = [first_job, first_job + 1]
     for j in jobs:
         register(stub, j, workers=1)
@@ -206,7 +206,7 @@ def background_load(address: str, first_job: int, rate: float, stop: threading.E
     nxt = time.perf_counter()
     while not stop.is_set():
         for j in jobs:
-            stub.Report(pb.ReportBatch(reports=[rep(j, 0, it + k, None) for k in range(batch // 2)]), metadata=MD)
+            stub.report(pb.ReportBatch(reports=[rep(j, 0, it + k, None) for k in range(batch // 2)]))
         it += batch // 2
         nxt += period
         time.sleep(max(0.0, nxt - time.perf_counter()))
@@ -249,11 +249,11 @@ def controller_restarts(tmp: Path, sync: str, restarts: int) -> list[float]:
         try:
             ctl.client.wait_synced(0)
             coord, address = start_coordinator(tmp, ctl.intent_addr, sync)
-            stub = coordinator_pb2_grpc.CoordinatorStub(grpc.insecure_channel(address))
+            stub = CoordinatorClient(address, token=TOKEN, timeout_s=10)
             for j in (1, 2, 3):
                 register(stub, j, workers=1)
                 curve = [rep(j, 0, i, 0.9 - 0.8 * (i + 1) ** (-0.2 * j)) for i in range(30)]
-                stub.Report(pb.ReportBatch(reports=curve), metadata=MD, timeout=10)
+                stub.report(pb.ReportBatch(reports=curve))
 
             def job_entries() -> set:
                 with SwitchConnection(sw.grpc_addr, 1, pipeline=pipeline, election_id=1).connect() as conn:
