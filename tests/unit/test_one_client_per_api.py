@@ -17,7 +17,9 @@ def _sources() -> list[Path]:
     return [
         p
         for p in ROOT.rglob("*.py")
-        if not SKIP_DIRS.intersection(p.relative_to(ROOT).parts) and not p.name.endswith("_pb2_grpc.py")
+        if not SKIP_DIRS.intersection(parts := p.relative_to(ROOT).parts)
+        and not any(part.startswith(".") for part in parts)  # venvs (.venv-shell), caches
+        and not p.name.endswith("_pb2_grpc.py")
     ]
 
 
