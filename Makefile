@@ -91,8 +91,9 @@ ROUNDS ?= 3
 hpsearch: install  ## MAIF's time to accuracy in a hyper-parameter search of real jobs, published to docs/data/hpsearch (TASK=digits,synthetic DATAPLANE=bmv2|ref|both ROUNDS=3)
 	$(MEASURE) $(PY) -m mlfc.lab.hpsearch --publish $(if $(filter-out 3,$(ROUNDS)),--rounds $(ROUNDS)) $(if $(TASK),--task $(TASK)) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
-approx: install  ## approximate flow control: full delivery vs selective drop vs fp16/top-k, loss-bound sweep (real jobs)
-	$(MEASURE) $(PY) -m mlfc.lab.approx --out results/approx --rounds $(ROUNDS) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+# The defaults are the documented command, `python -m mlfc.lab.approx --publish` (issue 25's method).
+approx: install  ## approximate flow control: full vs fp16 vs top-k+EF vs old selective drop vs mlfc, published to docs/data/approx (MODEL=digits-cnn,synthetic-mlp ROUNDS=3 SEEDS=0,1 DATAPLANE=bmv2|ref|both)
+	$(MEASURE) $(PY) -m mlfc.lab.approx --publish $(if $(MODEL),--model $(MODEL)) $(if $(filter-out 3,$(ROUNDS)),--rounds $(ROUNDS)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 mltcp-real: install  ## MLTCP's interleaving of two compatible real training jobs, next to the emulator's
 	$(MEASURE) $(PY) -m mlfc.lab.mltcp_real --out results/mltcp-real --rounds $(ROUNDS) $(if $(DATAPLANE),--dataplane $(DATAPLANE))

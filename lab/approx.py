@@ -1,35 +1,40 @@
-"""`make approx`: approximate flow control under congestion, with real PyTorch jobs.
+"""`make approx`: accuracy-centric approximate flow control against full delivery and rigid compression
+(issue 25), with real PyTorch jobs.
 
-    python -m mlfc.lab.approx [--jobs 3] [--width 16] [--lr 0.1] [--compute-s 0.1] [--iterations 80]
-                              [--loss-bound 0.1] [--sweep 0.02,0.05,0.2,0.4] [--rigid fp16] [--rounds 3]
-                              [--treatments full,selective,rigid] [--loss-feedback] [--tolerated-loss loss]
-                              [--bottleneck-pps 600] [--dataplane auto|bmv2|ref|both] [--out results/approx]
+    python -m mlfc.lab.approx [--model digits-cnn,synthetic-mlp] [--jobs 3] [--no-alone] [--iterations N]
+                              [--rounds 3] [--seeds 0,1] [--treatments full,fp16,topk-ef,selective-old,mlfc]
+                              [--mlfc-bound 0.5] [--sweep 0.3,0.7] [--topk match|F] [--bottleneck-pps 600]
+                              [--dataplane auto|bmv2|ref|both] [--publish] [--out results/approx]
 
---jobs identical data-parallel jobs (a PS and --workers workers each, digits, the same seed) share the
-dumbbell's bottleneck; compute is padded to --compute-s so that their pushes overload it together. Treatments:
+--jobs identical data-parallel jobs (a PS and --workers workers each, same model and seed) share the
+dumbbell's bottleneck, compute padded to the model's compute time so that their pushes overload it together
+(congested); with --alone (the default) the same treatments' ``full`` and ``mlfc`` also run one job by itself
+(uncongested: the scheme must cost nothing there). Treatments, all in every round and seed:
 
-* ``full``: every chunk delivered (loss bound 0: the transport retransmits until complete); the switch's
-  selective drop off (plain tail drop), so nothing but congestion loses packets;
-* ``selective``: the switch's drop policy on (mlfc.policy.drop's default: chunks below importance 2, 4, 8
-  dropped from queue depths 16, 32, 48) and the bounded-loss PS: a push tolerates --loss-bound of each
-  tensor's bytes (unprotected chunks only), zero-filled and averaged over what arrived
-  (mlfc/policy/aggregation.py);
-* ``rigid``: the host-side baseline that ignores the network: every push compressed (--rigid: fp16, or
-  topk:F with error feedback; hosts/training/compress.py), loss bound 0, no selective drop;
-* the sweep: ``selective`` at each --sweep loss bound, to show where accuracy starts to suffer.
+* ``full``: every chunk delivered (loss bound 0: retransmitted until complete), tail drop only;
+* ``fp16``: rigid half-precision pushes (hosts/training/compress.py), lossless;
+* ``topk-ef``: rigid top-k pushes with error feedback, lossless; ``--topk match`` (default) sends as many
+  push bytes as the same round's ``mlfc`` run did (top-k's k indices and k values take 8 bytes an element,
+  so F = mlfc's push share / 2);
+* ``selective-old``: the design measured before issue 25: the switch's selective drop
+  (mlfc.policy.drop), a 0.1 loss bound, zero-filled elements lost for good, and each tolerated drop
+  halving the window as a loss does;
+* ``mlfc``: the network decides how much (mlfc.policy.withhold): before each push the worker withholds its
+  least important chunks, as much as its congestion estimate says (nothing on a free link) and at most
+  --mlfc-bound of each tensor; what is withheld or dropped goes out with the next push (error feedback:
+  loss becomes delay); a tolerated drop cuts the window in proportion to the share dropped
+  (hosts/transport/recovery.py); the switch's selective drop stays on for bursts.
+* --sweep B,...: ``mlfc`` at other bounds (published as ``mlfc-bB``).
 
-``selective`` and the sweep lose zero-filled elements for good unless --loss-feedback (the worker adds them to
-the tensor's next push: hosts/training/residual.py); --tolerated-loss sets every sender's window reaction to
-a tolerated loss (loss: halve, as today; ecn: as one ECN mark; none; hosts/transport/config.py).
+A* per model and seed is the converged accuracy of one job trained to a plateau in process (lab/astar.py,
+cached under OUT/astar/), not a short run's. Per run: each job's time to 0.95 A* on its smoothed curve (mean
+of 3 consecutive evaluations; the run's figure is the mean over its jobs, NaN unless all got there), the
+final accuracy (each job's mean over its last 5 evaluations, then the mean over jobs), the bytes sent
+(pushes as sent, pulls in full) as a share of full delivery's, the chunks zero-filled, the switch's drops.
 
-A* is the final validation accuracy of one job trained alone (full delivery); per run the table gives the
-average and p99 iteration time, each job's time to 0.95 A* (mean over the jobs; how many got there), the
-final accuracy (mean over the jobs), the chunks the PS zero-filled and the switch's selective drops. Rounds
-repeat every treatment (rotated order); figures are mean (min..max) over rounds.
-
-Output in OUT/<dataplane>/: summary.md, approx.csv (one row per run), per run the iteration CSV and an
-accuracy-vs-time PNG; accuracy.png (full, selective, rigid in one plot), sweep.png (loss bound vs final
-accuracy and time to 0.95 A*).
+Output in OUT/<model>/<dataplane>/: summary.md, approx.csv (a row per run), per run the iteration CSV and an
+accuracy PNG, accuracy-s<seed>-r<round>.png (every treatment's mean accuracy over time). --publish merges one
+row per model, dataplane, jobs and treatment into docs/data/approx/summary.json (``make figures``).
 """
 
 from __future__ import annotations
@@ -37,14 +42,16 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import shlex
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from mlfc.hosts.transport.recovery import TOLERATED_LOSS_REACTIONS
-from mlfc.lab import dataplanes
+from mlfc.hosts.transport.recovery import DEFAULT_TOLERATED_LOSS
+from mlfc.lab import astar, dataplanes, figures
 from mlfc.lab.cleanup import interrupt_on_sigterm
 from mlfc.lab.jobs import JobSpec
 from mlfc.lab.realjobs import RealRun, real_compute_s, run_experiment, run_real, say, start_lead, training_spec
@@ -52,65 +59,136 @@ from mlfc.lab.results import format_table, percentile, write_csv
 from mlfc.lab.rounds import spread
 from mlfc.lab.scenarios import TREATMENTS
 from mlfc.lab.stack import StackConfig, network_with_control
-from mlfc.lab.tta import AccuracyPoint, final_accuracy, job_time_to_accuracy, plot_accuracy, reduction
+from mlfc.lab.tta import (
+    SMOOTH_WINDOW,
+    AccuracyPoint,
+    final_mean,
+    job_time_to_accuracy,
+    plot_accuracy,
+    reduction,
+)
 from mlfc.policy.drop import DropPolicy
 from mlfc.topologies import dumbbell
 
 NO_SELECTIVE_DROP = DropPolicy(min_importance=(0, 0, 0, 0))  # tail drop only
 FRACTION = 0.95
+FINAL_EVALUATIONS = 5  # the final accuracy is the mean of a job's last 5 evaluations
+OLD_LOSS_BOUND = 0.1  # selective-old: the bound measured before issue 25
+
+
+@dataclass(frozen=True)
+class Model:
+    """One of the experiment's models: a task, its width and learning rate, the compute it is padded to and
+    how many iterations a run takes (enough for full delivery to reach 0.95 A* with room to spare)."""
+
+    task: str
+    width: int
+    lr: float
+    compute_s: float
+    iterations: int
+    what: str
+
+
+# digits-cnn: the digits CNN (153 KB of gradients, compute padded to 0.1 s); synthetic-mlp: a wide MLP on
+# the generated task, whose real compute is a fraction of a millisecond: communication dominates.
+MODELS: dict[str, Model] = {
+    "digits-cnn": Model("digits", 16, 0.1, 0.1, 100, "digits CNN, width 16"),
+    "synthetic-mlp": Model("synthetic", 256, 0.1, 0.05, 160, "MLP width 256 on the generated 8-class task"),
+}
+TREATMENT_NAMES = ("full", "fp16", "topk-ef", "selective-old", "mlfc")
+ALONE_TREATMENTS = ("full", "mlfc")
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One way of running the jobs: a loss bound, a drop policy at the switch, a push compression."""
+    """One way of running the jobs: a loss bound, a drop policy at the switch, a push compression, whether
+    the worker withholds and feeds back, and the window's reaction to a tolerated drop."""
 
     name: str
     loss_bound: float = 0.0
     drop_policy: DropPolicy = NO_SELECTIVE_DROP
-    compress: str = "none"
-    sweep: bool = False  # a point of the loss-bound sweep, not one of the three treatments
-    loss_feedback: bool = False  # zero-filled elements go out with the next push (off: the measured "selective")
+    compress: str = "none"  # none | fp16 | topk (the fraction in ``topk``)
+    topk: float | None = None  # topk's fraction; None: matched to the round's mlfc run
+    loss_feedback: bool = False  # zero-filled (and withheld) elements go out with the next push
+    withhold: bool = False  # the network decides how much of a push is withheld
+    tolerated_loss: str = DEFAULT_TOLERATED_LOSS
+
+    def compression(self, topk: float | None = None) -> str:
+        if self.compress != "topk":
+            return self.compress
+        f = self.topk if self.topk is not None else topk
+        if f is None:
+            raise ValueError(f"{self.name}: no top-k fraction (no mlfc run of this round to match)")
+        return f"topk:{f:.4g}"
 
     def describe(self) -> str:
-        drop = "selective drop on" if self.drop_policy != NO_SELECTIVE_DROP else "tail drop only"
-        comp = f", pushes {self.compress}" if self.compress != "none" else ""
-        feedback = ", loss feedback" if self.loss_feedback and self.loss_bound > 0 else ""
-        return f"loss bound {self.loss_bound:g}, {drop}{comp}{feedback}"
-
-
-TREATMENT_NAMES = ("full", "selective", "rigid")
+        if self.compress == "topk":
+            return "top-k pushes with error feedback, " + (
+                f"F = {self.topk:g}" if self.topk is not None else "bytes matched to mlfc"
+            )
+        if self.compress != "none":
+            return f"{self.compress} pushes"
+        if self.loss_bound == 0:
+            return "every chunk delivered, tail drop"
+        parts = [f"loss bound {self.loss_bound:g}", "selective drop"]
+        parts.append("withheld as congested" if self.withhold else "")
+        parts.append("loss feedback" if self.loss_feedback else "lost for good")
+        parts.append(f"tolerated drop: {self.tolerated_loss}")
+        return ", ".join(p for p in parts if p)
 
 
 def variants(args: argparse.Namespace) -> list[Variant]:
-    out = [
-        v
-        for v in (
-            Variant("full"),
-            Variant("selective", args.loss_bound, DropPolicy(), loss_feedback=args.loss_feedback),
-            Variant("rigid", compress=args.rigid),
-        )
-        if v.name in args.treatments
-    ]
-    taken = {args.loss_bound} if "selective" in args.treatments else set()  # that point is the treatment's
-    out += [
-        Variant(f"bound {b:g}", b, DropPolicy(), sweep=True, loss_feedback=args.loss_feedback)
-        for b in args.sweep
-        if b not in taken
-    ]
+    """The treatments in the order named, then the sweep; topk-ef runs after mlfc when it matches it."""
+    made = {
+        "full": Variant("full"),
+        "fp16": Variant("fp16", compress="fp16"),
+        "topk-ef": Variant("topk-ef", compress="topk", topk=args.topk),
+        "selective-old": Variant(
+            "selective-old", OLD_LOSS_BOUND, DropPolicy(), loss_feedback=False, tolerated_loss="loss"
+        ),
+        "mlfc": mlfc_variant("mlfc", args.mlfc_bound),
+    }
+    out = [made[n] for n in args.treatments]
+    out += [mlfc_variant(f"mlfc-b{b:g}", b) for b in args.sweep if b != args.mlfc_bound]
     return out
 
 
-def parse_treatments(text: str) -> tuple[str, ...]:
+def mlfc_variant(name: str, bound: float) -> Variant:
+    return Variant(name, bound, DropPolicy(), loss_feedback=True, withhold=True)
+
+
+def run_order(vs: Sequence[Variant], rnd: int) -> list[Variant]:
+    """Round ``rnd``'s order: rotated by the round (slow drift of the machine hits all alike), a matched
+    topk-ef moved right after mlfc (it needs mlfc's bytes)."""
+    k = rnd % len(vs) if vs else 0
+    order = list(vs[k:]) + list(vs[:k])
+    matched = [v for v in order if v.compress == "topk" and v.topk is None]
+    if matched and any(v.name == "mlfc" for v in order):
+        order = [v for v in order if v not in matched]
+        i = next(i for i, v in enumerate(order) if v.name == "mlfc")
+        order[i + 1 : i + 1] = matched
+    return order
+
+
+def parse_names(text: str, allowed: Sequence[str]) -> tuple[str, ...]:
     names = tuple(t.strip() for t in text.split(",") if t.strip())
-    unknown = [t for t in names if t not in TREATMENT_NAMES]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma list of {', '.join(TREATMENT_NAMES)}")
+    unknown = [t for t in names if t not in allowed]
+    if unknown or not names or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a comma list of {', '.join(allowed)} (no repeats)")
     return names
+
+
+def parse_treatments(text: str) -> tuple[str, ...]:
+    return parse_names(text, TREATMENT_NAMES)
+
+
+def parse_models(text: str) -> tuple[str, ...]:
+    return parse_names(text, tuple(MODELS))
 
 
 def parse_bounds(text: str) -> list[float]:
     out = []
-    for item in text.split(","):
+    for item in (i for i in text.split(",") if i.strip()):
         try:
             b = float(item)
         except ValueError:
@@ -121,49 +199,72 @@ def parse_bounds(text: str) -> list[float]:
     return out
 
 
-def jobs_for(args: argparse.Namespace, v: Variant, n: int) -> tuple[JobSpec, ...]:
+def parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seeds {text!r}: expected integers, e.g. 0,1") from None
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"--seeds {text!r}: distinct integers >= 0")
+    return seeds
 
+
+def parse_topk(text: str) -> float | None:
+    if text == "match":
+        return None
+    try:
+        f = float(text)
+    except ValueError:
+        f = math.nan
+    if not 0.0 < f <= 1.0:
+        raise argparse.ArgumentTypeError(f"--topk {text!r}: 'match' or a fraction in (0, 1]")
+    return f
+
+
+def jobs_for(
+    args: argparse.Namespace, model: Model, v: Variant, n: int, seed: int, topk: float | None
+) -> tuple[JobSpec, ...]:
     out = []
     for j in range(1, n + 1):
-        spec = training_spec(
-            j,
-            task=args.task,
-            width=args.width,
-            lr=args.lr,
-            compute_s=args.compute_s,
-            workers=args.workers,
-            eval_every=args.eval_every,
-            seed=args.seed,
-            loss_bound=v.loss_bound,
-            name=v.name,
-        )
-        if v.compress != "none":
-            spec = replace(spec, training=replace(spec.training, compress=v.compress))
-        spec = replace(spec, training=replace(spec.training, loss_feedback=v.loss_feedback))
-        out.append(spec)
+        spec = training_spec(j, task=model.task, width=model.width, lr=model.lr, compute_s=model.compute_s,
+                             workers=args.workers, eval_every=args.eval_every, seed=seed, loss_bound=v.loss_bound,
+                             name=v.name)  # fmt: skip
+        t = replace(spec.training, compress=v.compression(topk), loss_feedback=v.loss_feedback, withhold=v.withhold)
+        out.append(replace(spec, training=t))
     return tuple(out)
 
 
-def stack(args: argparse.Namespace, v: Variant, n: int) -> StackConfig:
-    t = TREATMENTS["baseline"]
+def stack(
+    args: argparse.Namespace, model: Model, v: Variant, n: int, seed: int, topk: float | None = None
+) -> StackConfig:
     return StackConfig(
         name=f"approx/{v.name}",
-        jobs=jobs_for(args, v, n),
-        iterations=args.iterations,
-        cc=t.cc,
+        jobs=jobs_for(args, model, v, n, seed, topk),
+        iterations=args.iterations or model.iterations,
+        cc=TREATMENTS["baseline"].cc,
         bottleneck_pps=args.bottleneck_pps,
         drop_policy=v.drop_policy,
         start_lead_s=start_lead(n),
-        tolerated_loss=args.tolerated_loss,
+        tolerated_loss=v.tolerated_loss,
     )
 
 
 @dataclass
 class Result:
+    model: str
     variant: Variant
+    jobs: int
+    seed: int
     round: int
     run: RealRun
     a_star: float
+    model_bytes: int  # one worker's full push (and pull) per iteration
+    compression: str = "none"
+    csv: Path | None = None
+
+    @property
+    def congested(self) -> bool:
+        return self.jobs > 1
 
     def points(self) -> dict[int, list[AccuracyPoint]]:
         return self.run.points()
@@ -182,7 +283,7 @@ class Result:
 
     def tta(self) -> list[float]:
         target = FRACTION * self.a_star
-        return [job_time_to_accuracy(p, target, self.run.start) for p in self.points().values()]
+        return [job_time_to_accuracy(p, target, self.run.start, SMOOTH_WINDOW) for p in self.points().values()]
 
     @property
     def mean_tta(self) -> float:
@@ -192,8 +293,22 @@ class Result:
 
     @property
     def final(self) -> float:
-        f = [final_accuracy(p) for p in self.points().values()]
+        f = [final_mean(p, FINAL_EVALUATIONS) for p in self.points().values()]
         return statistics.fmean(f) if f else math.nan
+
+    @property
+    def push_share(self) -> float:
+        """Bytes the pushes handed to the network over full delivery's (withheld chunks and compression off)."""
+        recs = self.run.records
+        if not recs or self.model_bytes <= 0:
+            return math.nan
+        sent = [r.sent_bytes if r.sent_bytes is not None else r.bytes for r in recs]
+        return statistics.fmean(sent) / self.model_bytes
+
+    @property
+    def bytes_share(self) -> float:
+        """Pushes as sent plus pulls (always in full) over full delivery's pushes and pulls."""
+        return (self.push_share + 1.0) / 2.0
 
     @property
     def lost_chunks(self) -> int:
@@ -211,374 +326,287 @@ class Result:
 @dataclass
 class Experiment:
     args: argparse.Namespace
+    model_name: str
     plane: dataplanes.Dataplane
     out: Path
-    a_star: float = math.nan
-    solo_iter: float = math.nan
-    solo_tta: float = math.nan
+    references: dict[int, astar.Reference] = field(default_factory=dict)  # seed -> converged run
     probe: str = ""
     padding: float = math.nan
     results: list[Result] = field(default_factory=list)
 
-    def rows(self, name: str) -> list[Result]:
-        return sorted((r for r in self.results if r.variant.name == name), key=lambda r: r.round)
+    @property
+    def model(self) -> Model:
+        return MODELS[self.model_name]
+
+    def rows(self, name: str, jobs: int) -> list[Result]:
+        mine = (r for r in self.results if r.variant.name == name and r.jobs == jobs)
+        return sorted(mine, key=lambda r: (r.round, r.seed))
+
+    def groups(self) -> list[tuple[int, str]]:
+        """(jobs, treatment) in the order they first ran, congested first."""
+        seen: dict[tuple[int, str], None] = {}
+        for r in sorted(self.results, key=lambda r: -r.jobs):
+            seen.setdefault((r.jobs, r.variant.name), None)
+        return list(seen)
 
 
-def run_solo(e: Experiment, ctl, topo) -> None:
-    v = Variant("alone")
-    run = run_real(ctl, topo, stack(e.args, v, 1), watch=False)
-    if run.errors:
-        raise RuntimeError(f"solo run failed: {'; '.join(run.errors)}")
-    write_csv(e.out / "alone.csv", run.records)
-    pts = run.points().get(1, [])
-    e.a_star = final_accuracy(pts)
-    d = [r.duration for r in run.records if r.iteration >= 1]
-    e.solo_iter = statistics.fmean(d)
-    e.solo_tta = job_time_to_accuracy(pts, FRACTION * e.a_star, run.start)
-    say(f"   alone: A* = {e.a_star:.3f}, {e.solo_iter:.3f} s/iteration, 0.95 A* after {e.solo_tta:.1f} s")
+def run_references(e: Experiment) -> None:
+    a, m = e.args, e.model
+    plateau = astar.Plateau(window=SMOOTH_WINDOW, eval_every=a.eval_every)
+    for seed in a.seeds:
+        ref = astar.reference(a.cache, m.task, m.width, m.lr, seed, a.workers, None, plateau)
+        e.references[seed] = ref
+        reach = ref.iteration_reaching(FRACTION * ref.a_star)
+        how = "cached" if ref.cached else f"trained in {ref.seconds:.0f} s"
+        say(f"-- A* ({e.model_name}, seed {seed}): {ref.a_star:.3f} after {ref.iterations[-1]} iterations "
+            f"({how}); 0.95 A* at iteration {reach} in process")  # fmt: skip
+        if reach is None or reach > stack(a, m, Variant("x"), 1, seed).iterations:
+            say("   warning: the runs are shorter than where full delivery reaches 0.95 A* in process")
 
 
-def run_variant(e: Experiment, ctl, topo, v: Variant, rnd: int) -> Result:
-    run = run_real(ctl, topo, stack(e.args, v, e.args.jobs), watch=False)
-    res = Result(v, rnd, run, e.a_star)
-    stem = e.out / f"{v.name.replace(' ', '')}-r{rnd + 1}"
-    write_csv(stem.parent / f"{stem.name}.csv", run.records)
-    plot_accuracy(
-        stem.parent / f"{stem.name}-accuracy.png",
-        res.points(),
-        f"{v.name} ({v.describe()}), round {rnd + 1}, {e.plane.label}",
-        run.start,
-        {"0.95 A*": FRACTION * e.a_star},
-    )
+def run_variant(e: Experiment, ctl, topo, v: Variant, jobs: int, seed: int, rnd: int) -> Result:
+    topk = None
+    if v.compress == "topk" and v.topk is None:
+        mine = [
+            r for r in e.results if r.variant.name == "mlfc" and r.round == rnd and r.seed == seed and r.jobs == jobs
+        ]
+        if not mine:
+            raise RuntimeError("topk-ef --topk match needs the round's mlfc run first (treatments include mlfc)")
+        topk = max(1e-3, min(1.0, mine[-1].push_share / 2))
+    cfg = stack(e.args, e.model, v, jobs, seed, topk)
+    run = run_real(ctl, topo, cfg, watch=False)
+    res = Result(e.model_name, v, jobs, seed, rnd, run, e.references[seed].a_star, cfg.jobs[0].profile.push_bytes,
+                 v.compression(topk))  # fmt: skip
+    stem = e.out / f"{v.name}-j{jobs}-s{seed}-r{rnd + 1}"
+    res.csv = stem.parent / f"{stem.name}.csv"
+    write_csv(res.csv, run.records)
+    plot_accuracy(stem.parent / f"{stem.name}-accuracy.png", res.points(),
+                  f"{e.model_name} {v.name} ({res.compression if v.compress != 'none' else v.describe()}), {jobs} "
+                  f"job(s), seed {seed}, round {rnd + 1}, {e.plane.label}",
+                  run.start, {"0.95 A*": FRACTION * res.a_star})  # fmt: skip
     n_hit = sum(not math.isnan(t) for t in res.tta())
     say(
-        f"   {v.name} round {rnd + 1}: {res.avg:.3f} s/iteration (p99 {res.p99:.3f}), 0.95 A* after "
-        f"{res.mean_tta:.1f} s ({n_hit}/{len(res.tta())} jobs), final accuracy {res.final:.3f}, "
-        f"{res.lost_chunks} chunks zero-filled, {res.drops} selective drops, {res.retransmits} retransmits"
+        f"   {v.name}, {jobs} job(s), seed {seed}, round {rnd + 1}: {res.avg:.3f} s/iteration (p99 {res.p99:.3f}), "
+        f"0.95 A* after {res.mean_tta:.1f} s ({n_hit}/{len(res.tta())} jobs), final accuracy {res.final:.4f}, "
+        f"bytes {100 * res.bytes_share:.0f} % of full (pushes {100 * res.push_share:.0f} %), {res.lost_chunks} "
+        f"chunks zero-filled, {res.drops} switch drops, {res.retransmits} retransmits"
     )
     if run.errors:
         say(f"   errors: {'; '.join(run.errors)}")
     return res
 
 
-def table(e: Experiment, names: list[str]) -> str:
-    full = {r.round: r for r in e.rows("full")}
+def table(e: Experiment) -> str:
     rows = []
-    for name in names:
-        mine = e.rows(name)
-        if not mine:
-            continue
-        v = mine[0].variant
-        faster = (
-            "-"
-            if name == "full"
-            else spread(
-                [reduction(full[r.round].mean_tta, r.mean_tta) if r.round in full else math.nan for r in mine],
-                100,
-                unit=" %",
-            )
-        )
-        acc_drop = (
-            "-"
-            if name == "full"
-            else spread(
-                [100 * (full[r.round].final - r.final) if r.round in full else math.nan for r in mine],
-                fmt=".1f",
-                unit=" pp",
-            )
-        )
+    for jobs, name in e.groups():
+        mine = e.rows(name, jobs)
+        full = {(r.round, r.seed): r for r in e.rows("full", jobs)}
+        base = [full.get((r.round, r.seed)) for r in mine]
+        faster = [reduction(b.mean_tta, r.mean_tta) if b else math.nan for r, b in zip(mine, base, strict=True)]
+        below = [100 * (b.final - r.final) if b else math.nan for r, b in zip(mine, base, strict=True)]
         hit = "/".join(f"{sum(not math.isnan(t) for t in r.tta())}" for r in mine)
-        rows.append(
-            [
-                name,
-                v.describe(),
-                len(mine),
-                spread([r.avg for r in mine], fmt=".3f"),
-                spread([r.p99 for r in mine], fmt=".3f"),
-                spread([r.mean_tta for r in mine], fmt=".1f"),
-                hit,
-                faster,
-                spread([r.final for r in mine], fmt=".3f"),
-                acc_drop,
-                spread([r.lost_chunks for r in mine]),
-                spread([r.drops for r in mine]),
-                spread([r.retransmits for r in mine]),
-                f"{100 * min(r.run.run.utilisation for r in mine):.0f} %",
-            ]
-        )
-    headers = [
-        "variant",
-        "what",
-        "rounds",
-        "avg iter s",
-        "p99 iter s",
-        "to 0.95 A* s",
-        "jobs there",
-        "faster than full",
-        "final acc",
-        "acc below full",
-        "zero-filled chunks",
-        "switch drops",
-        "retransmits",
-        "link use (min)",
-    ]
+        rows.append([
+            name, jobs, mine[0].variant.describe(), len(mine),
+            spread([r.avg for r in mine], fmt=".3f"), spread([r.p99 for r in mine], fmt=".3f"),
+            spread([r.mean_tta for r in mine], fmt=".1f"), hit,
+            "-" if name == "full" else spread(faster, 100, unit=" %"),
+            spread([r.final for r in mine], fmt=".4f"),
+            "-" if name == "full" else spread(below, fmt=".2f", unit=" pp"),
+            spread([r.bytes_share for r in mine], 100, unit=" %"),
+            spread([r.lost_chunks for r in mine]), spread([r.drops for r in mine]),
+            spread([r.retransmits for r in mine]),
+            f"{100 * min(r.run.run.utilisation for r in mine):.0f} %",
+        ])  # fmt: skip
+    headers = ["treatment", "jobs", "what", "runs", "avg iter s", "p99 iter s", "to 0.95 A* s", "jobs there",
+               "less time than full", "final acc (last 5)", "acc below full", "bytes vs full", "zero-filled chunks",
+               "switch drops", "retransmits", "link use (min)"]  # fmt: skip
     return format_table(headers, rows)
 
 
-def plot_three(path: Path, e: Experiment, rnd: int) -> None:
-    curves, starts = {}, {}
-    for name in ("full", "selective", "rigid"):
-        r = next((x for x in e.rows(name) if x.round == rnd), None)
-        if r is not None:
-            # one series per treatment: the mean accuracy over its jobs at each evaluated iteration
-            pts = r.points()
-            by_it: dict[int, list[AccuracyPoint]] = {}
-            for p in (p for ps in pts.values() for p in ps):
-                by_it.setdefault(p.iteration, []).append(p)
-            curves[name] = {
-                0: [
-                    AccuracyPoint(max(p.time for p in ps), it, statistics.fmean(p.accuracy for p in ps))
-                    for it, ps in sorted(by_it.items())
-                ]
-            }
-            starts[name] = r.run.start
-    if not curves:
+def mean_curve(r: Result) -> list[AccuracyPoint]:
+    """The mean accuracy over a run's jobs at each evaluated iteration, at the time the last job had it."""
+    by_it: dict[int, list[AccuracyPoint]] = {}
+    for p in (p for ps in r.points().values() for p in ps):
+        by_it.setdefault(p.iteration, []).append(p)
+    return [AccuracyPoint(max(p.time for p in ps), it, statistics.fmean(p.accuracy for p in ps))
+            for it, ps in sorted(by_it.items())]  # fmt: skip
+
+
+def plot_treatments(path: Path, e: Experiment, jobs: int, seed: int, rnd: int) -> None:
+    runs = [r for r in e.results if r.jobs == jobs and r.seed == seed and r.round == rnd]
+    if not runs:
         return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 5))
-    for i, (name, c) in enumerate(curves.items()):
-        pts = c[0]
-        ax.plot(
-            [p.time - starts[name] for p in pts],
-            [p.accuracy for p in pts],
-            label=name,
-            color=plt.get_cmap("tab10")(i),
-            marker=".",
-            markersize=3,
-        )
-    ax.axhline(FRACTION * e.a_star, color="grey", linestyle="--", linewidth=0.8)
-    ax.annotate("0.95 A*", (0, FRACTION * e.a_star), xytext=(2, 2), textcoords="offset points", fontsize="small")
-    ax.set_xlabel("time since the start (s)")
-    ax.set_ylabel(f"validation accuracy (mean of {e.args.jobs} jobs)")
-    ax.set_ylim(0, 1)
-    ax.set_title(
-        f"full delivery vs selective drop vs {e.args.rigid}, round {rnd + 1}, {e.plane.label}", fontsize="medium"
-    )
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    curves = {r.variant.name: {0: mean_curve(r)} for r in runs}
+    starts = {r.variant.name: r.run.start for r in runs}
+    title = (f"{e.model_name}: mean accuracy of {jobs} job(s) per treatment, seed {seed}, round {rnd + 1}, "
+             f"{e.plane.label}")  # fmt: skip
+    plot_accuracy(path, curves, title, starts, {"0.95 A*": FRACTION * e.references[seed].a_star})
 
 
-def plot_sweep(path: Path, e: Experiment) -> None:
-    bounds = sorted({r.variant.loss_bound for r in e.results if r.variant.drop_policy != NO_SELECTIVE_DROP})
-    if not bounds:
-        return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    def at(b: float, f) -> list[float]:
-        return [f(r) for r in e.results if r.variant.drop_policy != NO_SELECTIVE_DROP and r.variant.loss_bound == b]
-
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    full_final = [r.final for r in e.rows("full")]
-    full_tta = [r.mean_tta for r in e.rows("full")]
-    for b in bounds:
-        finals, ttas = at(b, lambda r: r.final), at(b, lambda r: r.mean_tta)
-        a1.plot([100 * b] * len(finals), finals, "k.", markersize=5)
-        a2.plot([100 * b] * len(ttas), ttas, "k.", markersize=5)
-    a1.plot(
-        [100 * b for b in bounds],
-        [statistics.fmean(at(b, lambda r: r.final)) for b in bounds],
-        "o-",
-        color="tab:blue",
-        label="selective drop",
-    )
-    ttas = [[t for t in at(b, lambda r: r.mean_tta) if not math.isnan(t)] for b in bounds]
-    a2.plot(
-        [100 * b for b, t in zip(bounds, ttas, strict=True) if t],
-        [statistics.fmean(t) for t in ttas if t],
-        "o-",
-        color="tab:blue",
-        label="selective drop",
-    )
-    if full_final:
-        a1.axhline(statistics.fmean(full_final), color="tab:green", linestyle="--", label="full delivery")
-        a1.axhline(statistics.fmean(full_final) - 0.005, color="tab:red", linestyle=":", label="full - 0.5 pp")
-    if [t for t in full_tta if not math.isnan(t)]:
-        a2.axhline(
-            statistics.fmean(t for t in full_tta if not math.isnan(t)),
-            color="tab:green",
-            linestyle="--",
-            label="full delivery",
-        )
-    a1.set_xlabel("loss bound (% of each tensor)")
-    a1.set_ylabel("final accuracy (mean of the jobs)")
-    a2.set_xlabel("loss bound (% of each tensor)")
-    a2.set_ylabel("time to 0.95 A* (s)")
-    for a in (a1, a2):
-        a.grid(alpha=0.3)
-        a.legend(fontsize="small")
-    fig.suptitle(f"loss-bound sweep, {e.plane.label}", fontsize="medium")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+RUN_FIELDS = ("dataplane", "model", "treatment", "jobs", "seed", "round", "compression", "loss_bound", "a_star",
+              "avg_s", "p99_s", "tta_095_s", "jobs_reached", "final_acc", "bytes_share", "push_share",
+              "zero_filled_chunks", "switch_drops", "retransmits", "utilisation", "cpu_busy", "errors")  # fmt: skip
 
 
 def write_runs_csv(path: Path, e: Experiment) -> None:
     with path.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(
-            [
-                "dataplane",
-                "variant",
-                "loss_bound",
-                "selective_drop",
-                "compress",
-                "round",
-                "avg_s",
-                "p99_s",
-                "tta_0.95_s",
-                "jobs_reached",
-                "final_accuracy",
-                "zero_filled_chunks",
-                "switch_drops",
-                "retransmits",
-                "utilisation",
-                "cpu_busy",
-                "errors",
-            ]
-        )
+        w.writerow(RUN_FIELDS)
         for r in e.results:
-            v = r.variant
-            w.writerow(
-                [
-                    e.plane.name,
-                    v.name,
-                    v.loss_bound,
-                    v.drop_policy != NO_SELECTIVE_DROP,
-                    v.compress,
-                    r.round + 1,
-                    f"{r.avg:.4f}",
-                    f"{r.p99:.4f}",
-                    f"{r.mean_tta:.3f}",
-                    sum(not math.isnan(t) for t in r.tta()),
-                    f"{r.final:.4f}",
-                    r.lost_chunks,
-                    r.drops,
-                    r.retransmits,
-                    f"{r.run.run.utilisation:.3f}",
-                    f"{r.run.run.cpu.mean_busy:.1f}" if r.run.run.cpu else "",
-                    "; ".join(r.run.errors),
-                ]
-            )
+            w.writerow([
+                e.plane.name, r.model, r.variant.name, r.jobs, r.seed, r.round + 1, r.compression,
+                r.variant.loss_bound, f"{r.a_star:.4f}", f"{r.avg:.4f}", f"{r.p99:.4f}", f"{r.mean_tta:.3f}",
+                sum(not math.isnan(t) for t in r.tta()), f"{r.final:.4f}", f"{r.bytes_share:.4f}",
+                f"{r.push_share:.4f}", r.lost_chunks, r.drops, r.retransmits, f"{r.run.run.utilisation:.3f}",
+                f"{r.run.run.cpu.mean_busy:.1f}" if r.run.run.cpu else "", "; ".join(r.run.errors),
+            ])  # fmt: skip
 
 
-def summary(e: Experiment, names: list[str]) -> str:
-    a = e.args
-    nbytes = jobs_for(a, Variant("x"), 1)[0].profile.push_bytes
+def summary(e: Experiment) -> str:
+    a, m = e.args, e.model
+    refs = ", ".join(f"seed {s}: {r.a_star:.3f}" for s, r in e.references.items())
     lines = [
-        f"## Approximate flow control on {e.plane.label} ({time.strftime('%Y-%m-%d %H:%M')})",
+        f"## Approximate flow control, {e.model_name}, on {e.plane.label} ({time.strftime('%Y-%m-%d %H:%M')})",
         "",
         f"dataplane: {dataplanes.describe(e.plane)}; {e.probe}",
-        f"{a.jobs} identical jobs, each a PS + {a.workers} workers: {a.task} CNN width {a.width}, lr {a.lr:g}, "
-        f"seed {a.seed} ({nbytes:,} bytes pushed per worker per iteration), {a.iterations} iterations, compute "
-        f"padded to {a.compute_s:g} s (real forward/backward {1000 * e.padding:.1f} ms), bottleneck "
-        f"{a.bottleneck_pps} pkt/s, queue depth 64; {a.rounds} round(s).",
-        f"Alone (full delivery): A* = {e.a_star:.3f}, {e.solo_iter:.3f} s/iteration, 0.95 A* after {e.solo_tta:.1f} s.",
+        f"{m.what} ({e.results[0].model_bytes if e.results else '?'} bytes pushed per worker per "
+        f"iteration), lr {m.lr:g}, {a.workers} workers per job, {a.iterations or m.iterations} iterations, compute "
+        f"padded to {m.compute_s:g} s (real forward/backward {1000 * e.padding:.1f} ms), bottleneck "
+        f"{a.bottleneck_pps} pkt/s, queue depth 64; {a.rounds} round(s) x seeds {','.join(map(str, a.seeds))}.",
+        f"A* (converged in process, lab/astar.py): {refs}. Time to 0.95 A* on the smoothed curve (mean of "
+        f"{SMOOTH_WINDOW} evaluations); final accuracy: mean of the last {FINAL_EVALUATIONS} evaluations.",
         "",
         "```",
-        table(e, names),
+        table(e),
         "```",
         "",
     ]
     return "\n".join(lines)
 
 
-def run_plane(args: argparse.Namespace, plane: dataplanes.Dataplane) -> str:
-    out = args.out / plane.name
-    e = Experiment(args, plane, out, padding=real_compute_s(args.task, args.width))
+# --- the published rows (docs/data/approx, issue 25 item 8) -------------------------------------------
+
+KEY = ("model", "dataplane", "jobs", "treatment")
+SCHEMA = (
+    "issue 25: one row per model, dataplane, jobs and treatment; time_to_095 (s, smoothed curve, mean over the "
+    "run's jobs) and final_acc (mean of each job's last 5 evaluations, mean over jobs) one per run; "
+    "bytes_sent_share: pushes as sent plus pulls over full delivery's, mean over runs"
+)
+
+
+def published_rows(e: Experiment, command: str) -> list[tuple[dict, list[tuple[Path, str]]]]:
+    out = []
+    prefix = f"{e.model_name}/{e.plane.name}"
+    for jobs, name in e.groups():
+        mine = e.rows(name, jobs)
+        full = {(r.round, r.seed): r for r in e.rows("full", jobs)}
+        less = [reduction(full[(r.round, r.seed)].mean_tta, r.mean_tta) if (r.round, r.seed) in full else math.nan
+                for r in mine]  # fmt: skip
+        row = {
+            "model": e.model_name,
+            "dataplane": e.plane.name,
+            "jobs": jobs,
+            "congested": jobs > 1,
+            "treatment": name,
+            "rounds": len({r.round for r in mine}),
+            "seeds": sorted({r.seed for r in mine}),
+            "time_to_095": [_num(r.mean_tta) for r in mine],
+            "final_acc": [_num(r.final) for r in mine],
+            "bytes_sent_share": _num(statistics.fmean(r.bytes_share for r in mine)),
+            "less_than_full_095": [_num(x) for x in less],
+            "runs": [{"round": r.round + 1, "seed": r.seed, "compression": r.compression} for r in mine],
+            "what": mine[0].variant.describe(),
+            "loss_bound": mine[0].variant.loss_bound,
+            "a_star": {str(s): round(ref.a_star, 4) for s, ref in e.references.items()},
+            "iterations": e.args.iterations or e.model.iterations,
+            "bottleneck_pps": e.args.bottleneck_pps,
+            "errors": sum(len(r.run.errors) for r in mine),
+            "measured": time.strftime("%Y-%m-%d"),
+            "command": command,
+        }
+        runs = [(r.csv, f"{prefix}/{r.csv.name}") for r in mine if r.csv is not None]
+        out.append((row, runs))
+    return out
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(x, 4)
+
+
+def run_plane(args: argparse.Namespace, plane: dataplanes.Dataplane, command: str) -> str:
+    texts = []
     topo = dumbbell(args.jobs, args.workers)
-    vs = variants(args)
-    names = [v.name for v in vs]
-    with network_with_control(topo, stack(args, vs[0], args.jobs), out / "run", plane) as ctl:
-        e.probe = ctl.probe.describe()
-        say(f"network up on {plane.label}: {e.probe}")
-        say("-- one job alone (A*)")
-        run_solo(e, ctl, topo)
-        total, k = args.rounds * len(vs), 0
-        for rnd in range(args.rounds):
-            for v in vs[rnd % len(vs) :] + vs[: rnd % len(vs)]:
-                k += 1
-                say(f"-- {v.name} ({v.describe()}), round {rnd + 1}/{args.rounds} ({k}/{total})")
-                e.results.append(run_variant(e, ctl, topo, v, rnd))
-            plot_three(out / f"accuracy-r{rnd + 1}.png", e, rnd)
-            plot_sweep(out / "sweep.png", e)
-            write_runs_csv(out / "approx.csv", e)
-            text = summary(e, names)
-            (out / "summary.md").write_text(text)
-            say(text)
-    return summary(e, names)
+    first = MODELS[args.model[0]]
+    with network_with_control(topo, stack(args, first, Variant("full"), args.jobs, args.seeds[0]),
+                              args.out / "run" / plane.name, plane) as ctl:  # fmt: skip
+        probe = ctl.probe.describe()
+        say(f"network up on {plane.label}: {probe}")
+        for name in args.model:
+            e = Experiment(args, name, plane, args.out / name / plane.name, probe=probe)
+            e.padding = real_compute_s(e.model.task, e.model.width)
+            run_references(e)
+            vs = variants(args)
+            alone = [v for v in vs if v.name in ALONE_TREATMENTS] if args.alone else []
+            total = args.rounds * len(args.seeds) * (len(vs) + len(alone))
+            k = 0
+            for rnd in range(args.rounds):
+                for seed in args.seeds:
+                    for jobs, group in ((args.jobs, vs), (1, alone)):
+                        for v in run_order(group, rnd):
+                            k += 1
+                            say(f"-- {name}: {v.name} ({v.describe()}), {jobs} job(s), seed {seed}, round "
+                                f"{rnd + 1}/{args.rounds} ({k}/{total})")  # fmt: skip
+                            e.results.append(run_variant(e, ctl, topo, v, jobs, seed, rnd))
+                        plot_treatments(e.out / f"accuracy-j{jobs}-s{seed}-r{rnd + 1}.png", e, jobs, seed, rnd)
+                    write_runs_csv(e.out / "approx.csv", e)
+                    (e.out / "summary.md").write_text(summary(e))
+                say(summary(e))
+            if args.publish:
+                rows, runs = zip(*published_rows(e, command), strict=True)
+                path = figures.publish("approx", list(rows), key=KEY, runs=[x for rs in runs for x in rs],
+                                       meta={"schema": SCHEMA})  # fmt: skip
+                say(f"published {len(rows)} row(s) to {path}; `make figures` regenerates the docs' tables")
+            texts.append(summary(e))
+    return "\n\n".join(texts)
 
 
 def main(argv: list[str] | None = None) -> int:
-    interrupt_on_sigterm()
+    argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--task", default="digits")
-    ap.add_argument("--jobs", type=int, default=3)
+    ap.add_argument("--model", type=parse_models, default=tuple(MODELS), help="comma list of %(default)s")
+    ap.add_argument("--jobs", type=int, default=3, help="jobs on the bottleneck in the congested runs (%(default)s)")
+    ap.add_argument("--no-alone", dest="alone", action="store_false", help="skip the one-job (uncongested) runs")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--width", type=int, default=16)
-    ap.add_argument("--lr", type=float, default=0.1)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=parse_seeds, default=[0, 1], help="model init and data order (0,1)")
     ap.add_argument("--eval-every", type=int, default=2)
-    ap.add_argument("--compute-s", type=float, default=0.1, help="pad compute to this per iteration (%(default)s s)")
-    ap.add_argument("--iterations", type=int, default=80)
-    ap.add_argument("--loss-bound", type=float, default=0.1, help="the selective treatment's bound (%(default)s)")
-    ap.add_argument("--sweep", type=parse_bounds, default=[0.02, 0.05, 0.2, 0.4], help="loss bounds to sweep")
-    ap.add_argument(
-        "--treatments",
-        type=parse_treatments,
-        default=TREATMENT_NAMES,
-        help="which of full,selective,rigid to run (all; e.g. 'full' with --sweep for a sweep of its own)",
-    )
-    ap.add_argument("--rigid", default="fp16", help="the rigid baseline's compression: fp16 | topk:F (%(default)s)")
+    ap.add_argument("--iterations", type=int, default=None, help="per run (default per model: "
+                    + ", ".join(f"{n} {m.iterations}" for n, m in MODELS.items()) + ")")  # fmt: skip
+    ap.add_argument("--mlfc-bound", type=float, default=0.5, help="mlfc's loss bound per tensor (%(default)s)")
+    ap.add_argument("--sweep", type=parse_bounds, default=[], help="mlfc at these other bounds too, e.g. 0.3,0.7")
+    ap.add_argument("--treatments", type=parse_treatments, default=TREATMENT_NAMES,
+                    help=f"comma list of {', '.join(TREATMENT_NAMES)} (all)")  # fmt: skip
+    ap.add_argument("--topk", type=parse_topk, default=None, help="topk-ef's fraction: match (mlfc's bytes) or F")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--bottleneck-pps", type=int, default=600)
-    ap.add_argument(
-        "--loss-feedback", action="store_true", help="selective/sweep: zero-filled elements go out with the next push"
-    )
-    ap.add_argument(
-        "--tolerated-loss",
-        default="loss",
-        choices=TOLERATED_LOSS_REACTIONS,
-        help="the senders' window reaction to a tolerated loss (%(default)s)",
-    )
+    ap.add_argument("--cache", type=Path, default=None, help="converged references (default OUT/astar)")
     ap.add_argument("--dataplane", default="auto", choices=("auto", "bmv2", "ref", "both"))
     ap.add_argument("--out", type=Path, default=Path("results/approx"))
+    ap.add_argument("--publish", action="store_true", help="merge the rows into docs/data/approx/summary.json")
     args = ap.parse_args(argv)
-    if args.rounds < 1 or args.jobs < 1 or args.workers < 1 or args.iterations < 4:
-        ap.error("--rounds, --jobs, --workers must be >= 1, --iterations >= 4")
-    if not 0.0 < args.loss_bound <= 1.0:
-        ap.error("--loss-bound must be in (0, 1]")
-    try:
-        from mlfc.hosts.training.compress import parse
-
-        if not parse(args.rigid).active:
-            raise ValueError("the rigid baseline needs a compression")
-    except ValueError as exc:
-        ap.error(f"--rigid: {exc}")
+    if args.rounds < 1 or args.jobs < 2 or args.workers < 1 or args.eval_every < 1 or (args.iterations or 4) < 4:
+        ap.error("--rounds, --workers, --eval-every must be >= 1, --jobs >= 2 (congested), --iterations >= 4")
+    if not 0.0 < args.mlfc_bound <= 1.0:
+        ap.error("--mlfc-bound must be in (0, 1]")
+    if "topk-ef" in args.treatments and args.topk is None and "mlfc" not in args.treatments:
+        ap.error("topk-ef with --topk match needs mlfc among the treatments (or give --topk F)")
+    args.cache = args.cache or args.out / "astar"
+    command = shlex.join(["python", "-m", "mlfc.lab.approx", *argv])
+    interrupt_on_sigterm()
     return run_experiment(
         "approx",
         args.dataplane,
-        lambda plane: run_plane(args, plane),
-        f"{args.out}/<dataplane>/summary.md, approx.csv, accuracy-r*.png, sweep.png, per-run CSV/PNG",
+        lambda plane: run_plane(args, plane, command),
+        f"{args.out}/<model>/<dataplane>/summary.md, approx.csv, accuracy-*.png, per-run CSV/PNG",
     )
 
 

@@ -158,6 +158,7 @@ class SearchRun:
     same_as_solo: int  # jobs whose accuracy at every iteration equals their solo run's
     top_job: int | None = None  # MAIF: the job that held the top class longest; FIFO: the round's MAIF one
     slowdown: float = math.nan  # that job's iteration time (while on top; FIFO: all run) over alone
+    top_phases: dict[str, float] = field(default_factory=dict)  # that job's seconds per phase (hrows.PHASES)
 
     @property
     def finish(self) -> float:
@@ -171,6 +172,7 @@ class Solo:
     final: float
     iter_s: float  # mean iteration time alone (first iteration left out)
     comm_s: float
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase alone (hrows.PHASES)
 
     def tta(self, target: float) -> float:
         return job_time_to_accuracy(self.run.points().get(1, []), target, self.run.start, SMOOTH_WINDOW)
@@ -295,7 +297,7 @@ def run_solos(s: Search, ctl, topo) -> None:
         stem = s.out / "solo" / cfg.name.replace(" ", "_")
         write_csv(stem.parent / f"{stem.name}.csv", run.records)  # not with_suffix: "lr0.1" has a dot
         it, comm = mean_iter(run.records)
-        solo = Solo(cfg, run, final_accuracy(run.points().get(1, [])), it, comm)
+        solo = Solo(cfg, run, final_accuracy(run.points().get(1, [])), it, comm, hrows.phase_means(run.records, 1))
         s.solos.append(solo)
         say(f"   {cfg.name}: final accuracy {solo.final:.3f}, {it:.3f} s/iteration (comm {comm:.3f} s)")
 
@@ -319,6 +321,8 @@ def run_search(s: Search, ctl, topo, treatment: Treatment, rnd: int) -> SearchRu
     if treatment.priorities == "maif":
         periods = hrows.top_periods(run.decisions, run.t0_wall)
         result.top_job, result.slowdown = hrows.top_job_slowdown(run.records, periods, s.alone(order))
+        if result.top_job is not None:
+            result.top_phases = hrows.top_job_phases(run.records, periods, result.top_job)
     # files
     stem = s.out / f"{treatment.name}-r{rnd + 1}"
     write_run_csv(stem.parent / f"{stem.name}.csv", run, s.configs, order, rnd)
@@ -528,10 +532,37 @@ def summary(s: Search, names: Sequence[str]) -> str:
         "```",
         "",
     ]
+    phases = phase_table(s)
+    if phases:
+        lines += [
+            "Where the top job's time goes: seconds per iteration in each phase while it held the top class "
+            "(FIFO: the same job over the whole run) against the same configuration alone; pull includes the "
+            "PS's wait for the job's slower worker:",
+            "",
+            "```",
+            phases,
+            "```",
+            "",
+        ]
     for name in names:
         if TREATMENTS[name].priorities == "maif":
             lines += timeline_text(s, name)
     return "\n".join(lines)
+
+
+def phase_table(s: Search) -> str:
+    rows = []
+    for r in sorted(s.runs, key=lambda r: (r.round, r.treatment)):
+        if r.top_job is None or not r.top_phases:
+            continue
+        cfg = s.configs[r.order[r.top_job - 1]]
+        alone = next((so.phases for so in s.solos if so.config == cfg), {})
+        cells = [f"{r.top_phases[p]:.3f} / {alone.get(p, math.nan):.3f}" for p in hrows.PHASES]
+        rows.append([r.round + 1, r.treatment, f"{r.top_job} ({cfg.name})", *cells, f"{r.slowdown:.2f}x"])
+    if not rows:
+        return ""
+    return format_table(["round", "treatment", "top job", *(f"{p} s (top / alone)" for p in hrows.PHASES),
+                         "iteration vs alone"], rows)  # fmt: skip
 
 
 def fifo_slowdown(s: Search, rnd: int) -> None:
@@ -544,6 +575,7 @@ def fifo_slowdown(s: Search, rnd: int) -> None:
             base.top_job = maif[0].top_job
             alone = s.alone(base.order).get(base.top_job, math.nan)
             base.slowdown = hrows.job_slowdown(base.run.records, base.top_job, alone)
+            base.top_phases = hrows.phase_means(base.run.records, base.top_job)
 
 
 def published_rows(s: Search, command: str) -> list[tuple[dict, list[tuple[Path, str]]]]:

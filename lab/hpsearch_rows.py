@@ -88,6 +88,29 @@ def top_job_slowdown(
     return job, mean / base if base > 0 else math.nan
 
 
+PHASES = ("compute", "push", "pull")
+
+
+def phase_means(records: Iterable[IterationRecord], job: int, keep=lambda r: True, skip: int = 1) -> dict[str, float]:
+    """The job's mean seconds per iteration in each phase: compute (start to the push), push (until the PS
+    acknowledged it), pull (until the new parameters were in: the PS's wait for the job's slowest worker,
+    its update and the transfer back); NaN where the records do not split push from pull."""
+    rs = [r for r in records if r.job == job and r.iteration >= skip and keep(r)]
+    split = [r for r in rs if r.push_end is not None]
+    out = {"compute": statistics.fmean(r.comm_start - r.start for r in rs) if rs else math.nan}
+    out["push"] = statistics.fmean(r.push_end - r.comm_start for r in split) if split else math.nan
+    out["pull"] = statistics.fmean(r.comm_end - r.push_end for r in split) if split else math.nan
+    return out
+
+
+def top_job_phases(
+    records: Sequence[IterationRecord], periods: Sequence[tuple[int, float, float]], job: int
+) -> dict[str, float]:
+    """``phase_means`` of ``job`` over the iterations that began while it held the top class."""
+    mine = [(a, b) for j, a, b in periods if j == job]
+    return phase_means(records, job, lambda r: any(a <= r.start < b for a, b in mine))
+
+
 def less_than_fifo(fifo: Mapping[int, float], mine: Mapping[int, float]) -> list[float]:
     """Per round of ``mine`` (round -> seconds), in round order: 1 - mine / the same round's FIFO (NaN when
     either is missing or did not reach the target)."""

@@ -55,6 +55,15 @@ def final_accuracy(points: Sequence[AccuracyPoint]) -> float:
     return max(points, key=lambda p: p.iteration).accuracy if points else math.nan
 
 
+def final_mean(points: Sequence[AccuracyPoint], last: int = 5) -> float:
+    """The mean accuracy of the job's last ``last`` evaluations (one noisy final point does not decide a
+    comparison); NaN without points."""
+    if last < 1:
+        raise ValueError(f"last={last} must be >= 1")
+    tail = sorted(points, key=lambda p: p.iteration)[-last:]
+    return sum(p.accuracy for p in tail) / len(tail) if tail else math.nan
+
+
 def a_star(finals: Mapping[object, float]) -> float:
     """A*: the best final accuracy among configurations trained alone (NaN values ignored)."""
     vals = [v for v in finals.values() if math.isfinite(v)]

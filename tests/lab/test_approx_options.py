@@ -1,39 +1,105 @@
-"""`make approx`'s choice of treatments: the sweep can run beside full delivery alone."""
+"""`make approx`'s treatments (issue 25): the five of the issue, what each runs, the round's order (a matched
+top-k after mlfc), the published rows' figures, and bad input refused clearly."""
 
 from __future__ import annotations
 
 import argparse
+import math
+from types import SimpleNamespace
 
 import pytest
 
 from mlfc.lab import approx
+from mlfc.lab.results import IterationRecord
+from mlfc.lab.tta import accuracy_points, final_mean
 
 
 def args(**kw) -> argparse.Namespace:
-    base = {"loss_bound": 0.1, "rigid": "fp16", "sweep": [0.02, 0.1, 0.4], "treatments": approx.TREATMENT_NAMES,
-            "loss_feedback": False}  # fmt: skip
+    base = {"treatments": approx.TREATMENT_NAMES, "mlfc_bound": 0.5, "sweep": [], "topk": None}
     return argparse.Namespace(**(base | kw))
 
 
-def test_all_three_treatments_and_the_sweep_by_default():
-    names = [v.name for v in approx.variants(args())]
-    assert names == ["full", "selective", "rigid", "bound 0.02", "bound 0.4"]  # 0.1 is the selective treatment
+def test_the_five_treatments_by_default_and_what_each_runs():
+    vs = {v.name: v for v in approx.variants(args())}
+    assert list(vs) == ["full", "fp16", "topk-ef", "selective-old", "mlfc"]
+    assert vs["full"].loss_bound == 0 and vs["full"].drop_policy == approx.NO_SELECTIVE_DROP
+    assert vs["fp16"].compression() == "fp16" and vs["fp16"].loss_bound == 0
+    old, new = vs["selective-old"], vs["mlfc"]
+    assert (old.loss_bound, old.loss_feedback, old.withhold, old.tolerated_loss) == (0.1, False, False, "loss")
+    assert (new.loss_bound, new.loss_feedback, new.withhold) == (0.5, True, True)
+    assert new.tolerated_loss == "proportional" and new.drop_policy != approx.NO_SELECTIVE_DROP
+    with pytest.raises(ValueError, match="no top-k fraction"):
+        vs["topk-ef"].compression()  # matched: needs the round's mlfc bytes
+    assert vs["topk-ef"].compression(0.2) == "topk:0.2"
+    assert approx.variants(args(topk=0.1))[2].compression() == "topk:0.1"
 
 
-def test_loss_feedback_is_off_unless_asked_for_and_then_on_for_selective_and_the_sweep():
-    assert not any(v.loss_feedback for v in approx.variants(args()))  # "selective" as measured so far
-    vs = {v.name: v for v in approx.variants(args(loss_feedback=True))}
-    assert vs["selective"].loss_feedback and vs["bound 0.4"].loss_feedback and not vs["full"].loss_feedback
-    assert vs["selective"].describe().endswith("loss feedback") and "feedback" not in vs["full"].describe()
+def test_the_sweep_adds_mlfc_at_other_bounds():
+    names = [v.name for v in approx.variants(args(treatments=("full", "mlfc"), sweep=[0.3, 0.5, 0.7]))]
+    assert names == ["full", "mlfc", "mlfc-b0.3", "mlfc-b0.7"]  # 0.5 is mlfc's own
 
 
-def test_full_delivery_beside_the_sweep_only():
-    vs = approx.variants(args(treatments=approx.parse_treatments("full")))
-    assert [v.name for v in vs] == ["full", "bound 0.02", "bound 0.1", "bound 0.4"]
-    assert all(v.sweep for v in vs[1:]) and vs[0].loss_bound == 0
+def test_rounds_rotate_and_a_matched_topk_runs_right_after_mlfc():
+    vs = approx.variants(args())
+    for rnd in range(6):
+        names = [v.name for v in approx.run_order(vs, rnd)]
+        assert sorted(names) == sorted(approx.TREATMENT_NAMES)
+        assert names[names.index("mlfc") + 1] == "topk-ef"
+    assert approx.run_order(vs, 0)[0].name == "full"
+    assert approx.run_order(vs, 1)[0].name == "fp16"
+    fixed = approx.variants(args(topk=0.1))  # a fixed fraction keeps its rotated place
+    assert [v.name for v in approx.run_order(fixed, 2)] == ["topk-ef", "selective-old", "mlfc", "full", "fp16"]
 
 
-@pytest.mark.parametrize("text", ["", "full,everything", "selectiv"])
-def test_unknown_treatments_are_refused(text):
-    with pytest.raises(argparse.ArgumentTypeError, match="full, selective, rigid"):
-        approx.parse_treatments(text)
+@pytest.mark.parametrize(
+    ("parse", "text", "match"),
+    [
+        (approx.parse_treatments, "full,everything", "full, fp16, topk-ef, selective-old, mlfc"),
+        (approx.parse_treatments, "full,full", "no repeats"),
+        (approx.parse_models, "resnet", "digits-cnn, synthetic-mlp"),
+        (approx.parse_seeds, "0,x", "expected integers"),
+        (approx.parse_seeds, "1,1", "distinct"),
+        (approx.parse_bounds, "0.5,1.5", "expected a fraction"),
+        (approx.parse_topk, "half", "'match' or a fraction"),
+    ],
+)
+def test_bad_options_are_refused_with_what_is_expected(parse, text, match):
+    with pytest.raises(argparse.ArgumentTypeError, match=match):
+        parse(text)
+
+
+def test_options_parse():
+    assert approx.parse_topk("match") is None and approx.parse_topk("0.25") == 0.25
+    assert approx.parse_seeds("0,1") == [0, 1] and approx.parse_models("digits-cnn") == ("digits-cnn",)
+
+
+def _record(job: int, it: int, *, acc=None, sent=None, nbytes=1000, end=None) -> IterationRecord:
+    return IterationRecord("approx", job, f"{job}/0", it, float(it), float(it), float(it) + 0.5, end or it + 1.0,
+                           nbytes, accuracy=acc, sent_bytes=sent)  # fmt: skip
+
+
+def _result(records, a_star=1.0, name="mlfc") -> approx.Result:
+    run = SimpleNamespace(records=records, points=lambda: accuracy_points(records), start=0.0, errors=[],
+                          run=SimpleNamespace(counters={}))  # fmt: skip
+    return approx.Result("digits-cnn", approx.mlfc_variant(name, 0.5), 3, 0, 0, run, a_star, 1000)
+
+
+def test_a_runs_figures_smoothed_time_last_five_accuracy_and_bytes():
+    accs = [0.5, 0.97, 0.5, 0.96, 0.96, 0.96, 0.96, 0.96, 0.96]  # a spike at 1, smoothed crossing later
+    recs = [_record(1, i, acc=a, sent=500) for i, a in enumerate(accs)]
+    recs += [_record(2, i, acc=a, sent=None) for i, a in enumerate(accs)]  # sent unknown: counted as full
+    res = _result(recs)
+    # mean of 3 evaluations first >= 0.95 at iteration 5 (0.96, 0.96, 0.96), reported at its end (6.0 s)
+    assert res.tta() == [6.0, 6.0] and res.mean_tta == 6.0
+    assert res.final == pytest.approx(0.96)
+    assert res.push_share == pytest.approx(0.75) and res.bytes_share == pytest.approx(0.875)
+    short = _result([_record(1, 0, acc=0.2), _record(2, 0, acc=0.99)])
+    assert math.isnan(short.mean_tta)  # one job never got there: the run's figure is unknown, not the other's
+
+
+def test_final_accuracy_is_the_mean_of_the_last_five_evaluations():
+    pts = _result([_record(1, i, acc=a) for i, a in enumerate([0.1, 0.2, 0.9, 0.8, 0.9, 0.8, 1.0])]).points()[1]
+    assert final_mean(pts) == pytest.approx((0.9 + 0.8 + 0.9 + 0.8 + 1.0) / 5)
+    assert final_mean(pts[:2]) == pytest.approx(0.15) and math.isnan(final_mean([]))
+    with pytest.raises(ValueError):
+        final_mean(pts, 0)

@@ -135,3 +135,59 @@ def test_hpsearch_rows_render_against_issue_26s_targets(tmp_path: Path) -> None:
     assert "| 20 % (10..30) | 1.18x (1.10..1.25) | ≥ 38 % less than FIFO, top job ≤ 1.3x | **no** |" in table[3]
     assert table[4].endswith("| ≥ 45 % less than FIFO, top job ≤ 1.3x | yes |")
     assert "`python -m mlfc.lab.hpsearch --publish`" in table[-1]
+
+
+def _apx(treatment: str, tta=(60.0, 62.0, 58.0, 61.0, 59.0, 60.0), acc=(0.95,) * 6, jobs: int = 3, **kw) -> dict:
+    row = {"model": "digits-cnn", "dataplane": "ref", "jobs": jobs, "congested": jobs > 1, "treatment": treatment,
+           "rounds": 3, "seeds": [0, 1], "time_to_095": list(tta), "final_acc": list(acc), "bytes_sent_share": 0.7,
+           "less_than_full_095": [0.4] * len(tta), "command": "python -m mlfc.lab.approx --publish"}  # fmt: skip
+    row.update(kw)
+    return row
+
+
+def test_approx_rows_render_against_issue_25s_targets(tmp_path: Path) -> None:
+    full = _apx("full", tta=(100.0,) * 6)
+    assert figures.approx_meets(_apx("mlfc"), full)  # 60 s against 100 s: 40 % less, same accuracy
+    assert not figures.approx_meets(_apx("mlfc", tta=(61.0,) * 6), full)  # 39 % less
+    assert not figures.approx_meets(_apx("mlfc", acc=(0.944,) * 6), full)  # 0.6 pp below full
+    assert not figures.approx_meets(_apx("mlfc", tta=(50.0, None, 50.0, 50.0, 50.0, 50.0)), full)  # a run missed
+    assert not figures.approx_meets(_apx("mlfc", rounds=2), full)  # short of the method
+    assert not figures.approx_meets(_apx("mlfc", seeds=[0]), full)
+    assert not figures.approx_meets(_apx("mlfc"), None)  # nothing to compare with
+    assert figures.approx_meets(_apx("topk-ef"), full) is None
+    alone_full = _apx("full", jobs=1, tta=(30.0,) * 6)
+    assert figures.approx_meets(_apx("mlfc", jobs=1, tta=(30.5,) * 6), alone_full)  # 1.7 % more: within 2 %
+    assert not figures.approx_meets(_apx("mlfc", jobs=1, tta=(30.7,) * 6), alone_full)
+    rows = [_apx("mlfc", tta=(70.0,) * 6, acc=(0.948,) * 6), full, _apx("fp16", tta=(80.0,) * 6), alone_full,
+            _apx("mlfc", jobs=1, tta=(30.0,) * 6)]  # fmt: skip
+    figures.publish("approx", rows, key=("model", "dataplane", "jobs", "treatment"), data=tmp_path)
+    table = figures.render("approx", tmp_path).splitlines()
+    assert [line.split(" | ")[2:4] for line in table[2:7]] == [
+        ["3", "full"], ["3", "fp16"], ["3", "mlfc"], ["1", "full"], ["1", "mlfc"]]  # fmt: skip
+    assert "| 0.20 pp | 70 % | ≥ 40 % less time than full, ≤ 0.5 pp below | **no** |" in table[4]
+    assert table[6].endswith("| ≤ 2 % more time than full, ≤ 0.5 pp below | yes |")
+    assert "`python -m mlfc.lab.approx --publish`" in table[-1]
+
+
+def _chaos(seed: int, **kw) -> dict:
+    row = {"dataplane": "ref", "seed": seed, "faults": 10, "reports_acked": 300, "reports_found": 300,
+           "decisions_acked": 12, "decisions_applied": 12, "max_restore_s": 0.4, "final_acc": 0.951,
+           "undisturbed_acc": 0.953, "command": f"python -m mlfc.lab.chaos --seed {seed} --publish"}  # fmt: skip
+    row.update(kw)
+    return row
+
+
+def test_chaos_rows_render_against_issue_29s_targets(tmp_path: Path) -> None:
+    assert figures.chaos_meets(_chaos(1))
+    assert not figures.chaos_meets(_chaos(1, reports_found=299))  # a lost acknowledged report
+    assert not figures.chaos_meets(_chaos(1, decisions_applied=11))
+    assert not figures.chaos_meets(_chaos(1, max_restore_s=1.31))
+    assert not figures.chaos_meets(_chaos(1, max_restore_s=None))  # unmeasured is not met
+    assert not figures.chaos_meets(_chaos(1, final_acc=0.947))  # 0.6 pp below
+    assert not figures.chaos_meets(_chaos(1, faults=6))
+    figures.publish("chaos", [_chaos(2, max_restore_s=1.31), _chaos(1)], key=("dataplane", "seed", "faults"),
+                    data=tmp_path)  # fmt: skip
+    table = figures.render("chaos", tmp_path).splitlines()
+    assert table[2].startswith("| ref | 1 | 10 | 300/300 | 12/12 | 0.400 | 0.9510 | 0.9530 | -0.20 pp | yes |")
+    assert "| 1.310 |" in table[3] and table[3].endswith("| **no** |")
+    assert "`python -m mlfc.lab.chaos --seed 2 --publish`" in table[-1]
