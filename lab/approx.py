@@ -19,11 +19,14 @@ dumbbell's bottleneck, compute padded to the model's compute time so that their 
 * ``selective-old``: the design measured before issue 25: the switch's selective drop
   (mlfc.policy.drop), a 0.1 loss bound, zero-filled elements lost for good, and each tolerated drop
   halving the window as a loss does;
-* ``mlfc``: the network decides how much (mlfc.policy.withhold): before each push the worker withholds its
-  least important chunks, as much as its congestion estimate says (nothing on a free link) and at most
+* ``mlfc-push``: the network decides how much (mlfc.policy.withhold): before each push the worker withholds
+  its least important chunks, as much as its congestion estimate says (nothing on a free link) and at most
   --mlfc-bound of each tensor; what is withheld or dropped goes out with the next push (error feedback:
   loss becomes delay); a tolerated drop cuts the window in proportion to the share dropped
-  (hosts/transport/recovery.py); the switch's selective drop stays on for bursts.
+  (hosts/transport/recovery.py); the switch's selective drop stays on for bursts;
+* ``mlfc``: the same, and the pulls too (hosts/training/pull_copies.py): under congestion the PS leaves out
+  the parameter chunks that changed least since the worker last got them, up to the same bound, and the
+  worker keeps its previous values there; what was left out goes out once it is among the larger changes.
 * --sweep B,...: ``mlfc`` at other bounds (published as ``mlfc-bB``).
 
 A* per model and seed is the converged accuracy of one job trained to a plateau in process (lab/astar.py,
@@ -95,7 +98,7 @@ MODELS: dict[str, Model] = {
     "digits-cnn": Model("digits", 16, 0.1, 0.1, 100, "digits CNN, width 16"),
     "synthetic-mlp": Model("synthetic", 256, 0.1, 0.05, 160, "MLP width 256 on the generated 8-class task"),
 }
-TREATMENT_NAMES = ("full", "fp16", "topk-ef", "selective-old", "mlfc")
+TREATMENT_NAMES = ("full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc")
 ALONE_TREATMENTS = ("full", "mlfc")
 
 
@@ -111,6 +114,7 @@ class Variant:
     topk: float | None = None  # topk's fraction; None: matched to the round's mlfc run
     loss_feedback: bool = False  # zero-filled (and withheld) elements go out with the next push
     withhold: bool = False  # the network decides how much of a push is withheld
+    pull_bound: float = 0.0  # approximate pulls: at most this share of a pulled tensor left out (0: whole)
     tolerated_loss: str = DEFAULT_TOLERATED_LOSS
 
     def compression(self, topk: float | None = None) -> str:
@@ -133,6 +137,7 @@ class Variant:
         parts = [f"loss bound {self.loss_bound:g}", "selective drop"]
         parts.append("withheld as congested" if self.withhold else "")
         parts.append("loss feedback" if self.loss_feedback else "lost for good")
+        parts.append(f"pulls left out up to {self.pull_bound:g}" if self.pull_bound else "")
         parts.append(f"tolerated drop: {self.tolerated_loss}")
         return ", ".join(p for p in parts if p)
 
@@ -146,6 +151,7 @@ def variants(args: argparse.Namespace) -> list[Variant]:
         "selective-old": Variant(
             "selective-old", OLD_LOSS_BOUND, DropPolicy(), loss_feedback=False, tolerated_loss="loss"
         ),
+        "mlfc-push": mlfc_variant("mlfc-push", args.mlfc_bound, pulls=False),
         "mlfc": mlfc_variant("mlfc", args.mlfc_bound),
     }
     out = [made[n] for n in args.treatments]
@@ -153,8 +159,8 @@ def variants(args: argparse.Namespace) -> list[Variant]:
     return out
 
 
-def mlfc_variant(name: str, bound: float) -> Variant:
-    return Variant(name, bound, DropPolicy(), loss_feedback=True, withhold=True)
+def mlfc_variant(name: str, bound: float, pulls: bool = True) -> Variant:
+    return Variant(name, bound, DropPolicy(), loss_feedback=True, withhold=True, pull_bound=bound if pulls else 0.0)
 
 
 def run_order(vs: Sequence[Variant], rnd: int) -> list[Variant]:
@@ -229,7 +235,8 @@ def jobs_for(
         spec = training_spec(j, task=model.task, width=model.width, lr=model.lr, compute_s=model.compute_s,
                              workers=args.workers, eval_every=args.eval_every, seed=seed, loss_bound=v.loss_bound,
                              name=v.name)  # fmt: skip
-        t = replace(spec.training, compress=v.compression(topk), loss_feedback=v.loss_feedback, withhold=v.withhold)
+        t = replace(spec.training, compress=v.compression(topk), loss_feedback=v.loss_feedback, withhold=v.withhold,
+                    pull_loss_bound=v.pull_bound)  # fmt: skip
         out.append(replace(spec, training=t))
     return tuple(out)
 
@@ -306,9 +313,18 @@ class Result:
         return statistics.fmean(sent) / self.model_bytes
 
     @property
+    def pull_share(self) -> float:
+        """Bytes the pulls brought over full delivery's (the chunks the PS left out off)."""
+        recs = self.run.records
+        if not recs or self.model_bytes <= 0:
+            return math.nan
+        sent = [r.pull_sent_bytes if r.pull_sent_bytes is not None else self.model_bytes for r in recs]
+        return statistics.fmean(sent) / self.model_bytes
+
+    @property
     def bytes_share(self) -> float:
-        """Pushes as sent plus pulls (always in full) over full delivery's pushes and pulls."""
-        return (self.push_share + 1.0) / 2.0
+        """Pushes and pulls as sent over full delivery's pushes and pulls."""
+        return (self.push_share + self.pull_share) / 2.0
 
     @property
     def lost_chunks(self) -> int:
@@ -388,7 +404,8 @@ def run_variant(e: Experiment, ctl, topo, v: Variant, jobs: int, seed: int, rnd:
     say(
         f"   {v.name}, {jobs} job(s), seed {seed}, round {rnd + 1}: {res.avg:.3f} s/iteration (p99 {res.p99:.3f}), "
         f"0.95 A* after {res.mean_tta:.1f} s ({n_hit}/{len(res.tta())} jobs), final accuracy {res.final:.4f}, "
-        f"bytes {100 * res.bytes_share:.0f} % of full (pushes {100 * res.push_share:.0f} %), {res.lost_chunks} "
+        f"bytes {100 * res.bytes_share:.0f} % of full (pushes {100 * res.push_share:.0f} %, pulls "
+        f"{100 * res.pull_share:.0f} %), {res.lost_chunks} "
         f"chunks zero-filled, {res.drops} switch drops, {res.retransmits} retransmits"
     )
     if run.errors:

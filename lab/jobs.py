@@ -46,6 +46,7 @@ class Training:
     compress: str = "none"  # rigid compression of every push: none | fp16 | topk:F (mlfc.hosts.training.compress)
     loss_feedback: bool = True  # zero-filled gradient elements go out with the next push (ClientConfig)
     withhold: bool = False  # the network decides how much of a push is withheld (ClientConfig.withhold)
+    pull_loss_bound: float = 0.0  # approximate pulls: the PS leaves out up to this share under congestion
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,7 @@ def training_job(spec: JobSpec, iterations: int, transport: Transport) -> Traini
         slope=p.slope, intercept=p.intercept, f_shape=format_shape(p), f_rule=p.rule, line_rate=transport.line_rate,
         timeout=600.0,
         compress=t.compress, loss_feedback=t.loss_feedback, withhold=t.withhold,
+        pull_loss_bound=t.pull_loss_bound,
         tolerated_loss=transport.tolerated_loss,
     )  # fmt: skip
 
@@ -295,6 +297,7 @@ class WorkerLog:
             int(row.get("lost_chunks", 0)),
             str(row.get("mltcp_f") or ""),
             int(row["sent_bytes"]) if "sent_bytes" in row else None,
+            int(row["pull_sent_bytes"]) if "pull_sent_bytes" in row else None,
         )
 
     def describe(self, iterations: int) -> str:

@@ -30,6 +30,7 @@ class IterationRecord:
     lost_chunks: int = 0  # chunks of this iteration's push the PS zero-filled (real training)
     mltcp_f: str = ""  # "slope:intercept" the worker's sender used for this iteration's push ("" without MLTCP)
     sent_bytes: int | None = None  # of ``bytes``, what the push handed to the network (less withheld chunks)
+    pull_sent_bytes: int | None = None  # what the pull brought over the network (less chunks the PS left out)
 
     @property
     def duration(self) -> float:
@@ -127,6 +128,7 @@ def read_csv(path: Path) -> list[IterationRecord]:
                     lost_chunks=int(row.get("lost_chunks") or 0),
                     mltcp_f=row.get("mltcp_f") or "",
                     sent_bytes=int(row["sent_bytes"]) if row.get("sent_bytes") else None,
+                    pull_sent_bytes=int(row["pull_sent_bytes"]) if row.get("pull_sent_bytes") else None,
                 )
             )
     return out

@@ -114,6 +114,19 @@ def build_parser() -> argparse.ArgumentParser:
             )
             p.add_argument("--checkpoint-every", type=int, default=1, help="save after every k-th step (%(default)s)")
             p.add_argument(
+                "--pull-loss-bound",
+                type=float,
+                default=0.0,
+                help="approximate pulls: under congestion leave out up to this share of each pulled tensor, the "
+                "chunks that changed least; the worker keeps its previous values there (0: pulls whole)",
+            )
+            p.add_argument(
+                "--withhold-gain",
+                type=float,
+                default=WithholdPolicy().gain,
+                help="with --pull-loss-bound: f(c) = min(1, GAIN * c) of a pull left out at congestion c (%(default)s)",
+            )
+            p.add_argument(
                 "--metrics",
                 default=None,
                 metavar="[HOST:]PORT",
@@ -206,6 +219,8 @@ def _run_ps(args: argparse.Namespace) -> int:
         deadline=args.deadline,
         timeout=args.timeout,
         sender=_sender_config(args),
+        pull_withhold=WithholdPolicy(gain=args.withhold_gain) if args.pull_loss_bound > 0 else None,
+        pull_loss_bound=args.pull_loss_bound,
     )
     ckpt = Checkpoint(Path(args.checkpoint), args.checkpoint_every) if args.checkpoint else None
     with make_parameter_server(task, train, scfg, checkpoint=ckpt) as srv:

@@ -47,6 +47,7 @@ class TrainingJob:
     protect_fraction: float = 0.25
     loss_feedback: bool = True  # what the PS zero-filled goes out again with the next push (error feedback)
     withhold: bool = False  # the network-decided withheld share (worker --withhold; mlfc.policy.withhold)
+    pull_loss_bound: float = 0.0  # approximate pulls (PS --pull-loss-bound; hosts/training/pull_copies.py)
     eval_every: int = 5
     compute_s: float = 0.0  # pad real compute up to this (0: none)
     compress: str = "none"  # rigid push compression: none | fp16 | topk:F (hosts/training/compress.py)
@@ -132,6 +133,8 @@ def ps_argv(
         args += ["--metrics", metrics]
     if job.checkpoint:
         args += ["--checkpoint", job.checkpoint, "--checkpoint-every", str(job.checkpoint_every)]
+    if job.pull_loss_bound > 0:
+        args += ["--pull-loss-bound", str(job.pull_loss_bound)]
     return [*args, *job.extra_ps]
 
 

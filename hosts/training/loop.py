@@ -28,6 +28,7 @@ import torch
 
 from mlfc.hosts.training.client import PsRestarted, PushResult, WorkerClient, WorkerError
 from mlfc.hosts.training.durable import remove_leftovers, write_atomic
+from mlfc.hosts.training.pull_copies import keep_previous
 from mlfc.hosts.training.server import TrainingServer
 from mlfc.hosts.training.tasks import Task, batches, shard, tensors
 
@@ -300,7 +301,10 @@ def _iteration(
         for t, p in enumerate(params):
             d = client.wait(it, t)
             zero_filled += len(d.loss.missing_chunks)
-            p.copy_(torch.from_numpy(np.frombuffer(d.data, dtype=np.float32)).view_as(p))
+            pulled = np.frombuffer(d.data, dtype=np.float32)
+            # an approximate pull's missing chunks keep this worker's previous values (the PS knows which)
+            pulled = keep_previous(p.detach().reshape(-1).numpy(), pulled, d.loss.missing_chunks, d.loss.chunk_size)
+            p.copy_(torch.from_numpy(pulled).view_as(p))
     stats = client.stats(it)
     end = time.time()
     record = {
@@ -327,6 +331,8 @@ def _iteration(
         "held_elements": push.held_elements,
         "withheld_chunks": push.withheld_chunks,
         "sent_bytes": push.sent_bytes,
+        "pull_sent_bytes": stats.get("pull_sent_bytes", views_bytes),
+        "pull_stale_elements": stats.get("pull_stale_elements", 0),
         "lost_chunks": stats["lost_chunks"],
         "job_lost_chunks": stats["job_lost_chunks"],
         "lost_by_tensor": stats["lost_by_tensor"],

@@ -11,7 +11,9 @@ PS answers each (WELCOME, and in PS mode the initial parameters) and the job run
   tensor (a DDP bucket) the mean goes back to all of them. Ends when every worker said BYE.
 
 Pulls are lossless (loss bound 0) and protected: replicas must receive identical parameters/means, and a
-zero-filled weight would be a corrupted model rather than a noisy update.
+zero-filled weight would be a corrupted model rather than a noisy update. The exception is opt-in, PS mode
+only (``pull_withhold``, issue 25): under congestion a pull leaves out the parameter chunks that changed
+least and the worker keeps its previous values there (hosts/training/pull_copies.py).
 
 One file (over 400 lines): both modes share the handshake, the per-worker pull threads and the loss
 accounting; splitting them would split the one connection state machine.
@@ -37,8 +39,10 @@ from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.training import roster as aggregator_roster
 from mlfc.hosts.training.accounting import LossLedger, lost_by_tensor
 from mlfc.hosts.training.compress import NONE, Compression, decode, parse
+from mlfc.hosts.training.pull_copies import PullCopies
 from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender, SenderConfig
 from mlfc.policy.aggregation import average_received, received_elements
+from mlfc.policy.withhold import WithholdPolicy
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +65,16 @@ class ServerConfig:
     # Aggregate mode: keep the admitted ranks (their pull addresses) in this file while the job runs, so
     # that a restarted aggregator tells the ranks of the job it lost at once (it cannot resume them).
     roster_file: str | None = None
+    # PS mode: approximate pulls (hosts/training/pull_copies.py): None, every pull whole and protected
+    pull_withhold: WithholdPolicy | None = None
+    pull_loss_bound: float = 0.0  # of each pulled tensor, at most this share left out (with pull_withhold)
 
     def __post_init__(self) -> None:
+        if self.pull_withhold is not None and (self.mode != "ps" or not 0.0 < self.pull_loss_bound <= 1.0):
+            raise ValueError(
+                f"pull_withhold needs PS mode and a pull loss bound in (0, 1], not {self.mode}, "
+                f"{self.pull_loss_bound!r}"
+            )
         if self.roster_file is not None and self.mode != "aggregate":
             raise ValueError("roster_file is for aggregate mode: a PS keeps its state in a Checkpoint (loop.py)")
         if self.mode not in proto.MODES:
@@ -84,6 +96,7 @@ class _Worker:
     sender: Sender | None = None
     pool: ThreadPoolExecutor | None = None
     session: int = 0  # its HELLO's iteration field: WELCOME and INITIAL carry it back
+    pulls: PullCopies | None = None  # approximate pulls: what this worker holds (new with each pull flow)
 
 
 def _emit(record: dict) -> None:
@@ -244,6 +257,8 @@ class TrainingServer:
         port = 0 if self.cfg.tx_port_base is None else self.cfg.tx_port_base + w.rank
         w.sender = Sender(w.rx, (self.cfg.bind, port), self.cfg.sender)
         w.pool = ThreadPoolExecutor(1, thread_name_prefix=f"mlfc-pull-{w.rank}")
+        if self.cfg.pull_withhold is not None:  # a new flow (a new or re-joined worker): its first pull is whole
+            w.pulls = PullCopies(self.cfg.pull_withhold, self.cfg.pull_loss_bound)
 
     def _close_worker(self, w: _Worker) -> None:
         if w.pool is not None:
@@ -584,12 +599,24 @@ class TrainingServer:
         assert self.params is not None and w.sender is not None
         tx, cfg = w.sender, self.cfg
         n = len(self.params)
+        chunk = tx.config.chunk_size
         tx.start_iteration(sum(p.nbytes for p in self.params))
+        sent = stale = withheld = 0
         for t, p in enumerate(self.params):
-            tx.send_tensor(
-                cfg.job, it, t, p, importance=_pull_classes(p, tx.config.chunk_size, t, n), timeout=cfg.timeout
-            )
+            plan = w.pulls.plan(t, p, chunk, t, n) if w.pulls is not None else None
+            if plan is None:
+                res = tx.send_tensor(cfg.job, it, t, p, importance=_pull_classes(p, chunk, t, n), timeout=cfg.timeout)
+            else:
+                res = tx.send_tensor(cfg.job, it, t, p, importance=plan.classes, loss_bound=plan.loss_bound,
+                                     withhold=plan.withhold, timeout=cfg.timeout)  # fmt: skip
+            if w.pulls is not None:
+                stale += w.pulls.delivered(t, p, res.missing_chunks, chunk, res.congestion)
+            sent += p.nbytes - res.withheld_bytes
+            withheld += res.withheld_chunks
         stats = {
+            "pull_sent_bytes": sent,  # the parameters' bytes this pull handed to the network
+            "pull_withheld_chunks": withheld,
+            "pull_stale_elements": stale,  # elements the worker now holds from an earlier pull
             "lost_chunks": loss.total(w.rank),
             "job_lost_chunks": loss.total(),
             "lost_by_tensor": lost_by_tensor(loss.by_rank(w.rank)),

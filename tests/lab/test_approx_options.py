@@ -21,13 +21,16 @@ def args(**kw) -> argparse.Namespace:
 
 def test_the_five_treatments_by_default_and_what_each_runs():
     vs = {v.name: v for v in approx.variants(args())}
-    assert list(vs) == ["full", "fp16", "topk-ef", "selective-old", "mlfc"]
+    assert list(vs) == ["full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc"]
     assert vs["full"].loss_bound == 0 and vs["full"].drop_policy == approx.NO_SELECTIVE_DROP
     assert vs["fp16"].compression() == "fp16" and vs["fp16"].loss_bound == 0
     old, new = vs["selective-old"], vs["mlfc"]
     assert (old.loss_bound, old.loss_feedback, old.withhold, old.tolerated_loss) == (0.1, False, False, "loss")
     assert (new.loss_bound, new.loss_feedback, new.withhold) == (0.5, True, True)
     assert new.tolerated_loss == "proportional" and new.drop_policy != approx.NO_SELECTIVE_DROP
+    assert new.pull_bound == 0.5 and vs["mlfc-push"].pull_bound == 0  # mlfc approximates the pulls too
+    assert vs["mlfc-push"].withhold and vs["mlfc-push"].loss_bound == 0.5
+    assert "pulls left out up to 0.5" in new.describe() and "pulls" not in vs["mlfc-push"].describe()
     with pytest.raises(ValueError, match="no top-k fraction"):
         vs["topk-ef"].compression()  # matched: needs the round's mlfc bytes
     assert vs["topk-ef"].compression(0.2) == "topk:0.2"
@@ -48,13 +51,14 @@ def test_rounds_rotate_and_a_matched_topk_runs_right_after_mlfc():
     assert approx.run_order(vs, 0)[0].name == "full"
     assert approx.run_order(vs, 1)[0].name == "fp16"
     fixed = approx.variants(args(topk=0.1))  # a fixed fraction keeps its rotated place
-    assert [v.name for v in approx.run_order(fixed, 2)] == ["topk-ef", "selective-old", "mlfc", "full", "fp16"]
+    assert [v.name for v in approx.run_order(fixed, 2)] == ["topk-ef", "selective-old", "mlfc-push", "mlfc", "full",
+                                                            "fp16"]  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("parse", "text", "match"),
     [
-        (approx.parse_treatments, "full,everything", "full, fp16, topk-ef, selective-old, mlfc"),
+        (approx.parse_treatments, "full,everything", "full, fp16, topk-ef, selective-old, mlfc-push, mlfc"),
         (approx.parse_treatments, "full,full", "no repeats"),
         (approx.parse_models, "resnet", "digits-cnn, synthetic-mlp"),
         (approx.parse_seeds, "0,x", "expected integers"),
@@ -73,9 +77,9 @@ def test_options_parse():
     assert approx.parse_seeds("0,1") == [0, 1] and approx.parse_models("digits-cnn") == ("digits-cnn",)
 
 
-def _record(job: int, it: int, *, acc=None, sent=None, nbytes=1000, end=None) -> IterationRecord:
+def _record(job: int, it: int, *, acc=None, sent=None, pulled=None, nbytes=1000, end=None) -> IterationRecord:
     return IterationRecord("approx", job, f"{job}/0", it, float(it), float(it), float(it) + 0.5, end or it + 1.0,
-                           nbytes, accuracy=acc, sent_bytes=sent)  # fmt: skip
+                           nbytes, accuracy=acc, sent_bytes=sent, pull_sent_bytes=pulled)  # fmt: skip
 
 
 def _result(records, a_star=1.0, name="mlfc") -> approx.Result:
@@ -86,13 +90,14 @@ def _result(records, a_star=1.0, name="mlfc") -> approx.Result:
 
 def test_a_runs_figures_smoothed_time_last_five_accuracy_and_bytes():
     accs = [0.5, 0.97, 0.5, 0.96, 0.96, 0.96, 0.96, 0.96, 0.96]  # a spike at 1, smoothed crossing later
-    recs = [_record(1, i, acc=a, sent=500) for i, a in enumerate(accs)]
+    recs = [_record(1, i, acc=a, sent=500, pulled=600) for i, a in enumerate(accs)]
     recs += [_record(2, i, acc=a, sent=None) for i, a in enumerate(accs)]  # sent unknown: counted as full
     res = _result(recs)
     # mean of 3 evaluations first >= 0.95 at iteration 5 (0.96, 0.96, 0.96), reported at its end (6.0 s)
     assert res.tta() == [6.0, 6.0] and res.mean_tta == 6.0
     assert res.final == pytest.approx(0.96)
-    assert res.push_share == pytest.approx(0.75) and res.bytes_share == pytest.approx(0.875)
+    assert res.push_share == pytest.approx(0.75) and res.pull_share == pytest.approx(0.8)
+    assert res.bytes_share == pytest.approx(0.775)
     short = _result([_record(1, 0, acc=0.2), _record(2, 0, acc=0.99)])
     assert math.isnan(short.mean_tta)  # one job never got there: the run's figure is unknown, not the other's
 

@@ -1,0 +1,160 @@
+"""Approximate pulls (issue 25 item 4, hosts/training/pull_copies.py): the PS leaves out the parameter chunks
+that changed least since a worker last got them, as much as congestion says and within the bound; the worker
+keeps its previous values there; what was left out goes out later (delayed, never lost). Unit tests of the
+PS's copies, then through the real PS and two workers on loopback."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from mlfc.hosts.training import pull_copies
+from mlfc.hosts.training.cli import build_parser
+from mlfc.hosts.training.launch import TrainingJob, ps_argv
+from mlfc.hosts.training.pull_copies import PullCopies, keep_previous
+from mlfc.hosts.training.server import ServerConfig, TrainingServer
+from mlfc.policy.withhold import WithholdPolicy
+from mlfc.testing.ps_pair import SMALL, small_client
+from mlfc.wire import IMPORTANCE_PROTECTED
+
+CHUNK = 16  # bytes: 4 float32 per chunk
+N = 40  # elements: 10 chunks
+
+
+def copies(bound: float = 0.5) -> PullCopies:
+    return PullCopies(WithholdPolicy(), bound)
+
+
+def test_the_first_pull_is_whole_and_then_the_copy_is_what_arrived():
+    pc, p = copies(), np.arange(N, dtype=np.float32)
+    assert pc.plan(0, p, CHUNK, 0, 1) is None  # no copy known: whole and protected
+    assert pc.delivered(0, p, (), CHUNK, 0.0) == 0
+    np.testing.assert_array_equal(pc.copies[0], p)
+    p += 1  # the optimizer moves the live parameters: the copy must not move with them
+    assert pc.copies[0][0] == 0.0
+
+
+def test_a_free_link_leaves_nothing_out():
+    pc, p = copies(), np.arange(N, dtype=np.float32)
+    pc.delivered(0, p, (), CHUNK, 0.0)
+    plan = pc.plan(0, p + np.linspace(0, 1, N, dtype=np.float32), CHUNK, 0, 1)
+    assert plan is not None and plan.withhold == [] and plan.loss_bound == 0.5
+    assert len(plan.classes) == 10
+
+
+def test_congestion_leaves_out_the_least_changed_chunks_within_the_bound():
+    pc, p = copies(0.3), np.zeros(N, dtype=np.float32)
+    pc.delivered(0, p, (), CHUNK, 1.0)  # a fully marked pull: the estimate rises
+    pc.congestion.value = 1.0
+    change = np.repeat(np.array([5, 1, 9, 2, 8, 3, 7, 4, 6, 10], dtype=np.float32), 4)
+    plan = pc.plan(0, p + change, CHUNK, 0, 1)
+    assert plan.withhold == [1, 3, 5]  # the three smallest changes: 30 % of 10 chunks
+    assert all(plan.classes[i] < IMPORTANCE_PROTECTED for i in plan.withhold)
+    assert 9 not in plan.withhold  # the last chunk never (it ends the tensor)
+
+
+def test_what_was_left_out_stays_the_difference_and_goes_out_later():
+    pc, p = copies(), np.zeros(N, dtype=np.float32)
+    pc.delivered(0, p, (), CHUNK, 0.0)
+    new = p + np.repeat(np.arange(1, 11, dtype=np.float32), 4)
+    assert pc.delivered(0, new, (0, 1), CHUNK, 0.0) == 8  # chunks 0 and 1 left out: 8 elements stale
+    np.testing.assert_array_equal(pc.copies[0][:8], 0)  # the worker still has the old values there
+    np.testing.assert_array_equal(pc.copies[0][8:], new[8:])
+    pc.congestion.value = 1.0
+    same = new.copy()  # nothing changed since: only chunks 0 and 1 differ from the worker's copy
+    plan = pc.plan(0, same, CHUNK, 0, 1)
+    assert 0 not in plan.withhold and 1 not in plan.withhold  # the grown difference is sent now
+
+
+def test_an_unknown_copy_falls_back_to_a_whole_pull():
+    pc, p = copies(), np.zeros(N, dtype=np.float32)
+    pc.delivered(0, p, (3,), CHUNK, 0.0)  # a whole pull that lost a chunk: what the worker holds is unknown
+    assert pc.plan(0, p, CHUNK, 0, 1) is None
+
+
+def test_the_worker_keeps_its_previous_values_where_chunks_are_missing():
+    prev = np.full(N, 7.0, dtype=np.float32)
+    pulled = np.arange(N, dtype=np.float32)
+    pulled[4:8] = 0  # the receiver zero-filled chunk 1
+    out = keep_previous(prev, pulled, (1,), CHUNK)
+    np.testing.assert_array_equal(out[4:8], 7.0)
+    np.testing.assert_array_equal(np.delete(out, range(4, 8)), np.delete(np.arange(N, dtype=np.float32), range(4, 8)))
+    assert keep_previous(prev, pulled, (), CHUNK) is pulled
+
+
+@pytest.mark.parametrize("bound", [0.0, 1.5])
+def test_bad_bounds_are_refused(bound):
+    with pytest.raises(ValueError, match="pull loss bound"):
+        copies(bound)
+    with pytest.raises(ValueError, match="pull_withhold needs"):
+        ServerConfig(job=5, workers=1, pull_withhold=WithholdPolicy(), pull_loss_bound=bound)
+    with pytest.raises(ValueError, match="pull_withhold needs"):
+        ServerConfig(job=5, workers=1, mode="aggregate", pull_withhold=WithholdPolicy(), pull_loss_bound=0.5)
+
+
+def test_the_ps_command_line_carries_the_bound():
+    argv = ps_argv(TrainingJob(job=3, workers=2, iterations=5, pull_loss_bound=0.4), "10.0.0.1")
+    assert argv[argv.index("--pull-loss-bound") + 1] == "0.4"
+    assert "--pull-loss-bound" not in ps_argv(TrainingJob(job=3, workers=2, iterations=5), "10.0.0.1")
+    args = build_parser().parse_args(["ps", "--job", "3", "--workers", "2", "--pull-loss-bound", "0.4"])
+    assert args.pull_loss_bound == 0.4
+
+
+def test_through_the_real_ps_left_out_chunks_keep_old_values_and_arrive_later(monkeypatch):
+    monkeypatch.setattr(pull_copies, "withheld_share", lambda policy, c, bound: bound)  # as congested as can be
+    params = [np.zeros(N, dtype=np.float32)]
+
+    def apply(_it: int, means: list[np.ndarray]) -> None:
+        params[0] -= means[0]
+
+    cfg = ServerConfig(job=5, workers=2, port=0, tx_port_base=None, deadline=0.005, timeout=20, sender=SMALL,
+                       pull_withhold=WithholdPolicy(), pull_loss_bound=0.5)  # fmt: skip
+    srv = TrainingServer(cfg, parameters=params, apply=apply, emit=None)
+    # two iterations of real gradients, then none: the parameters stop moving, so what the workers still
+    # lack is only what was left out before, which must reach them
+    grads = [np.linspace(0.1, 4.0, N, dtype=np.float32), np.linspace(4.0, 0.1, N, dtype=np.float32) ** 2]
+    iterations = 5
+    ps = threading.Thread(target=lambda: (srv.accept(), srv.run(iterations)), daemon=True)
+    ps.start()
+    seen: dict[int, list] = {}
+
+    def worker(rank: int) -> None:
+        with small_client(srv, rank) as c:
+            c.connect([N])
+            held = c.initial_parameters().copy()
+            out = []
+            for it in range(iterations):
+                c.start_iteration(4 * N)
+                g = grads[rank] if it < 2 else np.zeros(N, dtype=np.float32)
+                c.push(it, 0, g, layer_index=0, num_layers=1)
+                d = c.wait(it, 0)
+                held = keep_previous(held, np.frombuffer(d.data, np.float32).copy(), d.loss.missing_chunks,
+                                     d.loss.chunk_size)  # fmt: skip
+                out.append((held.copy(), tuple(d.loss.missing_chunks), c.stats(it)))
+            seen[rank] = out
+
+    threads = [threading.Thread(target=worker, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    ps.join(timeout=30)
+    assert set(seen) == {0, 1}
+    mean = (grads[0] + grads[1]) / 2
+    for rank in range(2):
+        (p0, miss0, s0), (p1, miss1, s1) = seen[rank][:2]
+        assert miss0 == () and s0["pull_withheld_chunks"] == 0  # the first pull is whole
+        np.testing.assert_allclose(p0, -mean, rtol=1e-6)
+        assert 0 < len(miss1) <= 5 and 9 not in miss1  # within the bound (half of 10 chunks), never the last
+        assert s1["pull_withheld_chunks"] == len(miss1) and s1["pull_sent_bytes"] == 4 * N - CHUNK * len(miss1)
+        stale = np.zeros(N, dtype=bool)
+        for seq in miss1:
+            stale[4 * seq : 4 * seq + 4] = True
+        np.testing.assert_allclose(p1[stale], p0[stale])  # left out: the previous values
+        np.testing.assert_allclose(p1[~stale], -2 * mean[~stale], rtol=1e-6)
+        assert sum(s["pull_withheld_chunks"] for _, _, s in seen[rank]) > len(miss1)  # still leaving out later
+        final = seen[rank][-1][0]
+        np.testing.assert_array_equal(final, params[0])  # delayed, never lost: the worker has the PS's model
+        np.testing.assert_array_equal(srv.workers[rank].pulls.copies[0], final)  # and the PS knows it
