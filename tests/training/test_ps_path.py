@@ -45,7 +45,8 @@ def test_lost_unprotected_chunks_are_averaged_out_counted_and_protected_ones_arr
     assert ledger.of(0).lost_chunks == {(1, 0): 8}
     assert ledger.of(1).total() == 0
     assert results[1]["stats0"] == {"v": 1, "lost_chunks": 8, "job_lost_chunks": 8, "lost_by_tensor": {"0": 8},
-                                    "chunks": 10, "lost_elements": 0}  # fmt: skip
+                                    "chunks": 10, "lost_elements": 0, "pull_sent_bytes": 160, "pull_withheld_chunks": 0,
+                                    "pull_stale_elements": 0}  # fmt: skip
     assert results[0]["stats0"]["lost_chunks"] == 0 and results[0]["stats0"]["job_lost_chunks"] == 8
     assert results[1]["stats1"]["lost_chunks"] == 0
     assert ledger.totals() == {"lost_chunks": 8, "chunks": 40, "lost_elements": 0, "tensors_with_loss": 1}
