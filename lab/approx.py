@@ -303,23 +303,22 @@ class Result:
         f = [final_mean(p, FINAL_EVALUATIONS) for p in self.points().values()]
         return statistics.fmean(f) if f else math.nan
 
-    @property
-    def push_share(self) -> float:
-        """Bytes the pushes handed to the network over full delivery's (withheld chunks and compression off)."""
+    def _share(self, sent) -> float:
+        """The mean of ``sent(record)`` over the run's records, over one full tensor set's bytes."""
         recs = self.run.records
         if not recs or self.model_bytes <= 0:
             return math.nan
-        sent = [r.sent_bytes if r.sent_bytes is not None else r.bytes for r in recs]
-        return statistics.fmean(sent) / self.model_bytes
+        return statistics.fmean(sent(r) for r in recs) / self.model_bytes
+
+    @property
+    def push_share(self) -> float:
+        """Bytes the pushes handed to the network over full delivery's (withheld chunks and compression off)."""
+        return self._share(lambda r: r.sent_bytes if r.sent_bytes is not None else r.bytes)
 
     @property
     def pull_share(self) -> float:
         """Bytes the pulls brought over full delivery's (the chunks the PS left out off)."""
-        recs = self.run.records
-        if not recs or self.model_bytes <= 0:
-            return math.nan
-        sent = [r.pull_sent_bytes if r.pull_sent_bytes is not None else self.model_bytes for r in recs]
-        return statistics.fmean(sent) / self.model_bytes
+        return self._share(lambda r: r.pull_sent_bytes if r.pull_sent_bytes is not None else self.model_bytes)
 
     @property
     def bytes_share(self) -> float:

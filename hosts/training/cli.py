@@ -89,6 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
             help="receiver: s after a tensor's last chunk before missing chunks may be zero-filled",
         )
         p.add_argument("--timeout", type=float, default=60.0, help="s to wait for a peer / one transfer")
+        p.add_argument(
+            "--withhold-gain",
+            type=float,
+            default=WithholdPolicy().gain,
+            help="f(c) = min(1, GAIN * c) of a push (worker --withhold) or pull (PS --pull-loss-bound) left out at "
+            "congestion c (%(default)s)",
+        )
         p.add_argument("--peer-timeout", type=float, default=10.0)
         p.add_argument("-v", "--verbose", action="store_true")
         if role == "ps":
@@ -119,12 +126,6 @@ def build_parser() -> argparse.ArgumentParser:
                 default=0.0,
                 help="approximate pulls: under congestion leave out up to this share of each pulled tensor, the "
                 "chunks that changed least; the worker keeps its previous values there (0: pulls whole)",
-            )
-            p.add_argument(
-                "--withhold-gain",
-                type=float,
-                default=WithholdPolicy().gain,
-                help="with --pull-loss-bound: f(c) = min(1, GAIN * c) of a pull left out at congestion c (%(default)s)",
             )
             p.add_argument(
                 "--metrics",
@@ -160,12 +161,6 @@ def build_parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="the network decides how much: withhold the least important chunks of a push, up to the loss "
                 "bound, as this job's congestion estimate says (mlfc.policy.withhold; needs --loss-bound > 0)",
-            )
-            p.add_argument(
-                "--withhold-gain",
-                type=float,
-                default=WithholdPolicy().gain,
-                help="f(c) = min(1, GAIN * c) of a push withheld at congestion c (%(default)s)",
             )
             p.add_argument(
                 "--protect-fraction",
