@@ -44,6 +44,7 @@ from mlfc.proto import intent_pb2_grpc
 
 REPO = Path(__file__).resolve().parents[1]
 WORKERS = 2
+RANKING_TARGET_S = 0.5  # issue 28: MAIF ranking of 10,000 jobs
 
 
 def curve_point(job: int, i: int) -> float:
@@ -277,9 +278,16 @@ def report(maif: list[dict], agents: list[dict], out: Path | None) -> None:
                 f"{too_big[0]['switch_fit']}"
             )
         big = maif[-1]
-        record(Row(f"coordinator: MAIF decision, {big['jobs']:,} jobs",
-                   f"cold {big['cold_s'] * 1e3:,.0f} ms, warm {big['warm_s'] * 1e3:,.1f} ms, "
-                   f"+{big['rss_decided_mib']:.0f} MiB", value=big["cold_s"], unit="s"))  # fmt: skip
+        # Issue 28's target is the ranking: every job new to the ranker with its fit cached (curve fits are
+        # linear, cached, and refitted only when a curve changes); the first decision, fits included, beside it.
+        judged = big["jobs"] >= 10_000  # the target is for 10,000 jobs
+        met = big["new_s"] < RANKING_TARGET_S
+        record(Row(f"coordinator: MAIF ranking, {big['jobs']:,} jobs all new (fits cached)",
+                   f"{big['new_s'] * 1e3:,.0f} ms (first decision with every fit {big['cold_s'] * 1e3:,.0f} ms, "
+                   f"steady {big['warm_s'] * 1e3:,.1f} ms, +{big['rss_decided_mib']:.0f} MiB)",
+                   target=f"< {RANKING_TARGET_S:g} s" if judged else "none",
+                   verdict=("met" if met else "missed") if judged else "-",
+                   value=big["new_s"], unit="s"))  # fmt: skip
     if agents:
         best = max(agents, key=lambda r: r["reports_per_s"])
         record(Row(f"coordinator: reports/s, {best['agents']} agents (best of {len(agents)} counts)",

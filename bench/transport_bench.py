@@ -40,6 +40,8 @@ PORT = 0x4D20
 IPERF_PORT = 5399
 TX_IP, RX_IP = "10.77.9.1", "10.77.9.2"
 GBIT = 1e9
+TARGET_GBPS = 3.0  # issue 28: one flow at >= 3 Gb/s ...
+TARGET_OF_TCP = 0.35  # ... and >= 0.35 of iperf3 TCP (one stream) on the same path
 NICE = 0  # --nice: the scheduling priority of every endpoint (mlfc and iperf3 alike)
 
 
@@ -208,20 +210,23 @@ def main() -> int:
     print("| figure | measured | anchor in the same run | ratio | target |")
     print("|---|---|---|---|---|")
     for r in (r for r in rows if r["method"].startswith("mlfc") and r["mtu"] == 1500):
-        anchor = f"iperf3 UDP received {udp['gbps']:.2f} Gb/s" if udp else "-"
-        ratio = f"{r['gbps'] / udp['gbps']:.2f}x" if udp else "-"
-        met = "met" if r["gbps"] >= 3 and (udp is None or r["gbps"] >= 2 * udp["gbps"]) else "missed"
+        # Issue 28's target: >= 3 Gb/s and >= 0.35 of iperf3 TCP on the same path (kernel TCP with its
+        # offloads is the anchor; iperf3 UDP, one datagram per syscall, is printed beside it)
+        anchor = f"iperf3 TCP {tcp['gbps']:.2f} Gb/s" if tcp else "-"
+        ratio = f"{r['gbps'] / tcp['gbps']:.2f}" if tcp else "-"
+        udp_note = f"; iperf3 UDP received {udp['gbps']:.2f} Gb/s" if udp else ""
+        met = r["gbps"] >= TARGET_GBPS and (tcp is None or r["gbps"] >= TARGET_OF_TCP * tcp["gbps"])
         print(
-            f"| one flow, {r['method']}, 1500 MTU | {r['gbps']:.2f} Gb/s | {anchor} | {ratio} | "
-            f">= 3 Gb/s and >= 2x iperf3 UDP: {met} |"
+            f"| one flow, {r['method']}, 1500 MTU | {r['gbps']:.2f} Gb/s | {anchor}{udp_note} | {ratio} | "
+            f">= {TARGET_GBPS:g} Gb/s and >= {TARGET_OF_TCP:g} of iperf3 TCP: {verdict_of(met)} |"
         )
-        both = f"3 Gb/s {verdict_of(r['gbps'] >= 3)}" + (
-            f", 2x {verdict_of(r['gbps'] >= 2 * udp['gbps'])}" if udp else ""
+        both = f"{TARGET_GBPS:g} Gb/s {verdict_of(r['gbps'] >= TARGET_GBPS)}" + (
+            f", {TARGET_OF_TCP:g} of TCP {verdict_of(r['gbps'] >= TARGET_OF_TCP * tcp['gbps'])}" if tcp else ""
         )
-        record(Row(f"transport: one flow, {r['method']}, 1500 MTU", f"{r['gbps']:.2f} Gb/s", anchor, ratio,
-                   ">= 3 Gb/s and >= 2x iperf3 UDP", both, value=r["gbps"], unit="Gb/s",
-                   anchor_value=udp["gbps"] if udp else None,
-                   ratio_value=r["gbps"] / udp["gbps"] if udp else None))  # fmt: skip
+        record(Row(f"transport: one flow, {r['method']}, 1500 MTU", f"{r['gbps']:.2f} Gb/s{udp_note}", anchor,
+                   ratio, f">= {TARGET_GBPS:g} Gb/s and >= {TARGET_OF_TCP:g} of iperf3 TCP", both,
+                   value=r["gbps"], unit="Gb/s", anchor_value=tcp["gbps"] if tcp else None,
+                   ratio_value=r["gbps"] / tcp["gbps"] if tcp else None))  # fmt: skip
     if tcp:
         print(
             f"| path limit (iperf3 TCP, one stream) | {tcp['gbps']:.2f} Gb/s | - | "

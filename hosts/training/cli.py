@@ -226,7 +226,9 @@ def _run_ps(args: argparse.Namespace) -> int:
             _server, port = start_metrics_server(srv.ledger, args.metrics)
             print(f"mlfc-train ps: metrics on port {port}", file=sys.stderr, flush=True)
         print(
-            f"mlfc-train ps: job {args.job} listening on {srv.address[0]}:{srv.address[1]}", file=sys.stderr, flush=True
+            f"mlfc-train ps: job {args.job} {proto.PS_LISTENING} {srv.address[0]}:{srv.address[1]}",
+            file=sys.stderr,
+            flush=True,
         )
         srv.accept()
         srv.run(args.iterations)

@@ -216,6 +216,18 @@ def _reader(stream, into: list[dict], lock: threading.Lock, echo: bool) -> None:
             into.append(row)
 
 
+PS_START_TIMEOUT = 60.0  # s for a local PS to import its model and bind its port
+
+
+def _wait_listening(err_path: Path, proc: subprocess.Popen, deadline: float) -> None:
+    """Block until the PS's stderr says it listens (``proto.PS_LISTENING``), the PS exits, or ``deadline``
+    (monotonic) passes."""
+    while time.monotonic() < deadline and proc.poll() is None:
+        if proto.PS_LISTENING in err_path.read_text(errors="replace"):
+            return
+        time.sleep(0.05)
+
+
 def run_local(
     job: TrainingJob,
     *,
@@ -256,6 +268,9 @@ def run_local(
         port = probe.getsockname()[1]
         probe.close()
         start("ps", ps_argv(job, bind, port=port, ports="any"), run.ps_records)
+        # Until the PS holds that port, a worker's own socket could take it (its free-port pick sees it free):
+        # the workers start once the PS says it listens (or it has exited: its stderr tells why).
+        _wait_listening(log_dir / "ps.err", procs["ps"], min(t0 + timeout, time.monotonic() + PS_START_TIMEOUT))
         for rank in range(job.workers):
             argv = worker_argv(job, rank, bind, bind, ps_port=port, ports="any")
             start(f"w{rank}", worker_wrap(rank, argv) if worker_wrap else argv, run.records)

@@ -43,6 +43,7 @@ PS_PORT = SHIM_PORT_BASE + 0x10  # the PS receives pushes here
 WORKER_RX_PORT = SHIM_PORT_BASE + 0x20  # a worker receives pulls here
 WORKER_TX_PORT = SHIM_PORT_BASE + 0x30  # a worker's push flow
 PS_TX_PORT_BASE = SHIM_PORT_BASE + 0x40  # the PS's pull flow to worker r uses PS_TX_PORT_BASE + r
+PS_LISTENING = "listening on"  # in the PS's stderr line once its port is bound (launchers wait for it)
 
 HELLO = 0xFFFF
 WELCOME = 0xFFFF
