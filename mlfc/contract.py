@@ -57,7 +57,7 @@ CONGESTION_SLOTS = MAX_PORTS * NUM_QUEUES
 
 # ---- classes and codepoints (p4src/shared/define.p4) ---------------------------------------------
 
-PRIORITY_CONTROL = 7  # ACK/CNP (and nothing else): tiny volume, must never wait behind data
+PRIORITY_CONTROL = 7  # CNPs (and nothing else): tiny volume, never behind data; ACKs take their job's class
 PRIORITY_DEFAULT = 1  # untagged, malformed or unmatched traffic
 MAX_JOB_PRIORITY = PRIORITY_CONTROL - 1  # job classes are 0..6
 

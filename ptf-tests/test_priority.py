@@ -61,14 +61,17 @@ class IterationWindowTakesEffect(_QueuedBehindLowClass):
         self.assertEqual(pos[200], len(order) - 1, f"iteration 21 (outside window) queues behind: {order}")
 
 
-class AcksAndCnpsTakeTheControlClass(_QueuedBehindLowClass):
+class CnpsTakeTheControlClassAndAcksTheirJobs(_QueuedBehindLowClass):
     def runTest(self) -> None:
         self.sw.add_job_priority(1, 1)
+        self.sw.add_job_priority(2, 5)
         lows = [shim_packet(0, 1, job=1, seq=i) for i in range(BURST)]
         ctrl = [
             shim_packet(0, 1, job=1, msg_type=MsgType.ACK, seq=500, payload=b"\x00\x00\x00\x00"),
-            shim_packet(0, 1, job=1, msg_type=MsgType.CNP, seq=501),
+            shim_packet(0, 1, job=2, msg_type=MsgType.ACK, seq=501, payload=b"\x00\x00\x00\x00"),
+            shim_packet(0, 1, job=1, msg_type=MsgType.CNP, seq=502),
         ]
         order = [(p[MlfcShim].msg_type, p[MlfcShim].chunk_seq) for p in self.run_burst(lows, ctrl)]
         pos = {seq: i for i, (_, seq) in enumerate(order)}
-        self.assertLess(max(pos[500], pos[501]), 2 + 3, f"ACK/CNP did not overtake: {order}")
+        self.assertLess(max(pos[501], pos[502]), 2 + 3, f"CNP / job 2's ACK did not overtake: {order}")
+        self.assertEqual(pos[500], len(order) - 1, f"job 1's ACK queues in job 1's class: {order}")

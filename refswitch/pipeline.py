@@ -118,7 +118,7 @@ def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState)
             job_id = params[0]
 
     # Queueing
-    if tagged and shim.msg_type != MsgType.DATA:
+    if tagged and shim.msg_type == MsgType.CNP:  # ACKs take their job's class, as its data does
         priority = contract.PRIORITY_CONTROL
     elif status in (contract.SHIM_OK, contract.SHIM_NONE):
         priority = tables[contract.JOB_PRIORITY].lookup((job_id, iteration, progress))[1][0]

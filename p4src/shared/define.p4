@@ -38,7 +38,7 @@ const shim_status_t SHIM_BAD_HEADER = 2; // unknown version or message type
 const shim_status_t SHIM_TRUNCATED = 3;  // shorter than the 16-byte shim
 
 // Traffic classes (strict priority, 7 served first).
-const priority_t PRIORITY_CONTROL = 7;   // ACK/CNP: reserved, never given to a job
+const priority_t PRIORITY_CONTROL = 7;   // CNP (TNA for now: ACK/CNP): reserved, never given to a job
 const priority_t PRIORITY_DEFAULT = 1;   // untagged, malformed or unmatched traffic
 
 const importance_t IMPORTANCE_PROTECTED = 8;   // importance >= 8 is never selectively dropped

@@ -277,7 +277,8 @@ def test_control_class_default_class_and_job_classes(sw):
         (shim_packet(0, 1, job=3), 6),  # 7 is reserved: lowered to 6
         (shim_packet(0, 1, job=4), 0),  # below the default: demoted
         (shim_packet(0, 1, job=99), contract.PRIORITY_DEFAULT),
-        (shim_packet(0, 1, job=2, msg_type=MsgType.ACK, payload=b"\x00" * 4), 7),
+        (shim_packet(0, 1, job=2, msg_type=MsgType.ACK, payload=b"\x00" * 4), 5),  # an ACK: its job's class
+        (shim_packet(0, 1, job=1, iteration=15, msg_type=MsgType.ACK, payload=b"\x00" * 4), 6),
         (shim_packet(0, 1, job=4, msg_type=MsgType.CNP), 7),
         (tcp_packet(0, 2, 1, 2), 5),  # untagged, classified by the 5-tuple as job 2
         (tcp_packet(0, 1, 1, 2), contract.PRIORITY_DEFAULT),

@@ -146,16 +146,23 @@ def test_job_class_overtakes_queued_traffic_behind_a_shared_rate():
     assert times[-1] == pytest.approx(24 * 0.5), "25 packets at 2 pkt/s through one port"
 
 
-def test_acks_and_cnps_take_the_control_class():
+def test_cnps_take_the_control_class_and_acks_their_jobs():
     vs = _switch()
+    install(vs.tables, [job_priority(1, 1), job_priority(2, 5)])
     vs.tm.set_rate(2, port=1)
     for i in range(20):
         vs.send(bytes(shim_packet(0, 1, job=1, seq=i)), 0, at=0.0)
     vs.send(bytes(shim_packet(0, 1, job=1, msg_type=MsgType.ACK, seq=500, payload=b"\x00" * 4)), 0, at=0.1)
-    vs.send(bytes(shim_packet(0, 1, job=1, msg_type=MsgType.CNP, seq=501)), 0, at=0.1)
+    vs.send(bytes(shim_packet(0, 1, job=2, msg_type=MsgType.ACK, seq=501, payload=b"\x00" * 4)), 0, at=0.1)
+    vs.send(bytes(shim_packet(0, 1, job=1, msg_type=MsgType.CNP, seq=502)), 0, at=0.1)
     vs.run_all()
-    assert [s for _, s in _order(vs)][1:3] == [500, 501]
-    assert [e.decision.priority for e in vs.emitted][1:3] == [7, 7]
+    seqs = [s for _, s in _order(vs)]
+    # the CNP first (control class), then job 2's ACK (class 5) ahead of job 1's queued data; job 1's own
+    # ACK waits in job 1's class behind its data (FIFO), as that data would
+    assert seqs[1:3] == [502, 501], seqs
+    assert seqs[-1] == 500, seqs
+    assert [e.decision.priority for e in vs.emitted][1:3] == [7, 5]
+    assert vs.emitted[-1].decision.priority == 1
 
 
 def test_bmv2_mode_does_not_starve_at_equal_rates():

@@ -1,5 +1,7 @@
-// Priority queueing by job and iteration tag. ACK/CNP take the reserved control class; data
-// takes the class of the best-matching (job, iteration window, progress band) entry.
+// Priority queueing by job and iteration tag. A CNP takes the reserved control class; data and ACKs
+// take the class of the best-matching (job, iteration window, progress band) entry: an ACK carries its
+// job's tag, so a job's ACKs share its class and a lower job's ACKs never go ahead of a higher job's data
+// (on a packet-rate port an ACK costs a data packet's slot).
 control Queueing(in bit<4> msg_type, inout mlfc_meta_t meta, out QueueId_t queue) {
     action set_priority(priority_t priority) {
         meta.priority = priority;
@@ -17,7 +19,7 @@ control Queueing(in bit<4> msg_type, inout mlfc_meta_t meta, out QueueId_t queue
     }
 
     apply {
-        if (meta.shim_status == SHIM_OK && msg_type != MSG_DATA) {
+        if (meta.shim_status == SHIM_OK && msg_type == MSG_CNP) {
             meta.priority = PRIORITY_CONTROL;
         } else if (meta.shim_status == SHIM_OK || meta.shim_status == SHIM_NONE) {
             job_priority.apply();
