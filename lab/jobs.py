@@ -207,6 +207,13 @@ def _start_worker(
     )
 
 
+# A job's transfers wait this long for a peer. The peer timeout too: strict priority (MAIF's classes) starves
+# the lowest classes for minutes while the jobs above them communicate, and a 10 s silence would then read
+# as a lost peer (the job re-joins, and its pulls are lost to the same starvation). These experiments inject
+# no faults; the chaos experiment keeps its own short timeouts (lab/chaos_schedule.py).
+LAB_JOB_TIMEOUT_S = 600.0
+
+
 def training_job(spec: JobSpec, iterations: int, transport: Transport) -> TrainingJob:
     t = spec.training
     assert t is not None
@@ -216,7 +223,7 @@ def training_job(spec: JobSpec, iterations: int, transport: Transport) -> Traini
         batch_size=t.batch_size, seed=t.seed, eval_every=t.eval_every, loss_bound=spec.loss_bound,
         compute_s=spec.profile.compute_s if t.pad_to_profile else 0.0, cc=transport.cc, mltcp=transport.mltcp,
         slope=p.slope, intercept=p.intercept, f_shape=format_shape(p), f_rule=p.rule, line_rate=transport.line_rate,
-        timeout=600.0,
+        timeout=LAB_JOB_TIMEOUT_S, peer_timeout=LAB_JOB_TIMEOUT_S,
         compress=t.compress, loss_feedback=t.loss_feedback, withhold=t.withhold,
         pull_loss_bound=t.pull_loss_bound,
         tolerated_loss=transport.tolerated_loss,
