@@ -25,6 +25,9 @@ def test_restart_keeps_jobs_reports_and_decision(make_coordinator, controller) -
     stub.Report(pb.ReportBatch(reports=[report(2, i, min(0.8, 0.1 + 0.02 * i)) for i in range(60)]), metadata=MD)
     stub.Finish(pb.FinishRequest(job_id=2, reason="pruned by ASHA"), metadata=MD)
     assert wait_until(lambda: controller.classes().keys() == {1})
+    # The decision above may come from an evaluation before all 50 points were in (job 1 then scores by the
+    # exploration prior): take "before" once an evaluation has fitted every report.
+    assert wait_until(lambda: evaluated(stub, {1: 50}))
     before = stub.Explain(pb.ExplainRequest(job_id=1), metadata=MD)
     c.stop(0)
     # Read after the stop: the decision thread may still store one more decision until then.
