@@ -9,6 +9,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.training.launch import TrainingJob, ps_argv, run_local, worker_argv
 from mlfc.hosts.transport import bind_shim_socket
 
@@ -70,12 +72,18 @@ def _ps_iteration(ps: _Proc) -> int:
     return max(its, default=-1)
 
 
-def _wait_for(pred, timeout: float, what: str) -> None:
+def _wait_for(pred, timeout: float, what: str, procs: list[_Proc]) -> None:
     end = time.monotonic() + timeout
     while not pred():
         if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
+            tails = {p.name: p.stderr() for p in procs}
+            raise AssertionError(f"timed out waiting for {what}; stderr tails: {tails}")
         time.sleep(0.05)
+
+
+def _listening_port(ps: _Proc) -> int | None:
+    m = re.search(rf"{proto.PS_LISTENING} [0-9.]+:(\d+)", ps.stderr())
+    return int(m.group(1)) if m else None
 
 
 def test_checkpoint_of_another_job_is_refused(tmp_path: Path) -> None:
@@ -111,23 +119,28 @@ def test_killed_ps_and_worker_restart_and_reach_the_undisturbed_model(tmp_path: 
     undisturbed = run_local(base, timeout=300)
     assert undisturbed.ok, undisturbed.stderr
 
-    probe = bind_shim_socket("127.0.0.1", 0)
-    port = probe.getsockname()[1]
-    probe.close()
     job = TrainingJob(job=9, workers=2, iterations=ITERATIONS, task="digits", eval_every=5, timeout=60,
                       checkpoint=str(tmp_path / "ps.ckpt"))  # fmt: skip
-    ps = _Proc("ps", ps_argv(job, "127.0.0.1", port=port, ports="any"), tmp_path)
-    workers = [_Proc(f"w{r}", worker_argv(job, r, "127.0.0.1", "127.0.0.1", ps_port=port, ports="any"), tmp_path)
-               for r in range(2)]  # fmt: skip
-    procs = [ps, *workers]
+    # The PS picks its own port and the workers start once it is bound: a port probed beforehand could be
+    # taken by a worker's socket (both draw from the 255 shim ports) before the PS binds it.
+    ps = _Proc("ps", ps_argv(job, "127.0.0.1", port=0, ports="any"), tmp_path)
+    procs = [ps]
     try:
-        for p in procs:
-            p.start()
-        _wait_for(lambda: _ps_iteration(ps) >= 8, 120, "PS iteration 8")
+        ps.start()
+        _wait_for(lambda: _listening_port(ps) is not None, 60, "the PS to listen", procs)
+        port = _listening_port(ps)
+        assert port is not None
+        ps.argv = ps_argv(job, "127.0.0.1", port=port, ports="any")  # the restart binds the same port
+        workers = [_Proc(f"w{r}", worker_argv(job, r, "127.0.0.1", "127.0.0.1", ps_port=port, ports="any"), tmp_path)
+                   for r in range(2)]  # fmt: skip
+        procs += workers
+        for w in workers:
+            w.start()
+        _wait_for(lambda: _ps_iteration(ps) >= 8, 120, "PS iteration 8", procs)
         ps.kill()
         killed_ps_at = _ps_iteration(ps)
         ps.start()
-        _wait_for(lambda: _ps_iteration(ps) >= killed_ps_at + 8, 120, "the restarted PS to go on")
+        _wait_for(lambda: _ps_iteration(ps) >= killed_ps_at + 8, 120, "the restarted PS to go on", procs)
         workers[1].kill()
         workers[1].start()
         for p in procs:
