@@ -40,7 +40,7 @@ from mlfc.hosts.training import roster as aggregator_roster
 from mlfc.hosts.training.accounting import LossLedger, lost_by_tensor
 from mlfc.hosts.training.compress import NONE, Compression, decode, parse
 from mlfc.hosts.training.pull_copies import PullCopies
-from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender, SenderConfig
+from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender, SenderConfig, TransferAborted
 from mlfc.policy.aggregation import average_received, received_elements
 from mlfc.policy.withhold import WithholdPolicy
 
@@ -277,8 +277,10 @@ class TrainingServer:
         if w.numels != self._numels():
             error = self._check_models()
         self._open_pull_flow(w)
+        sending = w.pool.submit(self._send_welcome, w, self._welcome(error))  # type: ignore[union-attr]
+        self._watch_pulls({w.rank: sending})  # a new HELLO of this rank aborts the retries to the old process
         try:
-            self._wait([w.pool.submit(self._send_welcome, w, self._welcome(error))])  # type: ignore[union-attr]
+            self._wait([sending])
         except TrainingError as exc:  # gone again before it got the parameters: it will knock again
             log.warning("job %d: worker %d re-joined but did not take the parameters: %s", self.cfg.job, w.rank, exc)
             return
@@ -431,17 +433,36 @@ class TrainingServer:
         return None
 
     def _send_welcome(self, w: _Worker, welcome: bytes) -> None:
-        tx = w.sender
-        assert tx is not None
-        s = w.session
-        tx.send_tensor(
-            self.cfg.job, s, proto.WELCOME, welcome, importance=proto.CONTROL_IMPORTANCE, timeout=self.cfg.timeout
-        )
+        """WELCOME, then (PS mode) INITIAL. Each is retried while the worker's feedback is silent, up to the
+        job's timeout (the worker waits that long for it): under strict priority a low class can be starved
+        for longer than the transport's peer timeout, and a worker left without its parameters would wait
+        out its whole timeout."""
+        self._send_control(w, proto.WELCOME, welcome)
         if self.params is not None and json.loads(welcome).get("error") is None:
             flat = np.concatenate(self.params) if self.params else np.zeros(1, np.float32)
-            tx.send_tensor(
-                self.cfg.job, s, proto.INITIAL, flat, importance=proto.CONTROL_IMPORTANCE, timeout=self.cfg.timeout
-            )
+            self._send_control(w, proto.INITIAL, flat)
+
+    def _send_control(self, w: _Worker, tensor_id: int, data: bytes | np.ndarray) -> None:
+        tx = w.sender
+        assert tx is not None
+        end = time.monotonic() + self.cfg.timeout
+        while True:
+            try:
+                tx.send_tensor(
+                    self.cfg.job,
+                    w.session,
+                    tensor_id,
+                    data,
+                    importance=proto.CONTROL_IMPORTANCE,
+                    timeout=max(1.0, end - time.monotonic()),
+                )
+                return
+            except TransferAborted:  # the worker said HELLO again (_watch_pulls): that HELLO is answered instead
+                raise
+            except TimeoutError as exc:
+                if time.monotonic() >= end:
+                    raise
+                log.warning("job %d: worker %d: %s; sending it again", self.cfg.job, w.rank, exc)
 
     def _wait(self, futures: Sequence[Future]) -> None:
         for f in futures:
@@ -575,9 +596,10 @@ class TrainingServer:
                 )
 
     def _watch_pulls(self, pulls: dict[int, Future]) -> None:
-        """Wait for the pulls, reading what arrives meanwhile (kept for the next iteration): a HELLO from a
-        rank whose pull is still running means that worker restarted, and the pull to its old process
-        would only end at the peer timeout: abort it (the new process gets the parameters on re-joining)."""
+        """Wait for the pulls (or a re-joined worker's parameters), reading what arrives meanwhile (kept for
+        the next iteration): a HELLO from a rank whose pull is still running means that worker restarted, and
+        the pull to its old process would only end at the peer timeout: abort it (the new process gets the
+        parameters on re-joining)."""
         while not all(f.done() for f in pulls.values()):
             try:
                 d = self.rx.recv(timeout=0.05)

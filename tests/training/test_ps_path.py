@@ -233,3 +233,24 @@ def test_the_aggregator_ends_soon_after_a_rank_vanished_without_bye_not_at_its_t
         assert time.monotonic() - t0 < 12, "the aggregator waited for its timeout"
         clients[0].close()
     assert "[1] gone" in str(box["error"])
+
+
+def test_parameters_reach_a_worker_whose_feedback_is_silent_for_longer_than_the_peer_timeout():
+    """A worker in a starved class acknowledges nothing for a while (strict priority): the PS sends WELCOME
+    and INITIAL again until the job's timeout rather than give up at the transport's peer timeout."""
+    import dataclasses
+    import time
+
+    params = [np.arange(40, dtype=np.float32)]
+    with _server(params, workers=1) as srv:
+        srv.cfg = dataclasses.replace(srv.cfg, sender=dataclasses.replace(SMALL, peer_timeout=0.3))
+        ps = threading.Thread(target=srv.accept, daemon=True)
+        ps.start()
+        with _client(srv, 0) as c:
+            silent_until = time.monotonic() + 1.5
+            send = c.rx._send
+            c.rx._send = lambda *a: None if time.monotonic() < silent_until else send(*a)  # type: ignore[method-assign]
+            c.connect([40])
+            assert c.initial_parameters().tolist() == params[0].tolist()
+        ps.join(timeout=10)
+        assert not ps.is_alive()
