@@ -27,6 +27,9 @@ dumbbell's bottleneck, compute padded to the model's compute time so that their 
 * ``mlfc``: the same, and the pulls too (hosts/training/pull_copies.py): under congestion the PS leaves out
   the parameter chunks that changed least since the worker last got them, up to the same bound, and the
   worker keeps its previous values there; what was left out goes out once it is among the larger changes.
+  Both directions read congestion as the others' share of a standing queue (mlfc.policy.withhold);
+* ``mlfc-marks``: ``mlfc`` with the signal it had before: the share of chunks marked or dropped, gain 2
+  (the second design, for comparison in the same run).
 * --sweep B,...: ``mlfc`` at other bounds (published as ``mlfc-bB``).
 
 A* per model and seed is the converged accuracy of one job trained to a plateau in process (lab/astar.py,
@@ -71,6 +74,7 @@ from mlfc.lab.tta import (
     reduction,
 )
 from mlfc.policy.drop import DropPolicy
+from mlfc.policy.withhold import WithholdPolicy
 from mlfc.topologies import dumbbell
 
 NO_SELECTIVE_DROP = DropPolicy(min_importance=(0, 0, 0, 0))  # tail drop only
@@ -98,7 +102,7 @@ MODELS: dict[str, Model] = {
     "digits-cnn": Model("digits", 16, 0.1, 0.1, 100, "digits CNN, width 16"),
     "synthetic-mlp": Model("synthetic", 256, 0.1, 0.05, 160, "MLP width 256 on the generated 8-class task"),
 }
-TREATMENT_NAMES = ("full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc")
+TREATMENT_NAMES = ("full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc-marks", "mlfc")
 ALONE_TREATMENTS = ("full", "mlfc")
 
 
@@ -114,6 +118,7 @@ class Variant:
     topk: float | None = None  # topk's fraction; None: matched to the round's mlfc run
     loss_feedback: bool = False  # zero-filled (and withheld) elements go out with the next push
     withhold: bool = False  # the network decides how much of a push is withheld
+    withhold_signal: str = WithholdPolicy().signal  # by which congestion signal (mlfc.policy.withhold)
     pull_bound: float = 0.0  # approximate pulls: at most this share of a pulled tensor left out (0: whole)
     tolerated_loss: str = DEFAULT_TOLERATED_LOSS
 
@@ -135,7 +140,7 @@ class Variant:
         if self.loss_bound == 0:
             return "every chunk delivered, tail drop"
         parts = [f"loss bound {self.loss_bound:g}", "selective drop"]
-        parts.append("withheld as congested" if self.withhold else "")
+        parts.append(f"withheld as congested ({self.withhold_signal})" if self.withhold else "")
         parts.append("loss feedback" if self.loss_feedback else "lost for good")
         parts.append(f"pulls left out up to {self.pull_bound:g}" if self.pull_bound else "")
         parts.append(f"tolerated drop: {self.tolerated_loss}")
@@ -153,6 +158,7 @@ def variants(args: argparse.Namespace) -> list[Variant]:
         ),
         "mlfc-push": mlfc_variant("mlfc-push", args.mlfc_bound, pulls=False),
         "mlfc": mlfc_variant("mlfc", args.mlfc_bound),
+        "mlfc-marks": replace(mlfc_variant("mlfc-marks", args.mlfc_bound), withhold_signal="marks"),
     }
     out = [made[n] for n in args.treatments]
     out += [mlfc_variant(f"mlfc-b{b:g}", b) for b in args.sweep if b != args.mlfc_bound]
@@ -236,7 +242,7 @@ def jobs_for(
                              workers=args.workers, eval_every=args.eval_every, seed=seed, loss_bound=v.loss_bound,
                              name=v.name)  # fmt: skip
         t = replace(spec.training, compress=v.compression(topk), loss_feedback=v.loss_feedback, withhold=v.withhold,
-                    pull_loss_bound=v.pull_bound)  # fmt: skip
+                    withhold_signal=v.withhold_signal, pull_loss_bound=v.pull_bound)  # fmt: skip
         out.append(replace(spec, training=t))
     return tuple(out)
 

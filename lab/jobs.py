@@ -27,6 +27,7 @@ from mlfc.lab.results import IterationRecord
 from mlfc.launch.daemons import tool
 from mlfc.launch.process import terminate
 from mlfc.policy.mltcp import MltcpParams, format_shape
+from mlfc.policy.withhold import WithholdPolicy
 from mlfc.topologies import Topology
 
 
@@ -46,6 +47,7 @@ class Training:
     compress: str = "none"  # rigid compression of every push: none | fp16 | topk:F (mlfc.hosts.training.compress)
     loss_feedback: bool = True  # zero-filled gradient elements go out with the next push (ClientConfig)
     withhold: bool = False  # the network decides how much of a push is withheld (ClientConfig.withhold)
+    withhold_signal: str = WithholdPolicy().signal  # and by which congestion signal (mlfc.policy.withhold)
     pull_loss_bound: float = 0.0  # approximate pulls: the PS leaves out up to this share under congestion
 
 
@@ -225,6 +227,7 @@ def training_job(spec: JobSpec, iterations: int, transport: Transport) -> Traini
         slope=p.slope, intercept=p.intercept, f_shape=format_shape(p), f_rule=p.rule, line_rate=transport.line_rate,
         timeout=LAB_JOB_TIMEOUT_S, peer_timeout=LAB_JOB_TIMEOUT_S,
         compress=t.compress, loss_feedback=t.loss_feedback, withhold=t.withhold,
+        withhold_signal=t.withhold_signal,
         pull_loss_bound=t.pull_loss_bound,
         tolerated_loss=transport.tolerated_loss,
     )  # fmt: skip

@@ -22,7 +22,7 @@ from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.transport import SenderConfig
 from mlfc.hosts.transport.recovery import TOLERATED_LOSS_REACTIONS
 from mlfc.policy.mltcp import RULES, MltcpParams, parse_shape
-from mlfc.policy.withhold import WithholdPolicy
+from mlfc.policy.withhold import DEFAULT_GAIN, SIGNALS, WithholdPolicy
 
 
 def _endpoint(text: str, default_port: int) -> tuple[str, int]:
@@ -33,6 +33,10 @@ def _endpoint(text: str, default_port: int) -> tuple[str, int]:
         return host, int(port)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected IP or IP:PORT") from None
+
+
+def _withhold_policy(args: argparse.Namespace) -> WithholdPolicy:
+    return WithholdPolicy(gain=args.withhold_gain, signal=args.withhold_signal)
 
 
 def _sender_config(args: argparse.Namespace) -> SenderConfig:
@@ -92,9 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--withhold-gain",
             type=float,
-            default=WithholdPolicy().gain,
+            default=None,
             help="f(c) = min(1, GAIN * c) of a push (worker --withhold) or pull (PS --pull-loss-bound) left out at "
-            "congestion c (%(default)s)",
+            f"congestion c (default: the signal's, {DEFAULT_GAIN})",
+        )
+        p.add_argument(
+            "--withhold-signal",
+            choices=SIGNALS,
+            default=WithholdPolicy().signal,
+            help="congestion c: the others' share of a standing queue, or the share of chunks marked or dropped "
+            "(mlfc.policy.withhold; %(default)s)",
         )
         p.add_argument("--peer-timeout", type=float, default=10.0)
         p.add_argument("-v", "--verbose", action="store_true")
@@ -214,7 +225,7 @@ def _run_ps(args: argparse.Namespace) -> int:
         deadline=args.deadline,
         timeout=args.timeout,
         sender=_sender_config(args),
-        pull_withhold=WithholdPolicy(gain=args.withhold_gain) if args.pull_loss_bound > 0 else None,
+        pull_withhold=_withhold_policy(args) if args.pull_loss_bound > 0 else None,
         pull_loss_bound=args.pull_loss_bound,
     )
     ckpt = Checkpoint(Path(args.checkpoint), args.checkpoint_every) if args.checkpoint else None
@@ -305,7 +316,7 @@ def run_worker_command(args: argparse.Namespace, *, push_sock=None) -> int:
         tx_port=args.tx_port,
         loss_bound=args.loss_bound,
         loss_feedback=args.loss_feedback,
-        withhold=WithholdPolicy(gain=args.withhold_gain) if args.withhold else None,
+        withhold=_withhold_policy(args) if args.withhold else None,
         protect_fraction=args.protect_fraction,
         deadline=args.deadline,
         timeout=args.timeout,

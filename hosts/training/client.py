@@ -13,8 +13,8 @@ Loss becomes delay (``loss_feedback``, PS mode with a loss bound): the elements 
 (the send result's missing chunks) are kept in a per-tensor residual (hosts/training/residual.py) and added to
 the next push of that tensor, as error feedback does for top-k; importance is computed on gradient + residual.
 
-The network decides how much (``withhold``, issue 25): the worker keeps a congestion estimate for its job (the
-EWMA of the share of each push's chunks the network marked or dropped, from the ACKs) and before a push
+The network decides how much (``withhold``, issue 25): the worker keeps a congestion estimate for its job (an
+EWMA over pushes of the policy's signal, by default what other traffic takes of a busy link) and before a push
 withholds its least important chunks up to min(loss bound, f(estimate)) of the push's bytes
 (mlfc.policy.withhold): nothing on a free link. Withheld chunks are not sent; the PS zero-fills them like lost
 ones, and their elements reach the residual by the same path (the send result's missing chunks), once.
@@ -341,7 +341,7 @@ class WorkerClient:
             withhold=withhold,
         )  # fmt: skip
         if self.congestion is not None:
-            self.congestion.update(res.congestion)
+            self.congestion.update(res.congestion(self.congestion.policy))
         out = result if result is not None else PushResult()
         out.withheld_chunks += res.withheld_chunks
         out.withheld_bytes += res.withheld_bytes

@@ -30,6 +30,7 @@ from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.transport import bind_shim_socket
 from mlfc.hosts.transport.recovery import DEFAULT_TOLERATED_LOSS
 from mlfc.launch.process import terminate
+from mlfc.policy.withhold import WithholdPolicy
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class TrainingJob:
     protect_fraction: float = 0.25
     loss_feedback: bool = True  # what the PS zero-filled goes out again with the next push (error feedback)
     withhold: bool = False  # the network-decided withheld share (worker --withhold; mlfc.policy.withhold)
+    withhold_signal: str = WithholdPolicy().signal  # its congestion signal (--withhold-signal)
     pull_loss_bound: float = 0.0  # approximate pulls (PS --pull-loss-bound; hosts/training/pull_copies.py)
     eval_every: int = 5
     compute_s: float = 0.0  # pad real compute up to this (0: none)
@@ -88,6 +90,8 @@ class TrainingJob:
         ]
         if self.tolerated_loss != DEFAULT_TOLERATED_LOSS:
             args += ["--tolerated-loss", self.tolerated_loss]
+        if self.withhold_signal != WithholdPolicy().signal:
+            args += ["--withhold-signal", self.withhold_signal]
         if self.width is not None:
             args += ["--width", str(self.width)]
         if self.mltcp:

@@ -632,7 +632,7 @@ class TrainingServer:
                 res = tx.send_tensor(cfg.job, it, t, p, importance=plan.classes, loss_bound=plan.loss_bound,
                                      withhold=plan.withhold, timeout=cfg.timeout)  # fmt: skip
             if w.pulls is not None:
-                stale += w.pulls.delivered(t, p, res.missing_chunks, chunk, res.congestion)
+                stale += w.pulls.delivered(t, p, res.missing_chunks, chunk, res.congestion(w.pulls.policy))
             sent += p.nbytes - res.withheld_bytes
             withheld += res.withheld_chunks
         stats = {

@@ -14,7 +14,7 @@ from mlfc.hosts.transport.packet import DataHeader
 from mlfc.hosts.transport.recovery import Scoreboard
 from mlfc.policy import loss
 from mlfc.policy.priority import PolicyError
-from mlfc.policy.withhold import congestion_sample
+from mlfc.policy.withhold import WithholdPolicy, congestion_sample
 
 
 @dataclass(frozen=True)
@@ -35,12 +35,13 @@ class SendResult:
     withheld_bytes: int = 0
     acks: int = 0  # ACKs of this tensor, and how many echoed ECN: the push's congestion signal
     ece_acks: int = 0
+    own_share: float | None = None  # mean delivery rate / capacity at the marked ACKs (None: none marked)
 
-    @property
-    def congestion(self) -> float:
-        """The share of this push's chunks the network marked or dropped (mlfc.policy.withhold)."""
+    def congestion(self, policy: WithholdPolicy) -> float:
+        """This transfer's congestion sample by ``policy``'s signal (mlfc.policy.withhold)."""
         marked = self.ece_acks / self.acks if self.acks else 0.0
-        return congestion_sample(self.chunks - self.withheld_chunks, marked, self.retransmits + self.tolerated_chunks)
+        lost = self.retransmits + self.tolerated_chunks
+        return congestion_sample(policy, self.chunks - self.withheld_chunks, marked, lost, self.own_share)
 
 
 @dataclass
@@ -61,6 +62,8 @@ class Transfer:
     fin: bool = False
     acks: int = 0
     ece_acks: int = 0
+    share_sum: float = 0.0  # own_share samples at the marked ACKs (mlfc.policy.withhold)
+    share_n: int = 0
 
     def __post_init__(self) -> None:
         self.values = list(self.header)
@@ -70,7 +73,8 @@ class Transfer:
         missing = () if b.complete else b.unacknowledged()
         return SendResult(self.job, self.iteration, self.tensor_id, b.nbytes, b.n, now - self.started,
                           b.retransmits, b.tolerated, self.fin, missing, b.withheld, b.withheld_bytes,
-                          self.acks, self.ece_acks)  # fmt: skip
+                          self.acks, self.ece_acks,
+                          self.share_sum / self.share_n if self.share_n else None)  # fmt: skip
 
 
 def prepare(cfg: SenderConfig, job: int, iteration: int, tensor_id: int, buffer, importance, layer_index: int,

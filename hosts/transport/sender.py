@@ -36,6 +36,7 @@ from mlfc.hosts.transport.stats import FlowStats
 from mlfc.hosts.transport.transmit import Transmitter
 from mlfc.hosts.transport.tuning import OnlineF
 from mlfc.policy.mltcp import MltcpParams
+from mlfc.policy.withhold import own_share
 from mlfc.wire import MsgType, ShimError, is_shim_port, unpack_shim
 
 _TRANSIENT_SEND_ERRORS = (errno.ENOBUFS, errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
@@ -78,6 +79,7 @@ class Sender:
         self._next_sample = now
         self._pacer = TokenBucket(now)
         self.delivery = DeliveryRate()
+        self.capacity = 0.0  # the highest delivery rate measured, bytes/s: the link's rate as this flow saw it
         self._last_active: float | None = None  # when the previous transfer ended
         self._fbuf = bytearray(4096)
         self._fbmv = memoryview(self._fbuf)
@@ -351,6 +353,10 @@ class Sender:
         st.tolerated_events += ev.tolerated_event
         st.bytes_acked += ev.newly_acked
         self.delivery.on_ack(ev.newly_acked, now, self.recovery.rtt.srtt)
+        self.capacity = max(self.capacity, self.delivery.rate)
+        if fb.ece and (share := own_share(self.delivery.rate, self.capacity)) is not None:
+            t.share_sum += share  # a standing queue: how much of the busy link this flow gets
+            t.share_n += 1
         if ev.loss_event:
             self.cc.on_loss(now)
         elif ev.tolerated_bytes:

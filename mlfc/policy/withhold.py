@@ -1,13 +1,27 @@
 """The network decides how much of a push is withheld (approximate flow control, issue 25).
 
-The worker's sender keeps a congestion estimate per job, an EWMA of the share of a push's chunks the
-network marked (ECN echo) or dropped, and before each push withholds its least important chunks up to
-``withheld_share(policy, congestion, bound)`` of the push's bytes: nothing on a free link (f(0) = 0), up
-to the tensor's loss bound on a congested one. Withheld chunks are not sent; their elements go to the
-error-feedback residual (hosts/training/residual.py) and out with the next push. The switch's selective
-drop (mlfc.policy.drop) stays the fast path for bursts shorter than a push.
+The sender keeps a congestion estimate per flow and before each push (or pull) withholds its least
+important chunks up to ``withheld_share(policy, congestion, bound)`` of the bytes: nothing on a free link
+(f(0) = 0), up to the tensor's loss bound on a congested one. Withheld chunks are not sent; their elements
+go to the error-feedback residual (hosts/training/residual.py) and out with the next push. The switch's
+selective drop (mlfc.policy.drop) stays the fast path for bursts shorter than a push.
 
-One source of truth for f, the estimate and the choice of chunks: the transport and the worker call these.
+Two congestion signals (``WithholdPolicy.signal``):
+
+* ``share`` (the default): *the others' share of a standing queue*. An ECN mark says the bottleneck's queue
+  stands above Kmin: the link is busy. While it is, the flow's delivery rate over its capacity (the highest
+  delivery rate the flow has measured: its rate when it had the link) is the share of the link it gets,
+  and one minus that is what other traffic takes. Alone, a flow that builds a queue is served at the
+  link's rate (share 1: nothing withheld, however often it is marked); among three jobs it gets a third
+  (the others' share 2/3: withhold up to the bound). Measured cause (docs/results.md): under window AIMD
+  with ECN, mark rates sit near the threshold whether one flow or three fill the link (~1 % against ~6 %
+  of ACKs), so a mark-rate signal withheld a quarter of what the bound allowed on a saturated link.
+  A flow that never had the link to itself under-estimates its capacity, which reads as a larger share:
+  it withholds less, never more.
+* ``marks`` (the design before): the share of a push's chunks the network marked (ECN echo) or dropped.
+
+One source of truth for f, the signals, the estimate and the choice of chunks: the transport, the worker
+and the PS call these.
 """
 
 from __future__ import annotations
@@ -19,17 +33,27 @@ from dataclasses import dataclass
 from mlfc.policy.loss import is_protected
 from mlfc.policy.priority import PolicyError
 
+SIGNALS = ("share", "marks")
+# share: c is the others' share of the busy link, withheld as it is (capped by the bound); marks: a link
+# that marks or drops 10 % of the chunks withholds 20 %, enough to take the push's own share of the overload
+# off the queue
+DEFAULT_GAIN = {"share": 1.0, "marks": 2.0}
+
 
 @dataclass(frozen=True, slots=True)
 class WithholdPolicy:
-    """f(c) = min(1, gain * c) for a congestion estimate c in [0, 1]; ``weight`` is the EWMA's weight of
-    the newest push. gain 2: a link that marks or drops 10 % of the chunks withholds 20 % (then capped by
-    the loss bound), enough to take the push's own share of the overload off the queue."""
+    """f(c) = min(1, gain * c) for a congestion estimate c in [0, 1] of ``signal`` (module doc); ``weight``
+    is the EWMA's weight of the newest transfer; ``gain`` None: the signal's ``DEFAULT_GAIN``."""
 
-    gain: float = 2.0
+    gain: float | None = None
     weight: float = 0.25
+    signal: str = "share"
 
     def __post_init__(self) -> None:
+        if self.signal not in SIGNALS:
+            raise PolicyError(f"signal={self.signal!r} must be one of {', '.join(SIGNALS)}")
+        if self.gain is None:
+            object.__setattr__(self, "gain", DEFAULT_GAIN[self.signal])
         if isinstance(self.gain, bool) or not (isinstance(self.gain, (int, float)) and 0 <= self.gain < math.inf):
             raise PolicyError(f"gain={self.gain!r} must be a finite number >= 0")
         if isinstance(self.weight, bool) or not (isinstance(self.weight, (int, float)) and 0 < self.weight <= 1):
@@ -40,7 +64,7 @@ def share_for(policy: WithholdPolicy, congestion: float) -> float:
     """f: the share of a push's bytes to withhold at ``congestion``, before the loss bound; f(0) = 0."""
     if not 0.0 <= congestion <= 1.0:
         raise PolicyError(f"congestion={congestion!r} must be in [0, 1]")
-    return min(1.0, policy.gain * congestion)
+    return min(1.0, policy.gain * congestion)  # type: ignore[operator]  # gain is set in __post_init__
 
 
 def withheld_share(policy: WithholdPolicy, congestion: float, bound: float) -> float:
@@ -50,13 +74,27 @@ def withheld_share(policy: WithholdPolicy, congestion: float, bound: float) -> f
     return min(bound, share_for(policy, congestion))
 
 
-def congestion_sample(chunks: int, marked: float, lost: int) -> float:
-    """One push's congestion signal: the share of its chunks the network marked or dropped. ``marked`` is
-    the share of the push's ACKs that echoed ECN (one ACK covers several chunks, so a share, not a count);
-    ``lost`` the chunks found lost (retransmitted or tolerated; withheld chunks are not losses)."""
+def congestion_sample(
+    policy: WithholdPolicy, chunks: int, marked: float, lost: int, own_share: float | None = None
+) -> float:
+    """One transfer's congestion signal (module doc). ``marked`` is the share of its ACKs that echoed ECN
+    (one ACK covers several chunks, so a share, not a count); ``lost`` the chunks found lost (retransmitted
+    or tolerated; withheld chunks are not losses); ``own_share`` the flow's mean delivery rate over its
+    capacity at the marked ACKs (None: no marked ACK, no standing queue seen). Drops count in both."""
     if chunks <= 0:
         return 0.0
-    return min(1.0, max(0.0, marked, lost / chunks))
+    dropped = lost / chunks
+    if policy.signal == "marks":
+        return min(1.0, max(0.0, marked, dropped))
+    others = 0.0 if own_share is None else 1.0 - min(1.0, max(0.0, own_share))
+    return min(1.0, max(0.0, others, dropped))
+
+
+def own_share(delivery_rate: float, capacity: float) -> float | None:
+    """The flow's share of a busy link: its delivery rate over its capacity (None before both are known)."""
+    if delivery_rate <= 0 or capacity <= 0:
+        return None
+    return min(1.0, delivery_rate / capacity)
 
 
 @dataclass

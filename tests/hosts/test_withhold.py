@@ -10,6 +10,7 @@ from mlfc.hosts.cc.reno import Reno
 from mlfc.hosts.transport import Receiver, ReceiverConfig, Sender, SenderConfig, bind_shim_socket
 from mlfc.hosts.transport.recovery import TOLERATED, FlowRecovery, RttEstimator, Scoreboard
 from mlfc.policy.loss import LossBudget
+from mlfc.policy.withhold import WithholdPolicy
 from mlfc.testing.lossy import LossySocket
 from mlfc.wire import IMPORTANCE_PROTECTED
 
@@ -98,7 +99,30 @@ def test_a_withheld_push_over_loopback():
         assert d.loss.missing_chunks == (1, 7, 8)
         assert {h.chunk_seq for h in sock.sent}.isdisjoint({1, 7, 8})  # never on the wire
         assert r.withheld_chunks == 3 and r.withheld_bytes == 3 * CHUNK and r.tolerated_chunks == 0
-        assert r.missing_chunks == (1, 7, 8) and r.retransmits == 0 and r.congestion == 0.0
+        assert r.missing_chunks == (1, 7, 8) and r.retransmits == 0 and r.congestion(WithholdPolicy()) == 0.0
     finally:
         tx.close()
+        rx.close()
+
+
+def test_the_flows_share_of_a_busy_link_is_sampled_at_marked_acks_only():
+    """own_share: the delivery rate over the flow's capacity at each ACK that echoes ECN (mlfc.policy.withhold)."""
+    rx = Receiver(("127.0.0.1", 0), ReceiverConfig(deadline=0.01))
+    data = np.arange(200 * CHUNK // 4, dtype=np.float32).tobytes()
+    try:
+        for tos, marked in ((0x03, True), (None, False)):  # every packet CE-marked / none
+            sock = LossySocket(bind_shim_socket("127.0.0.1"), None, force_tos=tos)
+            with Sender(rx.address, config=SenderConfig(chunk_size=CHUNK), sock=sock) as tx:
+                results = [tx.send_tensor(1, i, 0, data, importance=0, timeout=10) for i in range(3)]
+                for _ in range(3):
+                    rx.recv(timeout=3)
+            shares = [r.own_share for r in results]
+            if marked:
+                assert all(s is not None and 0 < s <= 1 for s in shares[1:]), shares
+                assert tx.capacity > 0
+                assert results[-1].congestion(WithholdPolicy()) == pytest.approx(1 - shares[-1])
+            else:
+                assert shares == [None, None, None]
+                assert results[-1].congestion(WithholdPolicy()) == 0.0
+    finally:
         rx.close()

@@ -10,12 +10,14 @@ from mlfc.policy.withhold import (
     WithholdPolicy,
     choose_withheld,
     congestion_sample,
+    own_share,
     share_for,
     withheld_share,
 )
 from mlfc.wire import IMPORTANCE_PROTECTED
 
 P = WithholdPolicy()
+MARKS = WithholdPolicy(signal="marks")
 
 
 def test_a_free_link_withholds_nothing():
@@ -25,14 +27,19 @@ def test_a_free_link_withholds_nothing():
 
 
 def test_the_share_grows_with_congestion_up_to_the_bound():
-    shares = [withheld_share(P, c / 20, 0.3) for c in range(21)]
-    assert shares == sorted(shares) and shares[1] > 0
-    assert max(shares) == 0.3  # the loss bound caps it
-    assert withheld_share(P, 0.05, 0.3) == pytest.approx(0.1)  # gain 2: 5 % marked -> 10 % withheld
+    for policy in (P, MARKS):
+        shares = [withheld_share(policy, c / 20, 0.3) for c in range(21)]
+        assert shares == sorted(shares) and shares[1] > 0
+        assert max(shares) == 0.3  # the loss bound caps it
+    assert withheld_share(MARKS, 0.05, 0.3) == pytest.approx(0.1)  # gain 2: 5 % marked -> 10 % withheld
+    assert withheld_share(P, 0.2, 0.3) == pytest.approx(0.2)  # gain 1: others take 20 % -> 20 % withheld
     assert share_for(WithholdPolicy(gain=2.0), 1.0) == 1.0
+    assert (P.gain, MARKS.gain, WithholdPolicy(gain=3.0, signal="marks").gain) == (1.0, 2.0, 3.0)
 
 
-@pytest.mark.parametrize("bad", [{"gain": -1.0}, {"gain": float("inf")}, {"weight": 0.0}, {"weight": 1.5}])
+@pytest.mark.parametrize(
+    "bad", [{"gain": -1.0}, {"gain": float("inf")}, {"weight": 0.0}, {"weight": 1.5}, {"signal": "rtt"}]
+)
 def test_bad_policies_are_refused(bad):
     with pytest.raises(PolicyError):
         WithholdPolicy(**bad)
@@ -59,12 +66,32 @@ def test_the_estimate_is_an_ewma_of_the_pushes_congestion():
     assert e.value < 1e-9  # a link that frees up stops withholding
 
 
-def test_a_sample_is_the_larger_of_the_marked_and_the_lost_share():
-    assert congestion_sample(10, 0.0, 0) == 0.0
-    assert congestion_sample(10, 0.25, 1) == 0.25
-    assert congestion_sample(10, 0.05, 3) == pytest.approx(0.3)
-    assert congestion_sample(0, 1.0, 5) == 0.0
-    assert congestion_sample(2, 0.0, 9) == 1.0
+def test_a_marks_sample_is_the_larger_of_the_marked_and_the_lost_share():
+    assert congestion_sample(MARKS, 10, 0.0, 0) == 0.0
+    assert congestion_sample(MARKS, 10, 0.25, 1) == 0.25
+    assert congestion_sample(MARKS, 10, 0.05, 3) == pytest.approx(0.3)
+    assert congestion_sample(MARKS, 0, 1.0, 5) == 0.0
+    assert congestion_sample(MARKS, 2, 0.0, 9) == 1.0
+    assert congestion_sample(MARKS, 10, 0.05, 0, own_share=0.1) == pytest.approx(0.05)  # the share is not its signal
+
+
+def test_a_share_sample_is_what_others_take_of_a_busy_link_however_often_it_is_marked():
+    # Alone and marked often: served at the link's rate while the queue stands, nothing taken by others.
+    assert congestion_sample(P, 100, 0.3, 0, own_share=1.0) == 0.0
+    # One of three: a third of the busy link, the others take two thirds; the mark rate does not matter.
+    assert congestion_sample(P, 100, 0.01, 0, own_share=1 / 3) == pytest.approx(2 / 3)
+    assert congestion_sample(P, 100, 0.5, 0, own_share=1 / 3) == pytest.approx(2 / 3)
+    # No marked ACK, no standing queue: no congestion, unless chunks were dropped.
+    assert congestion_sample(P, 100, 0.0, 0, own_share=None) == 0.0
+    assert congestion_sample(P, 100, 0.0, 20, own_share=None) == pytest.approx(0.2)
+    assert congestion_sample(P, 100, 0.1, 40, own_share=0.9) == pytest.approx(0.4)
+    assert congestion_sample(P, 0, 0.1, 40, own_share=0.1) == 0.0
+
+
+def test_own_share_is_the_delivery_rate_over_the_capacity():
+    assert own_share(50.0, 200.0) == 0.25
+    assert own_share(250.0, 200.0) == 1.0  # a window above the capacity seen so far (it is updated first)
+    assert own_share(0.0, 200.0) is None and own_share(10.0, 0.0) is None
 
 
 def test_least_important_first_within_the_share_never_protected_nor_the_last():
