@@ -429,6 +429,9 @@ def _settle(order: list[int], eff: Mapping[int, float], m: float) -> list[int]:
     n = len(order)
     if n < 2:
         return list(order)
+    # Already in falling score order (every job new, or nothing moved): no job beats one above it.
+    if all(eff[a] >= eff[b] for a, b in zip(order, order[1:])):
+        return list(order)
     # bar[j]: a job with score s beats j iff s > bar[j] (NaN: never beaten); score s < a NaN's: beats nobody
     bar = {j: math.inf if math.isnan(e := eff[j]) else max(e * m, e) for j in order}
     val = {j: -math.inf if math.isnan(e := eff[j]) else e for j in order}
