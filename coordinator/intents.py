@@ -42,7 +42,7 @@ class IntentSender:
         on_applied: Callable[[int, int], None] | None = None,
         timeout_s: float = 5.0,
         backoff_initial_s: float = 0.05,
-        backoff_max_s: float = 1.0,
+        backoff_max_s: float = 0.25,
         check_interval_s: float = 0.5,
     ) -> None:
         self.target = target

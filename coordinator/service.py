@@ -128,7 +128,7 @@ class Coordinator:
         synchronous: str = "FULL",
         allow_remote: bool = False,
         max_workers: int = 8,
-        controller_backoff_max_s: float = 1.0,
+        controller_backoff_max_s: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not token:
