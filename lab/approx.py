@@ -27,9 +27,9 @@ dumbbell's bottleneck, compute padded to the model's compute time so that their 
 * ``mlfc``: the same, and the pulls too (hosts/training/pull_copies.py): under congestion the PS leaves out
   the parameter chunks that changed least since the worker last got them, up to the same bound, and the
   worker keeps its previous values there; what was left out goes out once it is among the larger changes.
-  Both directions read congestion as the others' share of a standing queue (mlfc.policy.withhold);
-* ``mlfc-marks``: ``mlfc`` with the signal it had before: the share of chunks marked or dropped, gain 2
-  (the second design, for comparison in the same run).
+  Both directions read congestion as the share of chunks marked or dropped (mlfc.policy.withhold);
+* ``mlfc-share``: ``mlfc`` with the third design's signal, the others' share of a standing queue
+  (mlfc.policy.withhold), measured beside it in the same runs.
 * --sweep B,...: ``mlfc`` at other bounds (published as ``mlfc-bB``).
 
 A* per model and seed is the converged accuracy of one job trained to a plateau in process (lab/astar.py,
@@ -102,7 +102,7 @@ MODELS: dict[str, Model] = {
     "digits-cnn": Model("digits", 16, 0.1, 0.1, 100, "digits CNN, width 16"),
     "synthetic-mlp": Model("synthetic", 256, 0.1, 0.05, 160, "MLP width 256 on the generated 8-class task"),
 }
-TREATMENT_NAMES = ("full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc-marks", "mlfc")
+TREATMENT_NAMES = ("full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share")
 ALONE_TREATMENTS = ("full", "mlfc")
 
 
@@ -158,7 +158,7 @@ def variants(args: argparse.Namespace) -> list[Variant]:
         ),
         "mlfc-push": mlfc_variant("mlfc-push", args.mlfc_bound, pulls=False),
         "mlfc": mlfc_variant("mlfc", args.mlfc_bound),
-        "mlfc-marks": replace(mlfc_variant("mlfc-marks", args.mlfc_bound), withhold_signal="marks"),
+        "mlfc-share": replace(mlfc_variant("mlfc-share", args.mlfc_bound), withhold_signal="share"),
     }
     out = [made[n] for n in args.treatments]
     out += [mlfc_variant(f"mlfc-b{b:g}", b) for b in args.sweep if b != args.mlfc_bound]

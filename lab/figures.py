@@ -306,7 +306,7 @@ def render_hpsearch(summary: Mapping[str, Any]) -> str:
 APPROX_LESS_THAN_FULL = 0.40
 APPROX_ALONE_SLOWER = 0.02
 APPROX_ACC_PP = 0.5
-APPROX_ORDER = ("full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc-marks", "mlfc")
+APPROX_ORDER = ("full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share")
 
 
 def _mean(values: Sequence[float | None]) -> float | None:

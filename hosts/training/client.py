@@ -14,7 +14,7 @@ Loss becomes delay (``loss_feedback``, PS mode with a loss bound): the elements 
 the next push of that tensor, as error feedback does for top-k; importance is computed on gradient + residual.
 
 The network decides how much (``withhold``, issue 25): the worker keeps a congestion estimate for its job (an
-EWMA over pushes of the policy's signal, by default what other traffic takes of a busy link) and before a push
+EWMA over pushes of the policy's signal, by default the share of chunks marked or dropped) and before a push
 withholds its least important chunks up to min(loss bound, f(estimate)) of the push's bytes
 (mlfc.policy.withhold): nothing on a free link. Withheld chunks are not sent; the PS zero-fills them like lost
 ones, and their elements reach the residual by the same path (the send result's missing chunks), once.

@@ -28,6 +28,7 @@ coordinator/decision.py):
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -430,7 +431,7 @@ def _settle(order: list[int], eff: Mapping[int, float], m: float) -> list[int]:
     if n < 2:
         return list(order)
     # Already in falling score order (every job new, or nothing moved): no job beats one above it.
-    if all(eff[a] >= eff[b] for a, b in zip(order, order[1:])):
+    if all(eff[a] >= eff[b] for a, b in itertools.pairwise(order)):
         return list(order)
     # bar[j]: a job with score s beats j iff s > bar[j] (NaN: never beaten); score s < a NaN's: beats nobody
     bar = {j: math.inf if math.isnan(e := eff[j]) else max(e * m, e) for j in order}

@@ -8,17 +8,18 @@ selective drop (mlfc.policy.drop) stays the fast path for bursts shorter than a 
 
 Two congestion signals (``WithholdPolicy.signal``):
 
-* ``share`` (the default): *the others' share of a standing queue*. An ECN mark says the bottleneck's queue
-  stands above Kmin: the link is busy. While it is, the flow's delivery rate over its capacity (the highest
-  delivery rate the flow has measured: its rate when it had the link) is the share of the link it gets,
-  and one minus that is what other traffic takes. Alone, a flow that builds a queue is served at the
-  link's rate (share 1: nothing withheld, however often it is marked); among three jobs it gets a third
-  (the others' share 2/3: withhold up to the bound). Measured cause (docs/results.md): under window AIMD
-  with ECN, mark rates sit near the threshold whether one flow or three fill the link (~1 % against ~6 %
-  of ACKs), so a mark-rate signal withheld a quarter of what the bound allowed on a saturated link.
-  A flow that never had the link to itself under-estimates its capacity, which reads as a larger share:
-  it withholds less, never more.
-* ``marks`` (the design before): the share of a push's chunks the network marked (ECN echo) or dropped.
+* ``share`` (the third design, opt-in until measured): *the others' share of a standing queue*. An ECN
+  mark says the bottleneck's queue stands above Kmin: the link is busy. While it is, the flow's delivery
+  rate over its capacity (the highest delivery rate the flow has measured: its rate when it had the
+  link) is the share of the link it gets, and one minus that is what other traffic takes. Alone, a flow
+  that builds a queue is served at the link's rate (share 1: nothing withheld, however often it is
+  marked); among three jobs it gets a third (the others' share 2/3: withhold up to the bound). Measured
+  cause (docs/results.md): under window AIMD with ECN, mark rates sit near the threshold whether one flow
+  or three fill the link (~1 % against ~6 % of ACKs), so a mark-rate signal withheld a quarter of what
+  the bound allowed on a saturated link. A flow that never had the link to itself under-estimates its
+  capacity, which reads as a larger share: it withholds less, never more.
+* ``marks`` (the default, the second design, measured): the share of a push's chunks the network marked
+  (ECN echo) or dropped.
 
 One source of truth for f, the signals, the estimate and the choice of chunks: the transport, the worker
 and the PS call these.
@@ -47,7 +48,7 @@ class WithholdPolicy:
 
     gain: float | None = None
     weight: float = 0.25
-    signal: str = "share"
+    signal: str = "marks"
 
     def __post_init__(self) -> None:
         if self.signal not in SIGNALS:

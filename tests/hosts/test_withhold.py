@@ -107,6 +107,7 @@ def test_a_withheld_push_over_loopback():
 
 def test_the_flows_share_of_a_busy_link_is_sampled_at_marked_acks_only():
     """own_share: the delivery rate over the flow's capacity at each ACK that echoes ECN (mlfc.policy.withhold)."""
+    SHARE = WithholdPolicy(signal="share")
     rx = Receiver(("127.0.0.1", 0), ReceiverConfig(deadline=0.01))
     data = np.arange(200 * CHUNK // 4, dtype=np.float32).tobytes()
     try:
@@ -120,9 +121,9 @@ def test_the_flows_share_of_a_busy_link_is_sampled_at_marked_acks_only():
             if marked:
                 assert all(s is not None and 0 < s <= 1 for s in shares[1:]), shares
                 assert tx.capacity > 0
-                assert results[-1].congestion(WithholdPolicy()) == pytest.approx(1 - shares[-1])
+                assert results[-1].congestion(SHARE) == pytest.approx(1 - shares[-1])
             else:
                 assert shares == [None, None, None]
-                assert results[-1].congestion(WithholdPolicy()) == 0.0
+                assert results[-1].congestion(SHARE) == 0.0
     finally:
         rx.close()

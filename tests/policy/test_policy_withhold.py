@@ -16,8 +16,8 @@ from mlfc.policy.withhold import (
 )
 from mlfc.wire import IMPORTANCE_PROTECTED
 
-P = WithholdPolicy()
-MARKS = WithholdPolicy(signal="marks")
+P = WithholdPolicy(signal="share")
+MARKS = WithholdPolicy()
 
 
 def test_a_free_link_withholds_nothing():
@@ -34,7 +34,8 @@ def test_the_share_grows_with_congestion_up_to_the_bound():
     assert withheld_share(MARKS, 0.05, 0.3) == pytest.approx(0.1)  # gain 2: 5 % marked -> 10 % withheld
     assert withheld_share(P, 0.2, 0.3) == pytest.approx(0.2)  # gain 1: others take 20 % -> 20 % withheld
     assert share_for(WithholdPolicy(gain=2.0), 1.0) == 1.0
-    assert (P.gain, MARKS.gain, WithholdPolicy(gain=3.0, signal="marks").gain) == (1.0, 2.0, 3.0)
+    assert (P.gain, MARKS.gain, WithholdPolicy(gain=3.0, signal="share").gain) == (1.0, 2.0, 3.0)
+    assert WithholdPolicy().signal == "marks"  # the measured design stays the default
 
 
 @pytest.mark.parametrize(

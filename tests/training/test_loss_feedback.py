@@ -226,7 +226,7 @@ def test_a_free_link_withholds_nothing_and_congestion_withholds_within_the_bound
 def test_withheld_elements_arrive_summed_in_the_next_push_once(client_with):
     c, fake = client_with([(), (), ()], withhold=WithholdPolicy(weight=1.0))
     grads = [grad(20 + i) for i in range(3)]
-    c.congestion.value = 0.2  # share min(0.5, 1 * 0.2): two chunks of the first push
+    c.congestion.value = 0.1  # share min(0.5, 2 * 0.1): two chunks of the first push
     c.push(0, 0, grads[0], layer_index=0, num_layers=1)
     held = fake.withheld[0]
     assert len(held) == 2
@@ -249,9 +249,9 @@ def test_withhold_needs_loss_feedback():
     args = build_parser().parse_args(["worker", "--job", "1", "--rank", "0", "--ps", "x", "--withhold"])
     assert args.withhold and args.withhold_gain is None and args.withhold_signal == WithholdPolicy().signal
     marks = build_parser().parse_args(
-        ["worker", "--job", "1", "--rank", "0", "--ps", "x", "--withhold-signal", "marks"]
+        ["worker", "--job", "1", "--rank", "0", "--ps", "x", "--withhold-signal", "share"]
     )
-    assert WithholdPolicy(gain=marks.withhold_gain, signal=marks.withhold_signal).gain == 2.0
-    argv = worker_argv(TrainingJob(1, 2, 10, loss_bound=0.1, withhold=True, withhold_signal="marks"), 0, "x", "x")
-    assert argv[argv.index("--withhold-signal") + 1] == "marks"
+    assert WithholdPolicy(gain=marks.withhold_gain, signal=marks.withhold_signal).gain == 1.0
+    argv = worker_argv(TrainingJob(1, 2, 10, loss_bound=0.1, withhold=True, withhold_signal="share"), 0, "x", "x")
+    assert argv[argv.index("--withhold-signal") + 1] == "share"
     assert "--withhold" in worker_argv(TrainingJob(1, 2, 10, loss_bound=0.1, withhold=True), 0, "127.0.0.1", "x")
