@@ -34,7 +34,8 @@ the round, and written into every per-run CSV (``configuration`` column); the tr
 round, so slow drift of the machine hits all alike. With nothing lost, a configuration's accuracy at each
 iteration is the same in every run (same seeds, exact aggregation): the treatments differ in timing only,
 which every table checks. ``top_job_slowdown``: the job that held MAIF's top class longest, its mean
-iteration time while it held it over its time alone (FIFO: the same job's over the whole run).
+iteration time over the iterations it ran entirely in the top class, over its time alone (FIFO: the same
+job's over the whole run).
 
 Output in OUT/<task>/<dataplane>/: summary.md (tables, decision timeline), hpsearch.csv (one row per run),
 per run the iteration CSV, accuracy-vs-time PNG and (MAIF) the decision CSV and timeline PNG;
@@ -524,7 +525,8 @@ def summary(s: Search, names: Sequence[str]) -> str:
         "",
         "Search, time from the start until the best smoothed accuracy among the jobs reaches the target: mean "
         "(min..max) over rounds; less time than FIFO is per round against the same round's baseline; top job "
-        "vs alone: the job that held MAIF's top class longest, its iteration time while on top over alone "
+        "vs alone: the job that held MAIF's top class longest, its iteration time over the iterations it ran "
+        "entirely on top, over alone "
         "(baseline: the same job's over the whole run):",
         "",
         "```",
@@ -535,7 +537,8 @@ def summary(s: Search, names: Sequence[str]) -> str:
     phases = phase_table(s)
     if phases:
         lines += [
-            "Where the top job's time goes: seconds per iteration in each phase while it held the top class "
+            "Where the top job's time goes: seconds per iteration in each phase over the iterations it ran entirely "
+            "in the top class "
             "(FIFO: the same job over the whole run) against the same configuration alone; pull includes the "
             "PS's wait for the job's slower worker:",
             "",
@@ -608,6 +611,9 @@ def published_rows(s: Search, command: str) -> list[tuple[dict, list[tuple[Path,
             measured=time.strftime("%Y-%m-%d"),
         )
         runs = [(s.out / f"{name}-r{r.round + 1}.csv", f"{prefix}/{name}-r{r.round + 1}.csv") for r in mine]
+        # MAIF's decisions beside its iterations: the top job and its periods can be recomputed from the data
+        decisions = [s.out / f"{name}-r{r.round + 1}-decisions.csv" for r in mine]
+        runs += [(p, f"{prefix}/{p.name}") for p in decisions if p.exists()]
         out.append((row, [*runs, (s.out / "reference.json", f"{prefix}/reference.json")]))
     return out
 

@@ -103,9 +103,10 @@ def test_top_job_slowdown_is_over_the_iterations_it_held_the_top_class() -> None
     assert periods == [(1, 0.0, 3.0), (2, 3.0, 10.0), (1, 10.0, math.inf)]
     records = [r(1, i, float(i), 1.0) for i in range(12)] + [r(2, i, 2.0 * i, 2.0) for i in range(6)]
     records += [r(2, 1, 3.5, 4.0)]  # a slow iteration of job 2 while it was on top
+    records += [r(2, 7, 9.0, 2.5)]  # began on top, ended after job 2 was demoted at 10: not on top
     job, slow = hrows.top_job_slowdown(records, periods, {1: 1.0, 2: 1.0})
-    # job 2 held it 7 s (3..10), job 1 3 s + 2 s to the run's end at 12: job 2; iterations starting in 3..10
-    # other than iteration 0: starts 4, 6, 8 (2 s) and 3.5 (4 s)
+    # job 2 held it 7 s (3..10), job 1 3 s + 2 s to the run's end at 12: job 2; iterations run within 3..10
+    # other than iteration 0: starts 4, 6, 8 (2 s) and 3.5 (4 s); not the one from 9 to 11.5
     assert job == 2 and slow == pytest.approx((2 + 2 + 2 + 4) / 4)
     assert hrows.job_slowdown(records, 1, 0.5) == pytest.approx(2.0)  # iteration 0 left out, as alone
     none, ratio = hrows.top_job_slowdown(records, [], {1: 1.0})
