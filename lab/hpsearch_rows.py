@@ -124,7 +124,8 @@ def less_than_fifo(fifo: Mapping[int, float], mine: Mapping[int, float]) -> list
     return [reduction(fifo.get(r, math.nan), mine[r]) for r in sorted(mine)]
 
 
-def _num(v: float, digits: int = 4) -> float | None:
+def published_number(v: float, digits: int = 4) -> float | None:
+    """A figure as summary.json holds it: rounded, NaN as null."""
     return round(v, digits) if v is not None and math.isfinite(v) else None
 
 
@@ -151,12 +152,13 @@ def make_row(
         "framework": framework,
         "treatment": PUBLISHED.get(treatment, treatment),
         "rounds": len(rounds),
-        "time_to_090": [_num(tta[r][0.90], 3) for r in rounds],
-        "time_to_095": [_num(tta[r][0.95], 3) for r in rounds],
+        "time_to_090": [published_number(tta[r][0.90], 3) for r in rounds],
+        "time_to_095": [published_number(tta[r][0.95], 3) for r in rounds],
         "less_than_fifo_095": [
-            _num(v) for v in less_than_fifo({r: f[0.95] for r, f in fifo.items()}, {r: tta[r][0.95] for r in rounds})
+            published_number(v)
+            for v in less_than_fifo({r: f[0.95] for r, f in fifo.items()}, {r: tta[r][0.95] for r in rounds})
         ],
-        "top_job_slowdown": [_num(slowdown.get(r, math.nan)) for r in rounds],
+        "top_job_slowdown": [published_number(slowdown.get(r, math.nan)) for r in rounds],
         "command": command,
     }
     row.update(extra)

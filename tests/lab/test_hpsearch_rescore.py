@@ -1,0 +1,65 @@
+"""Recomputing a published top-job slowdown from a finished run's files (lab/hpsearch_rescore.py)."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import pytest
+
+from mlfc.lab import hpsearch_rescore as rescore
+from mlfc.lab import hpsearch_rows as hrows
+from mlfc.lab.decisions import DecisionSample
+from mlfc.lab.decisions import write_csv as write_decisions
+from mlfc.lab.results import IterationRecord
+from mlfc.lab.results import write_csv as write_records
+
+
+def rec(job: int, it: int, start: float, dur: float) -> IterationRecord:
+    return IterationRecord("s", job, "w0", it, start, start, start + dur, start + dur, 100)
+
+
+def write_run(path: Path, records: list[IterationRecord], configs: dict[int, str]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[*(fl.name for fl in fields(IterationRecord)), "configuration"])
+        w.writeheader()
+        for r in records:
+            w.writerow({**asdict(r), "configuration": configs[r.job]})
+
+
+def test_the_top_job_is_rescored_from_the_run_files(tmp_path: Path) -> None:
+    run = tmp_path / "digits" / "ref"
+    (run / "solo").mkdir(parents=True)
+    write_records(run / "solo" / "w8_lr0.1.csv", [rec(1, i, float(i), 1.0) for i in range(5)])
+    write_records(run / "solo" / "w4_lr0.1.csv", [rec(1, i, float(i), 0.5) for i in range(5)])
+    # Records start at 100 s on their clock (the search's start); job 1 is on top from 0 to 10 s after it.
+    start = 100.0
+    records = [rec(1, 0, start, 1.0)] + [rec(1, i, start + i, 1.0) for i in range(1, 8)]
+    records += [rec(1, 8, start + 8.0, 30.0)]  # began on top, ended after the demotion at 10 s: not counted
+    records += [rec(2, i, start + 2.0 * i, 2.0) for i in range(20)]
+    write_run(run / "maif-r1.csv", records, {1: "w8 lr0.1", 2: "w4 lr0.1"})
+    d = [DecisionSample(1000.0 + t, k, job, rank, 7 - rank, 0.0, 0.0, "prior", 0, 0, 0.0)
+         for k, (t, job, rank) in enumerate([(0.0, 1, 1), (0.0, 2, 2), (10.0, 2, 1), (10.0, 1, 2)])]  # fmt: skip
+    write_decisions(run / "maif-r1-decisions.csv", d, start=1000.0)
+    row = {"task": "digits", "dataplane": "ref", "configurations": 2, "framework": "mlfc-ps", "treatment": "maif-sum",
+           "rounds": 1, "time_to_090": [1.0], "time_to_095": [2.0], "less_than_fifo_095": [0.5],
+           "top_job_slowdown": [3.0], "top_job": ["w8 lr0.1"], "command": "x"}  # fmt: skip
+    other = {**row, "dataplane": "bmv2"}
+    [(new, copies)] = rescore.rescore(run, "digits", "ref", {"rows": [row, other]})
+    # Job 2 held the top class from 10 s to the run's end (40 s), job 1 for 10 s: job 2, at 2.0 s an iteration
+    # against 0.5 s alone.
+    assert new["top_job"] == ["w4 lr0.1"] and new["top_job_slowdown"] == [pytest.approx(4.0)]
+    assert {k: v for k, v in new.items() if k not in ("top_job", "top_job_slowdown")} == {
+        k: v for k, v in row.items() if k not in ("top_job", "top_job_slowdown")
+    }
+    assert copies == [(run / "maif-r1-decisions.csv", "digits/ref/maif-r1-decisions.csv")]
+    hrows.check_row(new)
+
+
+def test_a_row_without_its_rounds_files_is_refused(tmp_path: Path) -> None:
+    run = tmp_path / "digits" / "ref"
+    (run / "solo").mkdir(parents=True)
+    row = {"task": "digits", "dataplane": "ref", "treatment": "maif-search", "rounds": 2}
+    with pytest.raises(SystemExit, match="missing"):
+        rescore.rescore(run, "digits", "ref", {"rows": [row]})
