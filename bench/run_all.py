@@ -33,7 +33,7 @@ QUICK = {
     "controller_scale": ["--quick"],
     "coordinator": ["--duration", "1", "--rounds", "20", "--restarts", "3"],
     "coordinator_scale": ["--quick"],
-    "transport": ["--trials", "3", "--tensors", "8"],
+    "transport": ["--trials", "3", "--tensors", "8", "--flows", "4"],
     "training": ["--rounds", "1"],
 }
 OUT_DIR = ("controller_scale", "coordinator_scale", "transport")  # the scripts that write tables and plots

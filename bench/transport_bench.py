@@ -6,6 +6,7 @@ Prints tables; nothing is asserted.
     python bench/transport_bench.py --cc cubic --trials 3 --out results/bench
     python bench/transport_bench.py --no-gso           # the transport one datagram per chunk (UDP_SEGMENT/GRO off)
     python bench/transport_bench.py --jumbo            # also MTU 9000 with 8900 B chunks
+    python bench/transport_bench.py --flows 4          # also 4 concurrent flows (aggregate) beside iperf3 -P 4
 
 Per trial, in alternating order: iperf3 TCP (the path's limit: one stream with the kernel's segmentation
 offload), iperf3 UDP ``-u -l 1400 -b 0`` (a datagram per system call, as fast as it goes; what counts is
@@ -42,6 +43,7 @@ TX_IP, RX_IP = "10.77.9.1", "10.77.9.2"
 GBIT = 1e9
 TARGET_GBPS = 3.0  # issue 28: one flow at >= 3 Gb/s ...
 TARGET_OF_TCP = 0.35  # ... and >= 0.35 of iperf3 TCP (one stream) on the same path
+TARGET_FLOWS, TARGET_FLOWS_GBPS = 4, 4.0  # ... and four flows together >= 4 Gb/s
 NICE = 0  # --nice: the scheduling priority of every endpoint (mlfc and iperf3 alike)
 
 
@@ -80,13 +82,55 @@ def mlfc_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int, nbyte
     }
 
 
-def iperf_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, udp: bool, seconds: float) -> dict:
+def multi_flow_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int, nbytes: int, tensors: int,
+                     flows: int) -> dict:  # fmt: skip
+    """``flows`` concurrent mlfc flows (a sender and a receiver process each, own ports, jobs 1..N): the
+    aggregate goodput is every receiver's bytes over the span from the first packet to the last delivery."""
+    rxs, txs = [], []
+    try:
+        for k in range(flows):
+            recv = ["recv", "--bind", f"{RX_IP}:{PORT + k}", "--count", str(tensors), "--ready", "--json",
+                    "--idle-exit", "10"]  # fmt: skip
+            rx = subprocess.Popen([*run_in(lab, rx_ns), *CLI, *recv], stdout=subprocess.PIPE, text=True)
+            rxs.append(rx)
+            if rx.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"receiver {k} did not start")
+        for k in range(flows):
+            send = ["send", "--to", f"{RX_IP}:{PORT + k}", "--bind", TX_IP, "--bytes", str(nbytes), "--json",
+                    "--tensors", str(tensors), "--job", str(k + 1), "--cc", cc, "--chunk", str(chunk),
+                    "--line-rate", "10e9"]  # fmt: skip
+            txs.append(subprocess.Popen([*run_in(lab, tx_ns), *CLI, *send], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True))  # fmt: skip
+        sent = []
+        for tx in txs:
+            out, err = tx.communicate(timeout=300)
+            if tx.returncode != 0:
+                raise RuntimeError(f"sender failed: {err.strip()}")
+            sent.append(json.loads(out))
+        got = [json.loads(rx.communicate(timeout=30)[0]) for rx in rxs]
+    finally:
+        for p in rxs + txs:
+            p.kill()
+            p.wait()
+    span = max(r["finished_at"] for r in got) - min(r["first_packet_at"] for r in got)
+    total = sum(r["bytes"] for r in got)
+    gbit = 8 * total / 1e9
+    return {
+        "gbps": gbit / span,
+        "per_flow_min": min(r["goodput_mbps"] for r in got) / 1e3,
+        "tx_cpu": sum(s["cpu_seconds"] for s in sent) / gbit,
+        "rx_cpu": sum(r["cpu_seconds"] for r in got) / gbit,
+    }
+
+
+def iperf_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, udp: bool, seconds: float, streams: int = 1) -> dict:
     server = subprocess.Popen([*run_in(lab, rx_ns), "iperf3", "-s", "-1", "-p", str(IPERF_PORT), "-B", RX_IP],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         time.sleep(0.3)
         args = ["iperf3", "-c", RX_IP, "-p", str(IPERF_PORT), "-t", str(seconds), "-J"]
         args += ["-u", "-l", "1400", "-b", "0"] if udp else []
+        args += ["-P", str(streams)] if streams > 1 else []
         res = subprocess.run([*run_in(lab, tx_ns), *args], capture_output=True, text=True, timeout=seconds + 30)
         if res.returncode != 0:
             raise RuntimeError(f"iperf3 failed: {res.stderr.strip() or res.stdout[-300:]}")
@@ -114,7 +158,7 @@ def iperf_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, udp: bool, seconds: float
 def summarise(name: str, trials: list[dict]) -> dict:
     g = [t["gbps"] for t in trials]
     row = {"method": name, "trials": len(trials), "gbps": statistics.median(g), "gbps_min": min(g), "gbps_max": max(g)}
-    for key in ("tx_cpu", "rx_cpu", "sent_gbps", "retx_pct", "chunks_per_send", "packets_per_read"):
+    for key in ("tx_cpu", "rx_cpu", "sent_gbps", "retx_pct", "chunks_per_send", "packets_per_read", "per_flow_min"):
         if key in trials[0]:
             row[key] = statistics.median(t[key] for t in trials)
     return row
@@ -127,6 +171,8 @@ def markdown(rows: list[dict]) -> str:
         notes = []
         if "sent_gbps" in r:
             notes.append(f"sent {r['sent_gbps']:.2f} Gb/s")
+        if "per_flow_min" in r:
+            notes.append(f"slowest flow {r['per_flow_min']:.2f} Gb/s")
         if "chunks_per_send" in r:
             notes.append(f"{r['chunks_per_send']:.1f} chunks/sendmsg, {r['packets_per_read']:.1f} packets/read")
             notes.append(f"retx {r['retx_pct']:.2f} %")
@@ -144,11 +190,19 @@ def run_setting(args: argparse.Namespace, mtu: int, chunk: int, iperf: bool) -> 
         for trial in range(args.trials):
             order = [("iperf3 TCP", "tcp"), ("iperf3 UDP -l 1400 -b 0", "udp")] if iperf and mtu == 1500 else []
             order += [(f"mlfc {cc}", cc) for cc in ccs]
+            if args.flows > 1 and mtu == 1500:
+                order += [(f"iperf3 TCP -P {args.flows}", "tcp-multi")] if iperf else []
+                order += [(f"mlfc {cc} x{args.flows} flows", f"multi:{cc}") for cc in ccs]
             if trial % 2:
                 order.reverse()  # alternate, so a drift in the machine's load does not favour one method
             for name, what in order:
                 if what in ("tcp", "udp"):
                     r = iperf_trial(lab, a, b, what == "udp", args.iperf_seconds)
+                elif what == "tcp-multi":
+                    r = iperf_trial(lab, a, b, False, args.iperf_seconds, streams=args.flows)
+                elif what.startswith("multi:"):
+                    r = multi_flow_trial(lab, a, b, what.split(":", 1)[1], chunk, args.bytes // args.flows,
+                                         args.tensors, args.flows)  # fmt: skip
                 else:
                     r = mlfc_trial(lab, a, b, what, chunk, args.bytes, args.tensors, not args.no_gso)
                 results.setdefault(name, []).append(r)
@@ -182,6 +236,8 @@ def main() -> int:
     ap.add_argument("--iperf-seconds", type=float, default=3.0)
     ap.add_argument("--no-gso", action="store_true", help="transport without UDP GSO/GRO (one datagram per chunk)")
     ap.add_argument("--jumbo", action="store_true", help="also run with MTU 9000 and 8900 B chunks")
+    ap.add_argument("--flows", type=int, default=1,
+                    help="also this many flows at once (--bytes / N per tensor each), beside iperf3 -P N")  # fmt: skip
     ap.add_argument("--out", type=Path, help="write transport.md, transport.csv and transport.png here")
     ap.add_argument("--nice", type=int, default=0,
                     help="run every endpoint (mlfc and iperf3) at this nice value, e.g. -10 on a machine shared "
@@ -227,6 +283,17 @@ def main() -> int:
                    ratio, f">= {TARGET_GBPS:g} Gb/s and >= {TARGET_OF_TCP:g} of iperf3 TCP", both,
                    value=r["gbps"], unit="Gb/s", anchor_value=tcp["gbps"] if tcp else None,
                    ratio_value=r["gbps"] / tcp["gbps"] if tcp else None))  # fmt: skip
+    for r in (r for r in rows if r["method"].startswith("mlfc") and r["method"].endswith(" flows")):
+        n = int(r["method"].rsplit("x", 1)[1].split()[0])
+        multi = next((m for m in rows if m["method"] == f"iperf3 TCP -P {n}"), None)
+        anchor = f"iperf3 TCP -P {n} {multi['gbps']:.2f} Gb/s" if multi else "-"
+        ratio = f"{r['gbps'] / multi['gbps']:.2f}" if multi else "-"
+        target = f">= {TARGET_FLOWS_GBPS:g} Gb/s together" if n == TARGET_FLOWS else "-"
+        met = verdict_of(r["gbps"] >= TARGET_FLOWS_GBPS) if n == TARGET_FLOWS else "-"
+        print(f"| {n} flows, {r['method']}, 1500 MTU | {r['gbps']:.2f} Gb/s | {anchor} | {ratio} | {target}: {met} |")
+        record(Row(f"transport: {n} flows together, {r['method']}, 1500 MTU", f"{r['gbps']:.2f} Gb/s", anchor, ratio,
+                   target, met, value=r["gbps"], unit="Gb/s", anchor_value=multi["gbps"] if multi else None,
+                   ratio_value=r["gbps"] / multi["gbps"] if multi else None))  # fmt: skip
     if tcp:
         print(
             f"| path limit (iperf3 TCP, one stream) | {tcp['gbps']:.2f} Gb/s | - | "

@@ -79,6 +79,9 @@ def cmd_recv(args: argparse.Namespace) -> int:
             "tensors": got,
             "bytes": nbytes,
             "seconds": span,
+            # CLOCK_MONOTONIC is the machine's: receivers of concurrent flows share it (aggregate goodput)
+            "first_packet_at": first,
+            "finished_at": last,
             "goodput_mbps": 8 * nbytes / span / 1e6 if span > 0 else 0.0,
             "zero_filled_bytes": zero_filled,
             "cpu_seconds": cpu,
