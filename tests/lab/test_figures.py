@@ -118,9 +118,10 @@ def _hps(treatment: str, less=(0.5, 0.46, 0.44), slow=(1.1, 1.2, 1.25), **kw) ->
 
 
 def test_hpsearch_rows_render_against_issue_26s_targets(tmp_path: Path) -> None:
-    assert figures.hpsearch_meets(_hps("maif-search"))  # mean 46.7 % >= 45 %, every round <= 1.3x
-    assert not figures.hpsearch_meets(_hps("maif-search", less=(0.44, 0.45, 0.44)))
-    assert figures.hpsearch_meets(_hps("maif-sum", less=(0.40, 0.38, 0.37)))  # sum objective: >= 38 %
+    assert figures.hpsearch_meets(_hps("maif-search", less=(0.5, 0.46, 0.45)))  # every round >= 45 %, <= 1.3x
+    assert not figures.hpsearch_meets(_hps("maif-search"))  # a mean of 46.7 %, but one round at 44 %
+    assert figures.hpsearch_meets(_hps("maif-sum", less=(0.40, 0.38, 0.39)))  # sum objective: >= 38 %
+    assert not figures.hpsearch_meets(_hps("maif-sum", less=(0.40, 0.38, 0.37)))
     assert not figures.hpsearch_meets(_hps("maif-sum", slow=(1.1, 1.31, 1.0)))  # one round above 1.3x
     assert not figures.hpsearch_meets(_hps("maif-sum", less=(0.9, None, 0.9)))  # a round missed the target
     assert not figures.hpsearch_meets(_hps("maif-search", configurations=6))  # short of the method
