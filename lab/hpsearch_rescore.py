@@ -1,27 +1,38 @@
-"""Recompute the published top-job slowdown of a finished `make hpsearch` from its run files.
+"""Publish a `make hpsearch` run from its files: the top-job slowdown recomputed, or the completed rounds
+of a run that was stopped.
 
     python -m mlfc.lab.hpsearch_rescore results/hpsearch/digits/ref [--publish]
+    python -m mlfc.lab.hpsearch_rescore results/hpsearch/digits/ref --from-files --command "..." [--publish]
 
 The top job's slowdown is derived data: the job that held MAIF's top class longest (the decision CSV),
 its iteration time over the iterations it ran entirely in the top class (the run's iteration CSV), over
 its configuration's time alone (the solo CSVs). When that definition changes (lab/hpsearch_rows.py), a
-finished run need not be measured again: this recomputes ``top_job`` and ``top_job_slowdown`` of the MAIF
-rows in docs/data/hpsearch/summary.json from the run directory, prints old and new side by side, and with
+finished run need not be measured again: the first form recomputes ``top_job`` and ``top_job_slowdown`` of
+the MAIF rows already in docs/data/hpsearch/summary.json, prints old and new side by side, and with
 --publish writes them (and copies the decision CSVs beside the iteration CSVs). Nothing else of a row
 changes; a row whose rounds do not match the directory's files is refused.
+
+``--from-files`` builds every row from the run directory alone (hpsearch.csv, written after each completed
+round, the per-run CSVs and reference.json): what a run stopped after some rounds publishes (nothing of a
+long measurement is lost to an interruption). Rounds with a run of every treatment are kept; ``--command``
+is the command the run was started with (it goes into the rows).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import sys
+import time
+from collections import defaultdict
 from pathlib import Path
 
 from mlfc.lab import figures
 from mlfc.lab import hpsearch_rows as hrows
 from mlfc.lab.decisions import DecisionSample
+from mlfc.lab.hpsearch import DEFAULT_ITERATIONS, FRACTIONS, HPSEARCH_PPS
 from mlfc.lab.results import IterationRecord, read_csv
 from mlfc.lab.tta import search_start
 
@@ -100,22 +111,95 @@ def rescore(run_dir: Path, task: str, dataplane: str, summary: dict) -> list[tup
     return out
 
 
+def rows_from_files(run_dir: Path, task: str, dataplane: str, command: str, *, iterations: int,
+                    bottleneck_pps: int) -> list[tuple[dict, list[tuple[Path, str]]]]:  # fmt: skip
+    """Every treatment's row of the run in ``run_dir`` from its files, over the rounds that every treatment
+    completed; each with the files to copy beside the summary."""
+    table = list(csv.DictReader((run_dir / "hpsearch.csv").open()))
+    ref = json.loads((run_dir / "reference.json").read_text())
+    by: dict[str, dict[int, dict]] = defaultdict(dict)
+    for row in table:
+        by[row["treatment"]][int(row["round"])] = row
+    if "baseline" not in by:
+        raise SystemExit(f"{run_dir}: no FIFO (baseline) run to compare with")
+    rounds = sorted(set.intersection(*(set(rs) for rs in by.values())))
+    if not rounds:
+        raise SystemExit(f"{run_dir}: no round with a run of every treatment ({', '.join(by)})")
+    alone = alone_times(run_dir)
+
+    def tta(row: dict) -> dict[float, float]:
+        return {f: float(row[f"tta_{f:.2f}"]) for f in FRACTIONS}
+
+    fifo = {r - 1: tta(by["baseline"][r]) for r in rounds}
+    prefix = f"{task}/{dataplane}"
+    out = []
+    for name, runs in by.items():
+        slowdown, top = {}, []
+        copies = [(run_dir / "reference.json", f"{prefix}/reference.json")]
+        for r in rounds:
+            it_csv, dec_csv = run_dir / f"{name}-r{r}.csv", run_dir / f"{name}-r{r}-decisions.csv"
+            copies.append((it_csv, f"{prefix}/{it_csv.name}"))
+            order = runs[r]["order"].split(" ")
+            names = [f"{order[i]} {order[i + 1]}" for i in range(0, len(order), 2)]  # "w16 lr0.1" per job
+            if dec_csv.exists():
+                cfg, slowdown[r - 1] = rescore_run(it_csv, dec_csv, alone)
+                top.append(cfg)
+                copies.append((dec_csv, f"{prefix}/{dec_csv.name}"))
+            else:  # FIFO: the same job as the round's MAIF run (as in the run), over its whole run
+                job = runs[r]["top_job"]
+                top.append(names[int(job) - 1] if job else None)
+                slowdown[r - 1] = float(runs[r]["top_job_slowdown"] or "nan")
+        row = hrows.make_row(
+            task=task,
+            dataplane=dataplane,
+            configurations=len(ref["configurations"]),
+            treatment=name,
+            tta={r - 1: tta(runs[r]) for r in rounds},
+            fifo=fifo,
+            slowdown=slowdown,
+            command=command,
+            a_star=ref["a_star"],
+            grid=",".join(c["configuration"] for c in ref["configurations"]),
+            iterations=iterations,
+            bottleneck_pps=bottleneck_pps,
+            top_job=top,
+            same_as_solo=[int(runs[r]["same_as_solo"]) for r in rounds],
+            errors=[len([e for e in runs[r]["errors"].split("; ") if e]) for r in rounds],
+            measured=time.strftime("%Y-%m-%d", time.localtime((run_dir / "hpsearch.csv").stat().st_mtime)),
+        )
+        out.append((row, copies))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "run_dir", type=Path, help="a finished run's OUT/<task>/<dataplane> (e.g. results/hpsearch/digits/ref)"
     )
     ap.add_argument("--publish", action="store_true", help="write the recomputed rows to docs/data/hpsearch")
+    ap.add_argument("--from-files", action="store_true", help="every row from the run's files (completed rounds)")
+    ap.add_argument("--command", help="--from-files: the command the run was started with")
+    ap.add_argument("--iterations", type=int, help="--from-files: the run's iterations (default: the task's)")
+    ap.add_argument("--bottleneck-pps", type=int, default=HPSEARCH_PPS, help="--from-files (%(default)s)")
     args = ap.parse_args(argv)
     dataplane, task = args.run_dir.name, args.run_dir.parent.name
     summary = figures.load("hpsearch")
-    rows = rescore(args.run_dir, task, dataplane, summary)
+    if args.from_files:
+        if not args.command:
+            ap.error("--from-files needs --command (the command the run was started with)")
+        iterations = args.iterations or DEFAULT_ITERATIONS.get(task)
+        if iterations is None:
+            ap.error(f"task {task}: give --iterations")
+        rows = rows_from_files(args.run_dir, task, dataplane, args.command, iterations=iterations,
+                               bottleneck_pps=args.bottleneck_pps)  # fmt: skip
+    else:
+        rows = rescore(args.run_dir, task, dataplane, summary)
     if not rows:
         print(f"no published MAIF rows of {task} on {dataplane}", file=sys.stderr)
         return 1
     old = {r["treatment"]: r for r in summary["rows"] if (r["task"], r["dataplane"]) == (task, dataplane)}
     for row, _ in rows:
-        before = old[row["treatment"]]
+        before = old.get(row["treatment"], {"top_job": None, "top_job_slowdown": None})
         print(f"{task} {dataplane} {row['treatment']}: top job {before['top_job']} -> {row['top_job']}; "
               f"slowdown {before['top_job_slowdown']} -> {row['top_job_slowdown']}")  # fmt: skip
     if args.publish:
