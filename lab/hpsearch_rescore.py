@@ -141,7 +141,7 @@ def rows_from_files(run_dir: Path, task: str, dataplane: str, command: str, *, i
             copies.append((it_csv, f"{prefix}/{it_csv.name}"))
             order = runs[r]["order"].split(" ")
             names = [f"{order[i]} {order[i + 1]}" for i in range(0, len(order), 2)]  # "w16 lr0.1" per job
-            if dec_csv.exists():
+            if name != "baseline":  # MAIF: its top job from its decisions (FIFO's coordinator decides too)
                 cfg, slowdown[r - 1] = rescore_run(it_csv, dec_csv, alone)
                 top.append(cfg)
                 copies.append((dec_csv, f"{prefix}/{dec_csv.name}"))

@@ -78,8 +78,8 @@ def test_a_stopped_run_publishes_its_completed_rounds_from_its_files(tmp_path: P
     for name in ("baseline", "maif"):
         for r in (1, 2):
             write_run(run / f"{name}-r{r}.csv", records, {1: "w8 lr0.1", 2: "w4 lr0.1"})
-            if name == "maif":
-                write_decisions(run / f"maif-r{r}-decisions.csv", d, start=1000.0)
+            # FIFO's coordinator decides too (not applied): its file must not make it a MAIF run
+            write_decisions(run / f"{name}-r{r}-decisions.csv", d, start=1000.0)
     head = "dataplane,treatment,round,order,tta_0.90,tta_0.95,first_job_0.90,first_job_0.95,finish_s,utilisation,"
     head += "cpu_busy,same_as_solo,top_job,top_job_slowdown,errors\n"
     lines = [f"ref,{t},{r},w8 lr0.1 w4 lr0.1,{a},{b},1,1,30,0.5,50,2,{j},{s},{e}\n"
