@@ -75,10 +75,23 @@ def read_ledger(db: Path, logs: list[Path], check: DecisionCheck, faults: list[F
     return Ledger(reports, decisions, sum(1 for _, _, a in made if not a))
 
 
+STALE_FILES = ("*.log", "acks-*.jsonl", "ps.ckpt*", "coordinator.db*", "token")
+
+
+def clear_previous_run(run_dir: Path) -> None:
+    """Remove what a previous run of this seed left in ``run_dir``: the processes append to their logs (a
+    restarted process keeps its earlier lines), so an old run's records and progress would pass for this
+    run's (its faults then fired at once, at the old run's last iteration)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for pattern in STALE_FILES:
+        for stale in run_dir.glob(pattern):
+            stale.unlink()
+
+
 class ChaosRun:
     def __init__(self, ctl: Control, topo: Topology, job: TrainingJob, run_dir: Path, name: str) -> None:
         self.ctl, self.topo, self.job, self.run_dir, self.name = ctl, topo, job, run_dir, name
-        run_dir.mkdir(parents=True, exist_ok=True)
+        clear_previous_run(run_dir)
         self.token = run_dir / "token"
         self.token.write_text(secrets.token_hex(16))
         port = free_port()

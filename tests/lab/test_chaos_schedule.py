@@ -25,3 +25,16 @@ def test_too_few_iterations_for_the_faults_is_refused() -> None:
         schedule(1, 10, 20, ["s1"])
     with pytest.raises(ValueError):
         schedule(1, 0, 100, ["s1"])
+
+
+def test_a_previous_run_of_the_seed_leaves_nothing_the_next_one_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from mlfc.lab.chaos_run import clear_previous_run
+
+    old = ["w0.log", "w1.log", "ps.log", "coordinator.log", "acks-w0.jsonl", "ps.ckpt", "coordinator.db-wal", "token"]
+    for name in old:
+        (tmp_path / name).write_text('{"iteration": 149}\n')
+    (tmp_path / "notes.txt").write_text("mine")
+    clear_previous_run(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    clear_previous_run(tmp_path / "new")  # a first run: the folder is made
+    assert (tmp_path / "new").is_dir()
