@@ -19,9 +19,13 @@ def args(**kw) -> argparse.Namespace:
     return argparse.Namespace(**(base | kw))
 
 
-def test_the_five_treatments_by_default_and_what_each_runs():
+def test_the_treatments_by_default_and_what_each_runs():
     vs = {v.name: v for v in approx.variants(args())}
-    assert list(vs) == ["full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc"]
+    assert list(vs) == ["full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share"]
+    share = vs["mlfc-share"]  # the third design: mlfc with the others'-share signal
+    assert (share.withhold_signal, vs["mlfc"].withhold_signal) == ("share", "marks")
+    assert (share.loss_bound, share.pull_bound, share.loss_feedback) == (0.5, 0.5, True)
+    assert "(share)" in share.describe() and "(marks)" in vs["mlfc"].describe()
     assert vs["full"].loss_bound == 0 and vs["full"].drop_policy == approx.NO_SELECTIVE_DROP
     assert vs["fp16"].compression() == "fp16" and vs["fp16"].loss_bound == 0
     old, new = vs["selective-old"], vs["mlfc"]
@@ -51,8 +55,8 @@ def test_rounds_rotate_and_a_matched_topk_runs_right_after_mlfc():
     assert approx.run_order(vs, 0)[0].name == "full"
     assert approx.run_order(vs, 1)[0].name == "fp16"
     fixed = approx.variants(args(topk=0.1))  # a fixed fraction keeps its rotated place
-    assert [v.name for v in approx.run_order(fixed, 2)] == ["topk-ef", "selective-old", "mlfc-push", "mlfc", "full",
-                                                            "fp16"]  # fmt: skip
+    assert [v.name for v in approx.run_order(fixed, 2)] == ["topk-ef", "selective-old", "mlfc-push", "mlfc",
+                                                            "mlfc-share", "full", "fp16"]  # fmt: skip
 
 
 @pytest.mark.parametrize(
