@@ -32,7 +32,7 @@ from pathlib import Path
 from mlfc.lab import figures
 from mlfc.lab import hpsearch_rows as hrows
 from mlfc.lab.decisions import DecisionSample
-from mlfc.lab.hpsearch import DEFAULT_ITERATIONS, FRACTIONS, HPSEARCH_PPS
+from mlfc.lab.hpsearch import DEFAULT_ITERATIONS, FRACTIONS, HPSEARCH_PPS, mean_iter
 from mlfc.lab.results import IterationRecord, read_csv
 from mlfc.lab.tta import search_start
 
@@ -64,9 +64,7 @@ def alone_times(run_dir: Path) -> dict[str, float]:
     """Configuration name -> its mean iteration time alone (the solo runs, first iteration left out)."""
     out = {}
     for path in sorted((run_dir / "solo").glob("*.csv")):
-        records = read_csv(path)
-        rs = [r for r in records if r.iteration >= 1] or records
-        out[path.stem.replace("_", " ")] = sum(r.duration for r in rs) / len(rs)
+        out[path.stem.replace("_", " ")] = mean_iter(read_csv(path))[0]
     return out
 
 
