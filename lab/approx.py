@@ -8,8 +8,8 @@
 
 --jobs identical data-parallel jobs (a PS and --workers workers each, same model and seed) share the
 dumbbell's bottleneck, compute padded to the model's compute time so that their pushes overload it together
-(congested); with --alone (the default) the same treatments' ``full`` and ``mlfc`` also run one job by itself
-(uncongested: the scheme must cost nothing there). Treatments, all in every round and seed:
+(congested); with --alone (the default) the same treatments' ``full``, ``mlfc`` and ``mlfc-share`` also run
+one job by itself (uncongested: the scheme must cost nothing there). Treatments, all in every round and seed:
 
 * ``full``: every chunk delivered (loss bound 0: retransmitted until complete), tail drop only;
 * ``fp16``: rigid half-precision pushes (hosts/training/compress.py), lossless;
@@ -103,7 +103,7 @@ MODELS: dict[str, Model] = {
     "synthetic-mlp": Model("synthetic", 256, 0.1, 0.05, 160, "MLP width 256 on the generated 8-class task"),
 }
 TREATMENT_NAMES = ("full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share")
-ALONE_TREATMENTS = ("full", "mlfc")
+ALONE_TREATMENTS = ("full", "mlfc", "mlfc-share")  # the schemes must cost nothing alone
 
 
 @dataclass(frozen=True)
