@@ -1,4 +1,4 @@
-"""`make chaos`: real training while a seeded schedule kills -9 and restarts every component in turn.
+"""`make chaos`: real training while a seeded schedule kills, freezes and cuts every component in turn.
 
     python -m mlfc.lab.chaos --seed N | --seeds 1,2,3 [--faults 10] [--iterations 150]
                              [--dataplane ref|bmv2|auto] [--out results/chaos] [--no-baseline] [--publish]

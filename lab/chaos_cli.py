@@ -1,16 +1,19 @@
-"""`make chaos`: real training while a seeded schedule kills -9 and restarts every component in turn.
+"""`make chaos`: real training while a seeded schedule kills, freezes and cuts every component in turn.
 
-    python -m mlfc.lab.chaos --seed N | --seeds 1,2,3 [--faults 10] [--iterations 150]
+    python -m mlfc.lab.chaos --seed N | --seeds 1,2,3 [--faults 13] [--iterations 150]
                              [--dataplane ref|bmv2|auto] [--out results/chaos] [--no-baseline] [--publish]
 
 One real PyTorch job (digits, a PS and two workers, lossless pushes) on the dumbbell (two switches, the
 bottleneck between them) with the whole stack: switches, `mlfc-controller` (with its state file),
 `mlfc-coordinator` deciding MAIF priorities for the controller, one `mlfc-agent` per worker. First an
 undisturbed run of the same job, then the chaos run: before each fault the schedule waits until the job
-reached the fault's iteration and the previous fault has recovered, then kills -9 one component and
-restarts it after a short outage, cycling through
+reached the fault's iteration and the previous fault has recovered, then fires one fault and ends it after
+a short outage (0.2 to 2 s), cycling through 13 kinds (lab/chaos_schedule.py KINDS):
 
-    switch (s1 or s2) · controller · coordinator · agent (rank 0's, which registered the job) · PS · worker (rank 1)
+    kill -9, then a restart, of     switch (s1 or s2) · controller · coordinator · agent (rank 0's, which
+                                    registered the job) · PS · worker (rank 1)
+    SIGSTOP, then SIGCONT, of       the same six (a hung process: its sockets and ports stay held)
+    link down, then up              the link between the two switches (every packet on it lost)
 
 in a seeded random order per cycle. The PS checkpoints every iteration and resumes from it; the workers
 re-join it at its current iteration; a killed agent takes its worker with it (the worker's stdout is the
@@ -38,6 +41,7 @@ import math
 import os
 import secrets
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +50,16 @@ from mlfc.lab import dataplanes, figures
 from mlfc.lab.chaos_outputs import FaultRow, fault_rows, summary_text, write_outputs
 from mlfc.lab.chaos_records import final_accuracy
 from mlfc.lab.chaos_run import ChaosRun, RunResult
-from mlfc.lab.chaos_schedule import ACCURACY_TARGET_PP, JOB, Fault, chaos_job, chaos_topology, schedule
+from mlfc.lab.chaos_schedule import (
+    ACCURACY_TARGET_PP,
+    JOB,
+    KINDS,
+    Fault,
+    chaos_job,
+    chaos_topology,
+    schedule,
+    switch_links,
+)
 from mlfc.lab.cleanup import leftovers
 from mlfc.lab.measure import measure_lock
 from mlfc.lab.realjobs import say
@@ -55,7 +68,7 @@ from mlfc.lab.validity import BottleneckNotCarried
 
 # the published row of one (dataplane, seed, faults): docs/data/chaos/summary.json
 CHAOS_KEY = ("dataplane", "seed", "faults")
-CHAOS_ROW = (*CHAOS_KEY, "reports_acked", "reports_found", "decisions_acked", "decisions_applied",
+CHAOS_ROW = (*CHAOS_KEY, "kinds", "reports_acked", "reports_found", "decisions_acked", "decisions_applied",
              "max_restore_s", "final_acc", "undisturbed_acc", "command")  # fmt: skip
 
 
@@ -102,6 +115,7 @@ def publish_row(o: Outcome, command: str) -> dict[str, Any]:
         "dataplane": o.plane,
         "seed": o.seed,
         "faults": len(o.faults),
+        "kinds": dict(Counter(f.action for f in o.faults)),
         "reports_acked": led.reports_acked,
         "reports_found": led.reports_found,
         "decisions_acked": led.decisions_acked,
@@ -149,9 +163,9 @@ def run_chaos(
 ) -> Outcome:
     """The undisturbed run (if ``baseline``) and the chaos run on one network; writes OUT/<plane>/seed<N>/."""
     topo = chaos_topology()
-    faults = schedule(seed, n_faults, iterations, sorted(topo.switches))
+    faults = schedule(seed, n_faults, iterations, sorted(topo.switches), switch_links(topo))
     for f in faults:
-        say(f"  scheduled {f.index:2d}: {f.target:<11} at iteration {f.at_iteration:4d}, down {f.outage_s:.2f} s")
+        say(f"  scheduled {f.index:2d}: {f.describe():<22} at iteration {f.at_iteration:4d}, for {f.outage_s:.2f} s")
     out = out_root.resolve() / plane.name / f"seed{seed}"  # the deployment file names paths relative to itself
     cfg = StackConfig(
         "chaos",
@@ -195,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     which = ap.add_mutually_exclusive_group()
     which.add_argument("--seed", type=int, default=None, help="the schedule's seed (default: a random one, printed)")
     which.add_argument("--seeds", default=None, help="several runs, one per seed: 1,2,3 or 1-3")
-    ap.add_argument("--faults", type=int, default=10)
+    ap.add_argument("--faults", type=int, default=len(KINDS), help=f"default {len(KINDS)}: every kind once")
     ap.add_argument("--iterations", type=int, default=150)
     ap.add_argument("--eval-every", type=int, default=5)
     ap.add_argument("--dataplane", default="ref", choices=("auto", "bmv2", "ref"))

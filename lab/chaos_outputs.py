@@ -17,8 +17,10 @@ from mlfc.lab.chaos_schedule import ACCURACY_TARGET_PP, ENTRIES_TARGET_S, WORKER
 @dataclass(frozen=True)
 class FaultRow:
     index: int
+    action: str  # kill, stop or down (lab/chaos_schedule.py KINDS)
     target: str
-    iteration: int  # the first iteration not finished when the component was killed
+    fault: str  # as printed: kill -9 ps, SIGSTOP ks1, link ks1-ks2 down
+    iteration: int  # the first iteration not finished when the fault fired
     outage_s: float
     stall_s: float  # the slowest of the 3 iterations after the kill (the job standing still)
     before_ms: float  # median iteration time of the 5 iterations before the kill
@@ -50,7 +52,9 @@ def fault_rows(run: RunResult) -> list[FaultRow]:
         rows.append(
             FaultRow(
                 fr.fault.index,
+                fr.fault.action,
                 fr.fault.target,
+                fr.fault.describe(),
                 last + 1,
                 fr.outage_s,
                 stall,
@@ -85,13 +89,13 @@ def summary_text(
     )
     lines += [
         "",
-        "| # | killed | at iteration | down s | longest iteration after, s | iteration ms before | after | "
+        "| # | fault | at iteration | for s | longest iteration after, s | iteration ms before | after | "
         "switches = latest decision after s | ≤ 1 s | iterations without record |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r.index} | {r.target} | {r.iteration} | {r.outage_s:.2f} | {r.stall_s:.2f} | "
+            f"| {r.index} | {r.fault} | {r.iteration} | {r.outage_s:.2f} | {r.stall_s:.2f} | "
             f"{r.before_ms:.0f} | {r.after_ms:.0f} | {r.entries_s:.2f} | {'yes' if r.entries_ok else 'NO'} | "
             f"{r.missing_iterations} |"
         )
@@ -141,6 +145,7 @@ def write_outputs(out: Path, run: RunResult, rows: list[FaultRow], text: str) ->
         w.writerow(
             [
                 "index",
+                "action",
                 "target",
                 "iteration",
                 "outage_s",
@@ -156,6 +161,7 @@ def write_outputs(out: Path, run: RunResult, rows: list[FaultRow], text: str) ->
             w.writerow(
                 [
                     r.index,
+                    r.action,
                     r.target,
                     r.iteration,
                     f"{r.outage_s:.3f}",
@@ -194,11 +200,11 @@ def plot(path: Path, run: RunResult) -> None:
     ax.plot(xs, ys, ".-", lw=0.8, ms=3, label="iteration time (all workers)")
     for fr in run.faults:
         ax.axvline(fr.killed_at - t0, color="red", lw=0.8, alpha=0.6)
-        ax.text(fr.killed_at - t0, max(ys) * 0.95, fr.fault.target, rotation=90, fontsize=7, va="top", color="red")
+        ax.text(fr.killed_at - t0, max(ys) * 0.95, fr.fault.describe(), rotation=90, fontsize=7, va="top", color="red")
     ax.set_yscale("log")
     ax.set_xlabel("seconds")
     ax.set_ylabel("seconds per iteration")
-    ax.set_title(f"{run.name}: iteration time, kills in red")
+    ax.set_title(f"{run.name}: iteration time, faults in red")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -23,7 +23,7 @@ from mlfc.lab.chaos_schedule import ENTRIES_TARGET_S, JOB, WORKERS, Fault
 from mlfc.lab.realjobs import say
 from mlfc.lab.stack import Control
 from mlfc.launch.daemons import CommandProcess, tool
-from mlfc.launch.process import free_port
+from mlfc.launch.process import ManagedProcess, free_port
 from mlfc.topologies import Topology
 
 
@@ -143,54 +143,15 @@ class ChaosRun:
     # -- faults -----------------------------------------------------------------------------------------
 
     def inject(self, f: Fault, check: DecisionCheck) -> FaultResult:
-        assert self.procs is not None
         res = FaultResult(f)
-        ctl = self.ctl
-        say(
-            f"  fault {f.index}: kill -9 {f.target} at iteration {progress(self.run_dir) + 1} (down {f.outage_s:.2f} s)"
-        )
-        if f.component == "switch":
-            sw = ctl.switches[f.target]
-            res.killed_at = time.time()
-            sw.kill()
-            time.sleep(f.outage_s)
-            sw.start(timeout=30)
-        elif f.component == "controller":
-            res.killed_at = time.time()
-            ctl.controller.kill()
-            time.sleep(f.outage_s)
-            ctl.controller.start(timeout=60)
-        elif f.component == "coordinator":
-            res.killed_at = time.time()
-            self.coordinator.kill()
-            time.sleep(f.outage_s)
-            self.coordinator.start(timeout=30)
+        say(f"  fault {f.index}: {f.describe()} at iteration {progress(self.run_dir) + 1} (for {f.outage_s:.2f} s)")
+        if f.action == "down":
+            self._link_down(f, res)
+        elif f.component in ("switch", "controller", "coordinator"):
+            daemon = {"controller": self.ctl.controller, "coordinator": self.coordinator}.get(f.component)
+            self._daemon_fault(f, res, daemon or self.ctl.switches[f.target])
         else:
-            p = {"ps": self.procs.ps, "agent": self.procs.agents[0], "worker": self.procs.agents[1]}[f.component]
-            with self.lock:
-                self.busy.add(p.name)
-            try:
-                assert p.proc is not None
-                res.killed_at = time.time()
-                if f.component == "ps":
-                    os.killpg(p.proc.pid, signal.SIGKILL)
-                elif f.component == "agent":  # the agent alone: its worker dies at its next line (broken pipe)
-                    os.kill(p.proc.pid, signal.SIGKILL)
-                else:  # the worker alone: its agent flushes, exits with the worker's status
-                    kids = _children(p.proc.pid)
-                    if not kids:
-                        res.note = "worker process not found"
-                    for k in kids:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(k, signal.SIGKILL)
-                _wait_group_gone(p.proc, 15)
-                with contextlib.suppress(Exception):
-                    p.proc.wait(timeout=5)
-                time.sleep(f.outage_s)
-                p.start()
-            finally:
-                with self.lock:
-                    self.busy.discard(p.name)
+            self._job_fault(f, res)
         res.back_at = time.time()
         res.entries_s, res.entries_error = check.converge()
         if res.entries_error is not None:
@@ -202,6 +163,62 @@ class ChaosRun:
             f"{res.entries_s:.2f} s later ({state})"
         )
         return res
+
+    def _link_down(self, f: Fault, res: FaultResult) -> None:
+        a, b = f.target.split("-")
+        net = self.ctl.net
+        res.killed_at = time.time()
+        net.configLinkStatus(a, b, "down")  # type: ignore[attr-defined]
+        time.sleep(f.outage_s)
+        net.configLinkStatus(a, b, "up")  # type: ignore[attr-defined]
+
+    def _daemon_fault(self, f: Fault, res: FaultResult, daemon: ManagedProcess) -> None:
+        """A switch, the controller or the coordinator: killed and restarted, or frozen and let go on."""
+        res.killed_at = time.time()
+        if f.action == "stop":
+            daemon.pause()
+            time.sleep(f.outage_s)
+            daemon.resume()
+            return
+        daemon.kill()
+        time.sleep(f.outage_s)
+        daemon.start(timeout=60 if f.component == "controller" else 30)
+
+    def _job_fault(self, f: Fault, res: FaultResult) -> None:
+        """The PS, rank 0's agent (alone) or rank 1's worker (alone, under its agent)."""
+        assert self.procs is not None
+        p = {"ps": self.procs.ps, "agent": self.procs.agents[0], "worker": self.procs.agents[1]}[f.component]
+        with self.lock:
+            self.busy.add(p.name)
+        try:
+            assert p.proc is not None
+            if f.component == "ps":
+                pids, group = [p.proc.pid], True
+            elif f.component == "agent":  # killed, its worker dies at its next line (broken pipe)
+                pids, group = [p.proc.pid], False
+            else:  # killed, its agent flushes and exits with the worker's status
+                pids, group = _children(p.proc.pid), False
+                if not pids:
+                    res.note = "worker process not found"
+            sig = signal.SIGSTOP if f.action == "stop" else signal.SIGKILL
+            res.killed_at = time.time()
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    (os.killpg if group else os.kill)(pid, sig)
+            if f.action == "stop":
+                time.sleep(f.outage_s)
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        (os.killpg if group else os.kill)(pid, signal.SIGCONT)
+                return
+            _wait_group_gone(p.proc, 15)
+            with contextlib.suppress(Exception):
+                p.proc.wait(timeout=5)
+            time.sleep(f.outage_s)
+            p.start()
+        finally:
+            with self.lock:
+                self.busy.discard(p.name)
 
     # -- the whole run --------------------------------------------------------------------------------------
 

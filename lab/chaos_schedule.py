@@ -12,6 +12,14 @@ from mlfc.lab.realjobs import training_spec
 from mlfc.topologies import Topology, job_dumbbell
 
 COMPONENTS = ("switch", "controller", "coordinator", "agent", "ps", "worker")
+# kill: kill -9, then a restart after the outage; stop: SIGSTOP, then SIGCONT (a hung process keeps its
+# sockets and ports); down: a link between two switches set down, then up (every packet on it lost)
+LINK = "link"
+KINDS: tuple[tuple[str, str], ...] = (
+    *((c, "kill") for c in COMPONENTS),
+    *((c, "stop") for c in COMPONENTS),
+    (LINK, "down"),
+)
 JOB = 1
 WORKERS = 2
 ENTRIES_TARGET_S = 1.0  # the switches hold the latest decision within this of a recovery (issue 16)
@@ -21,10 +29,16 @@ ACCURACY_TARGET_PP = 0.5
 @dataclass(frozen=True)
 class Fault:
     index: int
-    component: str  # one of COMPONENTS
-    target: str  # s1, s2, controller, coordinator, agent0, ps, worker1
+    component: str  # one of COMPONENTS, or LINK
+    action: str  # kill, stop or down (KINDS)
+    target: str  # ks1, controller, coordinator, agent0, ps, worker1; a link: ks1-ks2
     at_iteration: int  # fire once the job reached this iteration (and the previous fault recovered)
-    outage_s: float  # seconds between the kill and the restart
+    outage_s: float  # seconds between the kill and the restart (SIGSTOP and SIGCONT, link down and up)
+
+    def describe(self) -> str:
+        return {"kill": f"kill -9 {self.target}", "stop": f"SIGSTOP {self.target}"}.get(
+            self.action, f"link {self.target} down"
+        )
 
 
 def chaos_topology() -> Topology:
@@ -32,11 +46,14 @@ def chaos_topology() -> Topology:
     return job_dumbbell(JOB, WORKERS, "k")
 
 
-def schedule(seed: int, faults: int, iterations: int, switches: list[str]) -> list[Fault]:
-    """``faults`` faults cycling through every component (a fresh random order each cycle), spread over the
-    middle of the run (from 10 % to 80 % of the iterations) so that each has iterations before and after."""
+def schedule(seed: int, faults: int, iterations: int, switches: list[str], links: list[str]) -> list[Fault]:
+    """``faults`` faults cycling through every kind of KINDS (a fresh random order each cycle), spread over
+    the middle of the run (from 10 % to 80 % of the iterations) so that each has iterations before and
+    after. ``links`` are the switch-to-switch links a link fault may take down (``ks1-ks2``)."""
     if faults < 1:
         raise ValueError("--faults must be >= 1")
+    if not links:
+        raise ValueError("the network has no link between two switches to take down")
     rng = random.Random(seed)
     first, last = max(3, iterations // 10), int(iterations * 0.8)
     if last - first < 2 * faults:
@@ -45,17 +62,24 @@ def schedule(seed: int, faults: int, iterations: int, switches: list[str]) -> li
             f"iteration {first} and {last}): give more --iterations"
         )
     span = (last - first) / faults
-    order: list[str] = []
+    order: list[tuple[str, str]] = []
     out = []
     for i in range(faults):
         if not order:
-            order = list(COMPONENTS)
+            order = list(KINDS)
             rng.shuffle(order)
-        kind = order.pop(0)
-        target = {"switch": rng.choice(switches), "agent": "agent0", "worker": "worker1"}.get(kind, kind)
+        kind, action = order.pop(0)
+        choices = {"switch": switches, LINK: links, "agent": ["agent0"], "worker": ["worker1"]}
+        target = rng.choice(choices.get(kind, [kind]))
         at = int(first + i * span + rng.uniform(0, span / 2))
-        out.append(Fault(i + 1, kind, target, at, round(rng.uniform(0.2, 2.0), 2)))
+        out.append(Fault(i + 1, kind, action, target, at, round(rng.uniform(0.2, 2.0), 2)))
     return out
+
+
+def switch_links(topo: Topology) -> list[str]:
+    """The links between two switches, as ``a-b``: a link fault takes one of them down (a host's own link
+    would also flush its static ARP entries, a fault of the test bed rather than of mlfc)."""
+    return [f"{lk.a}-{lk.b}" for lk in topo.links if lk.a in topo.switches and lk.b in topo.switches]
 
 
 def chaos_job(iterations: int, checkpoint: Path, eval_every: int) -> TrainingJob:

@@ -157,6 +157,18 @@ class ManagedProcess:
         """Crash: SIGKILL to the whole process group at once."""
         return self._end(signal.SIGKILL)
 
+    def pause(self) -> None:
+        """Freeze the process (SIGSTOP to its group): a hung process, its sockets and ports still held."""
+        self._freeze(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a paused process go on (SIGCONT)."""
+        self._freeze(signal.SIGCONT)
+
+    def _freeze(self, sig: signal.Signals) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            _signal(self.proc, sig, _leads_group(self.proc))
+
     def restart(self, timeout: float = 20.0):
         """Crash and start again on the same ports."""
         self.kill()

@@ -9,6 +9,7 @@ whole objects). Frames are the switch's own: the kernel's copies of frames we se
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import math
 import os
@@ -116,6 +117,8 @@ class Dataplane:
                         os.read(self._wake_r, 4096)
                     continue
                 port = fd_to_port[fd]
+                if ev & select.POLLERR and not ev & (select.POLLHUP | select.POLLNVAL) and self._link_down(port):
+                    continue
                 if ev & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
                     log.error("port %d (%s) failed; closing it", port, self.ports[port])
                     poller.unregister(fd)
@@ -123,6 +126,17 @@ class Dataplane:
                     continue
                 self._receive(port)
             self._transmit(time.monotonic())
+
+    def _link_down(self, port: int) -> bool:
+        """Whether the error pending on ``port``'s socket is its link going down (reading it clears it).
+        `ip link set down` makes the kernel report ENETDOWN and detach the socket; it re-attaches it when
+        the link comes back up, so the port stays ours: closing it would lose the port for good."""
+        err = self.sockets[port].getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err != errno.ENETDOWN:
+            return False
+        self.stats["link_down"] += 1
+        log.warning("port %d (%s): link down; the port resumes when it is back up", port, self.ports[port])
+        return True
 
     def _receive(self, port: int) -> None:
         sock = self.sockets[port]

@@ -4,27 +4,39 @@ from __future__ import annotations
 
 import pytest
 
-from mlfc.lab.chaos_schedule import COMPONENTS, schedule
+from mlfc.lab.chaos_schedule import KINDS, LINK, chaos_topology, schedule, switch_links
+
+LINKS = ["s1-s2"]
 
 
-def test_same_seed_same_schedule_and_every_component_in_each_cycle() -> None:
-    a = schedule(16, 12, 150, ["s1", "s2"])
-    assert a == schedule(16, 12, 150, ["s1", "s2"])
-    assert a != schedule(17, 12, 150, ["s1", "s2"])
-    for cycle in (a[:6], a[6:]):
-        assert sorted(f.component for f in cycle) == sorted(COMPONENTS)
+def test_same_seed_same_schedule_and_every_kind_of_fault_in_each_cycle() -> None:
+    n = 2 * len(KINDS)
+    a = schedule(16, n, 300, ["s1", "s2"], LINKS)
+    assert a == schedule(16, n, 300, ["s1", "s2"], LINKS)
+    assert a != schedule(17, n, 300, ["s1", "s2"], LINKS)
+    for cycle in (a[: len(KINDS)], a[len(KINDS) :]):
+        assert sorted((f.component, f.action) for f in cycle) == sorted(KINDS)
+    assert {a for _, a in KINDS} == {"kill", "stop", "down"}
     its = [f.at_iteration for f in a]
     assert its == sorted(its) and len(set(its)) == len(its)
-    assert its[0] >= 15 and its[-1] <= 120, "faults leave iterations before the first and after the last"
+    assert its[0] >= 30 and its[-1] <= 240, "faults leave iterations before the first and after the last"
     assert all(0.2 <= f.outage_s <= 2.0 for f in a)
     assert {f.target for f in a if f.component == "switch"} <= {"s1", "s2"}
+    assert {f.target for f in a if f.component == LINK} == {"s1-s2"}
+    assert {f.describe() for f in a if f.target == "ps"} == {"kill -9 ps", "SIGSTOP ps"}
+
+
+def test_link_faults_take_down_only_links_between_switches() -> None:
+    assert switch_links(chaos_topology()) == ["ks1-ks2"]
 
 
 def test_too_few_iterations_for_the_faults_is_refused() -> None:
     with pytest.raises(ValueError, match="too few"):
-        schedule(1, 10, 20, ["s1"])
+        schedule(1, 10, 20, ["s1"], LINKS)
     with pytest.raises(ValueError):
-        schedule(1, 0, 100, ["s1"])
+        schedule(1, 0, 100, ["s1"], LINKS)
+    with pytest.raises(ValueError, match="no link"):
+        schedule(1, 5, 100, ["s1"], [])
 
 
 def test_a_previous_run_of_the_seed_leaves_nothing_the_next_one_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]

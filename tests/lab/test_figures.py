@@ -171,7 +171,8 @@ def test_approx_rows_render_against_issue_25s_targets(tmp_path: Path) -> None:
 
 
 def _chaos(seed: int, **kw) -> dict:
-    row = {"dataplane": "ref", "seed": seed, "faults": 10, "reports_acked": 300, "reports_found": 300,
+    row = {"dataplane": "ref", "seed": seed, "faults": 13, "kinds": {"kill": 6, "stop": 6, "down": 1},
+           "reports_acked": 300, "reports_found": 300,
            "decisions_acked": 12, "decisions_applied": 12, "max_restore_s": 0.4, "final_acc": 0.951,
            "undisturbed_acc": 0.953, "command": f"python -m mlfc.lab.chaos --seed {seed} --publish"}  # fmt: skip
     row.update(kw)
@@ -186,9 +187,14 @@ def test_chaos_rows_render_against_issue_29s_targets(tmp_path: Path) -> None:
     assert not figures.chaos_meets(_chaos(1, max_restore_s=None))  # unmeasured is not met
     assert not figures.chaos_meets(_chaos(1, final_acc=0.947))  # 0.6 pp below
     assert not figures.chaos_meets(_chaos(1, faults=6))
+    assert not figures.chaos_meets(_chaos(1, kinds={"kill": 13}))  # no SIGSTOP, no link down
+    assert not figures.chaos_meets({k: v for k, v in _chaos(1).items() if k != "kinds"})  # a row of before
     figures.publish("chaos", [_chaos(2, max_restore_s=1.31), _chaos(1)], key=("dataplane", "seed", "faults"),
                     data=tmp_path)  # fmt: skip
     table = figures.render("chaos", tmp_path).splitlines()
-    assert table[2].startswith("| ref | 1 | 10 | 300/300 | 12/12 | 0.400 | 0.9510 | 0.9530 | -0.20 pp | yes |")
+    assert table[2].startswith(
+        "| ref | 1 | 13 | link down 1, kill -9 6, SIGSTOP 6 | 300/300 | 12/12 | 0.400 | 0.9510 | 0.9530 | -0.20 pp "
+        "| yes |"
+    )
     assert "| 1.310 |" in table[3] and table[3].endswith("| **no** |")
     assert "`python -m mlfc.lab.chaos --seed 2 --publish`" in table[-1]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import pytest
 from refswitch_helpers import (
@@ -35,6 +36,7 @@ from mlfc.refswitch import pipeline as pl
 from mlfc.refswitch.state import SwitchState
 from mlfc.refswitch.tables import Tables
 from mlfc.testing.refswitch import counter_cells, counter_snapshot, install, pipeline
+from mlfc.testing.veth import run
 from mlfc.testing.waiting import eventually
 from mlfc.wire import MlfcShim, MsgType
 
@@ -200,3 +202,26 @@ def test_selective_drop_under_real_congestion(fresh):
     seqs = {Ether(f)[MlfcShim].chunk_seq for _, f in left + wire.collect(quiet=0.5)}
     assert {imp for imp in range(16) if imp not in seqs} == set(range(8)), sorted(seqs)
     assert conn.read_counter(contract.JOB_DROPS, 1)[0] == 8
+
+
+def test_a_port_forwards_again_once_its_link_is_back_up():
+    """`ip link set down` makes the kernel report ENETDOWN on the port's socket (poll says POLLERR): the
+    switch keeps the port and forwards on it once the link is back (the chaos run's link fault)."""
+    with (
+        wired(2, "rsl") as (ports, wire),
+        RefSwitch(name="rsl", ports=ports) as sw,
+        SwitchConnection(sw.grpc_addr, pipeline=pipeline(), election_id=5) as conn,
+    ):
+        conn.load_pipeline(force=True)
+        conn.write_entries(host_routes()[:2])
+        for iface in ports.values():
+            run("ip", "link", "set", iface, "down")
+        time.sleep(0.3)  # the switch's loop sees the error
+        for iface in ports.values():
+            run("ip", "link", "set", iface, "up")
+        for iface in ports.values():
+            eventually(lambda i=iface: Path(f"/sys/class/net/{i}/operstate").read_text().strip() == "up",
+                       10, f"{iface} up")  # fmt: skip
+        pkt = shim_packet(0, 1, job=1)
+        wire.send(0, bytes(pkt))
+        assert wire.expect(1) == [(1, forwarded(pkt, 1))], "both ports still forward"

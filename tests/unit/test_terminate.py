@@ -101,3 +101,33 @@ def test_managed_process_stop_escalates_after_its_grace(tmp_path: Path) -> None:
     mp = _Stubborn("stubborn", tmp_path / "stubborn.log").start(timeout=10)
     assert mp.stop() == -signal.SIGKILL
     assert not mp.running
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_pause_freezes_the_whole_group_and_resume_lets_it_go_on(tmp_path: Path) -> None:
+    class _Parent(ManagedProcess):
+        def command(self) -> list[str]:
+            return [sys.executable, "-c", _PARENT]
+
+    mp = _Parent("parent", tmp_path / "parent.log").start(timeout=10)
+    try:
+        deadline = time.monotonic() + 10
+        while not mp.tail().strip() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = int(mp.tail().split()[0])
+        mp.pause()
+        deadline = time.monotonic() + 5
+        while {_state(mp.proc.pid), _state(child)} != {"T"} and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (_state(mp.proc.pid), _state(child)) == ("T", "T"), "parent and grandchild stopped"
+        assert mp.running, "a paused process still runs"
+        mp.resume()
+        deadline = time.monotonic() + 5
+        while "T" in {_state(mp.proc.pid), _state(child)} and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "T" not in {_state(mp.proc.pid), _state(child)}
+    finally:
+        mp.kill()
