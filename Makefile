@@ -98,8 +98,8 @@ approx: install  ## approximate flow control: full vs fp16 vs top-k+EF vs old se
 mltcp-real: install  ## MLTCP's interleaving of two compatible real training jobs, next to the emulator's
 	$(MEASURE) $(PY) -m mlfc.lab.mltcp_real --out results/mltcp-real --rounds $(ROUNDS) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
-chaos: install  ## real training while a seeded schedule kills -9 and restarts every component (SEED=N FAULTS=10 DATAPLANE=ref|bmv2)
-	$(MEASURE) $(PY) -m mlfc.lab.chaos --out results/chaos --faults $(or $(FAULTS),10) $(if $(SEED),--seed $(SEED)) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+chaos: install  ## real training while a seeded schedule kills -9, SIGSTOPs and cuts every component (SEED=N FAULTS=13 DATAPLANE=ref|bmv2)
+	$(MEASURE) $(PY) -m mlfc.lab.chaos --out results/chaos --faults $(or $(FAULTS),13) $(if $(SEED),--seed $(SEED)) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 bench: install  ## benchmark figures, scaling curves, one summary table, published to docs/data/bench (QUICK=1: smaller, not published; BMV2="path ...")
 	$(MEASURE) $(PY) bench/run_all.py $(if $(QUICK),--quick,--publish) $(foreach b,$(BMV2),--bmv2 $(b))

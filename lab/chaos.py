@@ -1,7 +1,8 @@
 """`make chaos`: real training while a seeded schedule kills, freezes and cuts every component in turn.
 
-    python -m mlfc.lab.chaos --seed N | --seeds 1,2,3 [--faults 10] [--iterations 150]
-                             [--dataplane ref|bmv2|auto] [--out results/chaos] [--no-baseline] [--publish]
+    python -m mlfc.lab.chaos --seed N | --seeds 1,2,3 [--faults 13] [--actions kill,stop,down]
+                             [--iterations 150] [--dataplane ref|bmv2|auto] [--out results/chaos]
+                             [--no-baseline] [--publish]
 
 The command line is lab/chaos_cli.py; the parts: the schedule, job and network (chaos_schedule), the job's
 processes in the Mininet hosts (this module), the switches against the decisions (chaos_check), one run

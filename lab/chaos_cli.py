@@ -1,7 +1,8 @@
 """`make chaos`: real training while a seeded schedule kills, freezes and cuts every component in turn.
 
-    python -m mlfc.lab.chaos --seed N | --seeds 1,2,3 [--faults 13] [--iterations 150]
-                             [--dataplane ref|bmv2|auto] [--out results/chaos] [--no-baseline] [--publish]
+    python -m mlfc.lab.chaos --seed N | --seeds 1,2,3 [--faults 13] [--actions kill,stop,down]
+                             [--iterations 150] [--dataplane ref|bmv2|auto] [--out results/chaos]
+                             [--no-baseline] [--publish]
 
 One real PyTorch job (digits, a PS and two workers, lossless pushes) on the dumbbell (two switches, the
 bottleneck between them) with the whole stack: switches, `mlfc-controller` (with its state file),
@@ -52,6 +53,7 @@ from mlfc.lab.chaos_records import final_accuracy
 from mlfc.lab.chaos_run import ChaosRun, RunResult
 from mlfc.lab.chaos_schedule import (
     ACCURACY_TARGET_PP,
+    ACTIONS,
     JOB,
     KINDS,
     Fault,
@@ -160,10 +162,11 @@ def run_chaos(
     check_bottleneck: bool = True,
     timeout: float = 1200.0,
     load_at_start: float | None = None,
+    actions: tuple[str, ...] = ACTIONS,
 ) -> Outcome:
     """The undisturbed run (if ``baseline``) and the chaos run on one network; writes OUT/<plane>/seed<N>/."""
     topo = chaos_topology()
-    faults = schedule(seed, n_faults, iterations, sorted(topo.switches), switch_links(topo))
+    faults = schedule(seed, n_faults, iterations, sorted(topo.switches), switch_links(topo), actions)
     for f in faults:
         say(f"  scheduled {f.index:2d}: {f.describe():<22} at iteration {f.at_iteration:4d}, for {f.outage_s:.2f} s")
     out = out_root.resolve() / plane.name / f"seed{seed}"  # the deployment file names paths relative to itself
@@ -210,6 +213,13 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--seed", type=int, default=None, help="the schedule's seed (default: a random one, printed)")
     which.add_argument("--seeds", default=None, help="several runs, one per seed: 1,2,3 or 1-3")
     ap.add_argument("--faults", type=int, default=len(KINDS), help=f"default {len(KINDS)}: every kind once")
+    ap.add_argument(
+        "--actions",
+        type=lambda text: tuple(a.strip() for a in text.split(",") if a.strip()),
+        default=ACTIONS,
+        help="the kinds of fault to fire, among kill,stop,down (default: all; BMv2 loses a port whose link "
+        "went down, docs/results.md)",
+    )
     ap.add_argument("--iterations", type=int, default=150)
     ap.add_argument("--eval-every", type=int, default=5)
     ap.add_argument("--dataplane", default="ref", choices=("auto", "bmv2", "ref"))
@@ -233,7 +243,9 @@ def replay(args: argparse.Namespace, seed: int) -> str:
     """The command that reruns one seed as it ran (what a published row names)."""
     return (
         f"python -m mlfc.lab.chaos --seed {seed} --faults {args.faults} --iterations {args.iterations} "
-        f"--dataplane {args.dataplane}" + (" --no-baseline" if args.no_baseline else "")
+        f"--dataplane {args.dataplane}"
+        + (" --no-baseline" if args.no_baseline else "")
+        + ("" if tuple(args.actions) == ACTIONS else f" --actions {','.join(args.actions)}")
     )
 
 
@@ -272,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                     bottleneck_pps=args.bottleneck_pps,
                     timeout=args.timeout,
                     load_at_start=load[0],
+                    actions=args.actions,
                 )
         except ValueError as exc:
             print(f"chaos: {exc}", file=sys.stderr)

@@ -46,13 +46,23 @@ def chaos_topology() -> Topology:
     return job_dumbbell(JOB, WORKERS, "k")
 
 
-def schedule(seed: int, faults: int, iterations: int, switches: list[str], links: list[str]) -> list[Fault]:
-    """``faults`` faults cycling through every kind of KINDS (a fresh random order each cycle), spread over
-    the middle of the run (from 10 % to 80 % of the iterations) so that each has iterations before and
-    after. ``links`` are the switch-to-switch links a link fault may take down (``ks1-ks2``)."""
+ACTIONS = ("kill", "stop", "down")
+
+
+def schedule(
+    seed: int, faults: int, iterations: int, switches: list[str], links: list[str], actions: tuple[str, ...] = ACTIONS
+) -> list[Fault]:
+    """``faults`` faults cycling through every kind of KINDS whose action is in ``actions`` (a fresh random
+    order each cycle), spread over the middle of the run (from 10 % to 80 % of the iterations) so that each
+    has iterations before and after. ``links`` are the switch-to-switch links a link fault may take down
+    (``ks1-ks2``)."""
     if faults < 1:
         raise ValueError("--faults must be >= 1")
-    if not links:
+    unknown = sorted(set(actions) - set(ACTIONS))
+    if unknown or not actions:
+        raise ValueError(f"--actions {','.join(actions)!r}: choose among {', '.join(ACTIONS)}")
+    kinds = [k for k in KINDS if k[1] in actions]
+    if "down" in actions and not links:
         raise ValueError("the network has no link between two switches to take down")
     rng = random.Random(seed)
     first, last = max(3, iterations // 10), int(iterations * 0.8)
@@ -66,7 +76,7 @@ def schedule(seed: int, faults: int, iterations: int, switches: list[str], links
     out = []
     for i in range(faults):
         if not order:
-            order = list(KINDS)
+            order = list(kinds)
             rng.shuffle(order)
         kind, action = order.pop(0)
         choices = {"switch": switches, LINK: links, "agent": ["agent0"], "worker": ["worker1"]}

@@ -37,6 +37,13 @@ def test_too_few_iterations_for_the_faults_is_refused() -> None:
         schedule(1, 0, 100, ["s1"], LINKS)
     with pytest.raises(ValueError, match="no link"):
         schedule(1, 5, 100, ["s1"], [])
+    with pytest.raises(ValueError, match="choose among"):
+        schedule(1, 5, 100, ["s1"], LINKS, ("kill", "reboot"))
+
+
+def test_actions_limit_the_kinds_of_fault() -> None:
+    a = schedule(3, 12, 150, ["s1", "s2"], [], ("kill", "stop"))
+    assert sorted((f.component, f.action) for f in a) == sorted(k for k in KINDS if k[1] != "down")
 
 
 def test_a_previous_run_of_the_seed_leaves_nothing_the_next_one_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]
