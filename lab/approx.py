@@ -592,6 +592,20 @@ def run_plane(args: argparse.Namespace, plane: dataplanes.Dataplane, command: st
     return "\n\n".join(texts)
 
 
+def without_out(argv: list[str]) -> list[str]:
+    """The command line without ``--out DIR``: where a run wrote its files is not what it measured, and a
+    published row's command must rerun it anywhere."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -622,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     if "topk-ef" in args.treatments and args.topk is None and "mlfc" not in args.treatments:
         ap.error("topk-ef with --topk match needs mlfc among the treatments (or give --topk F)")
     args.cache = args.cache or args.out / "astar"
-    command = shlex.join(["python", "-m", "mlfc.lab.approx", *argv])
+    command = shlex.join(["python", "-m", "mlfc.lab.approx", *without_out(argv)])
     interrupt_on_sigterm()
     return run_experiment(
         "approx",

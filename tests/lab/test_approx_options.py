@@ -112,3 +112,8 @@ def test_final_accuracy_is_the_mean_of_the_last_five_evaluations():
     assert final_mean(pts[:2]) == pytest.approx(0.15) and math.isnan(final_mean([]))
     with pytest.raises(ValueError):
         final_mean(pts, 0)
+
+
+def test_a_published_command_does_not_name_the_output_folder() -> None:
+    argv = ["--model", "digits-cnn", "--out", "/tmp/x", "--rounds", "1", "--out=/tmp/y", "--publish"]
+    assert approx.without_out(argv) == ["--model", "digits-cnn", "--rounds", "1", "--publish"]

@@ -156,6 +156,8 @@ def test_approx_rows_render_against_issue_25s_targets(tmp_path: Path) -> None:
     assert not figures.approx_meets(_apx("mlfc", seeds=[0]), full)
     assert not figures.approx_meets(_apx("mlfc"), None)  # nothing to compare with
     assert figures.approx_meets(_apx("topk-ef"), full) is None
+    assert figures.approx_meets(_apx("mlfc-share"), full), "the third design is the scheme too"
+    assert not figures.approx_meets(_apx("mlfc-share", tta=(61.0,) * 6), full)
     alone_full = _apx("full", jobs=1, tta=(30.0,) * 6)
     assert figures.approx_meets(_apx("mlfc", jobs=1, tta=(30.5,) * 6), alone_full)  # 1.7 % more: within 2 %
     assert not figures.approx_meets(_apx("mlfc", jobs=1, tta=(30.7,) * 6), alone_full)
