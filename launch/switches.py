@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from mlfc.controller.queues import QueueClient, queue_client
+from mlfc.launch.link_kick import LinkKick
 from mlfc.launch.process import ManagedProcess, ProcessError, free_port
 
 BMV2_ENV = "MLFC_BMV2"
@@ -140,6 +142,7 @@ class Bmv2Switch(SwitchProcess):
         self.debug_log = debug_log  # BMv2's own packet log slows it down a lot: off unless asked
         self.cpu_port = cpu_port
         self.extra_args = extra_args
+        self._kick = LinkKick(name, list(self.interfaces.values()))
 
     @property
     def thrift_port(self) -> int:
@@ -162,7 +165,19 @@ class Bmv2Switch(SwitchProcess):
         missing = bmv2_missing() if self.binary == bmv2_binary() else None
         if missing or not shutil.which(self.binary):
             raise ProcessError(missing or f"{self.binary}: not an executable")
-        return super().start(timeout)
+        super().start(timeout)
+        if self.netns is None:  # BMv2 stands still after a link flap until a frame arrives (link_kick.py)
+            self._kick.start()
+        return self
+
+    @property
+    def link_kicks(self) -> int:
+        """Frames sent to wake this switch after one of its links came back up (launch/link_kick.py)."""
+        return self._kick.kicks
+
+    def _end(self, sig: signal.Signals) -> int | None:
+        self._kick.stop()
+        return super()._end(sig)
 
 
 class RefSwitch(SwitchProcess):
