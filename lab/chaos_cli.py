@@ -217,8 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--actions",
         type=lambda text: tuple(a.strip() for a in text.split(",") if a.strip()),
         default=ACTIONS,
-        help="the kinds of fault to fire, among kill,stop,down (default: all; BMv2 loses a port whose link "
-        "went down, docs/results.md)",
+        help="the kinds of fault to fire, among kill,stop,down (default: all)",
     )
     ap.add_argument("--iterations", type=int, default=150)
     ap.add_argument("--eval-every", type=int, default=5)
