@@ -200,17 +200,19 @@ class ChaosRun:
                 pids, group = _children(p.proc.pid), False
                 if not pids:
                     res.note = "worker process not found"
-            sig = signal.SIGSTOP if f.action == "stop" else signal.SIGKILL
-            res.killed_at = time.time()
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    (os.killpg if group else os.kill)(pid, sig)
-            if f.action == "stop":
-                time.sleep(f.outage_s)
+
+            def send(sig: signal.Signals) -> None:
                 for pid in pids:
                     with contextlib.suppress(ProcessLookupError):
-                        (os.killpg if group else os.kill)(pid, signal.SIGCONT)
+                        (os.killpg if group else os.kill)(pid, sig)
+
+            res.killed_at = time.time()
+            if f.action == "stop":
+                send(signal.SIGSTOP)
+                time.sleep(f.outage_s)
+                send(signal.SIGCONT)
                 return
+            send(signal.SIGKILL)
             _wait_group_gone(p.proc, 15)
             with contextlib.suppress(Exception):
                 p.proc.wait(timeout=5)
