@@ -2,7 +2,8 @@ r"""`make hpsearch`: MAIF's time to accuracy in a hyper-parameter search of real
 
     python -m mlfc.lab.hpsearch [--task digits,synthetic] [--grid default|8:0.02,8:0.05,...] [--iterations N]
                                 [--rounds 3] [--treatments baseline,maif,maif-search] [--compute-s 0.3]
-                                [--bottleneck-pps 800] [--dataplane auto|bmv2|ref|both] [--publish]
+                                [--bottleneck-pps 800] [--dataplane auto|bmv2|ref|both] [--until target|end]
+                                [--publish]
                                 [--out results/hpsearch]
 
 The defaults are the documented method (`make hpsearch` runs them with --publish): both tasks, each a grid
@@ -33,9 +34,12 @@ curve exists) is shuffled every round (seeded by the round: reproducible), the s
 the round, and written into every per-run CSV (``configuration`` column); the treatments' order rotates per
 round, so slow drift of the machine hits all alike. With nothing lost, a configuration's accuracy at each
 iteration is the same in every run (same seeds, exact aggregation): the treatments differ in timing only,
-which every table checks. ``top_job_slowdown``: the job that held MAIF's top class longest, its mean
-iteration time over the iterations it ran entirely in the top class, over its time alone (FIFO: the same
-job's over the whole run).
+which every table checks. A search run ends 15 s after its best smoothed accuracy reaches 0.95 A*
+(``--until target``, the default: nothing after that moment can change a time to accuracy, and it spares
+the minutes strict priority keeps the bottom tier waiting; ``--until end`` runs every job to its last
+iteration and also says when the last one finished). ``top_job_slowdown``: the job that held MAIF's top
+class longest, its mean iteration time over the iterations it ran entirely in the top class, over its
+time alone (FIFO: the same job's over the whole run).
 
 Output in OUT/<task>/<dataplane>/: summary.md (tables, decision timeline), hpsearch.csv (one row per run),
 per run the iteration CSV, accuracy-vs-time PNG and (MAIF) the decision CSV and timeline PNG;
@@ -80,6 +84,7 @@ from mlfc.lab.tta import (
     final_accuracy,
     job_time_to_accuracy,
     plot_accuracy,
+    reached_for,
     reduction,
     time_to_accuracy,
 )
@@ -164,6 +169,10 @@ class SearchRun:
     @property
     def finish(self) -> float:
         return self.run.finish()
+
+    @property
+    def stopped(self) -> float:
+        return self.run.stopped()
 
 
 @dataclass
@@ -307,9 +316,10 @@ def run_search(s: Search, ctl, topo, treatment: Treatment, rnd: int) -> SearchRu
     order = assignment(len(s.configs), rnd)
     jobs = [spec_for(s.configs[c], j + 1, s.args) for j, c in enumerate(order)]
     names = {j + 1: s.configs[c].name for j, c in enumerate(order)}
-    run = run_real(ctl, topo, stack(s.args, treatment, jobs, f"hpsearch/{treatment.name}"), watch=True)
-    pts = run.points()
     targets = s.targets()
+    until = reached_for(max(targets.values()), SMOOTH_WINDOW) if s.args.until == "target" else None
+    run = run_real(ctl, topo, stack(s.args, treatment, jobs, f"hpsearch/{treatment.name}"), watch=True, until=until)
+    pts = run.points()
     tta = {f: time_to_accuracy(pts, t, run.start, SMOOTH_WINDOW) for f, t in targets.items()}
     first = {}
     for f, t in targets.items():
@@ -357,7 +367,12 @@ def run_search(s: Search, ctl, topo, treatment: Treatment, rnd: int) -> SearchRu
             f"{f:.2f} A* after {v:.1f} s (job {first[f]})" if not math.isnan(v) else f"{f:.2f} A* not reached"
             for f, v in tta.items()
         )
-        + f"; all done after {result.finish:.1f} s; accuracy per iteration as alone: "
+        + (
+            f"; stopped at {result.stopped:.1f} s"
+            if not math.isnan(result.stopped)
+            else f"; all done after {result.finish:.1f} s"
+        )
+        + "; accuracy per iteration as alone: "
         f"{same}/{len(jobs)} jobs"
         + (f"; top-class job {result.top_job} at {result.slowdown:.2f}x alone" if result.top_job else "")
     )
@@ -410,6 +425,7 @@ def treatment_table(s: Search, names: Sequence[str]) -> str:
                 row.append(spread([reduction(by_round.get(r.round, math.nan), r.tta[f]) for r in mine], 100, unit=" %"))
         row.append(spread([r.slowdown for r in mine], fmt=".2f", unit="x"))
         row.append(spread([r.finish for r in mine], fmt=".0f"))
+        row.append(spread([r.stopped for r in mine], fmt=".0f"))
         util = [r.run.run.utilisation for r in mine if not math.isnan(r.run.run.utilisation)]
         row.append(f"{100 * min(util):.0f} %" if util else "-")
         cpu = [r.run.run.cpu.mean_busy for r in mine if r.run.run.cpu]
@@ -424,6 +440,7 @@ def treatment_table(s: Search, names: Sequence[str]) -> str:
     headers += [
         "top job vs alone",
         "all done s",
+        "stopped at s",
         "link use (min)",
         "CPU",
         "start spread s",
@@ -445,6 +462,7 @@ def write_runs_csv(path: Path, s: Search) -> None:
                 *(f"tta_{f:.2f}" for f in FRACTIONS),
                 *(f"first_job_{f:.2f}" for f in FRACTIONS),
                 "finish_s",
+                "stopped_s",
                 "utilisation",
                 "cpu_busy",
                 "same_as_solo",
@@ -463,6 +481,7 @@ def write_runs_csv(path: Path, s: Search) -> None:
                     *(f"{r.tta[f]:.3f}" for f in FRACTIONS),
                     *(r.first[f] or "" for f in FRACTIONS),
                     f"{r.finish:.3f}",
+                    f"{r.stopped:.3f}",
                     f"{r.run.run.utilisation:.3f}",
                     f"{r.run.run.cpu.mean_busy:.1f}" if r.run.run.cpu else "",
                     r.same_as_solo,
@@ -697,6 +716,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="A*: at most this many iterations in process (%(default)s)")  # fmt: skip
     ap.add_argument("--cache", type=Path, default=None, help="converged references (default OUT/astar)")
     ap.add_argument("--dataplane", default="auto", choices=("auto", "bmv2", "ref", "both"))
+    ap.add_argument(
+        "--until",
+        default="target",
+        choices=("target", "end"),
+        help="end each search run 15 s after it reaches 0.95 A* (target: the times cannot change after it) "
+        "or when every job has run all its iterations (end: also says when the last job finishes) (%(default)s)",
+    )
     ap.add_argument("--out", type=Path, default=Path("results/hpsearch"))
     ap.add_argument(
         "--publish",

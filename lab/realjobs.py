@@ -124,8 +124,15 @@ class RealRun:
         return start_spread(self.records)
 
     def finish(self) -> float:
-        """Seconds after the start when the last job finished its last iteration."""
+        """Seconds after the start when the last job finished its last iteration; NaN for a run stopped early
+        (``stopped``)."""
+        if self.run.stopped_at is not None:
+            return math.nan
         return max((r.end for r in self.records), default=math.nan) - self.start
+
+    def stopped(self) -> float:
+        """Seconds after the start when the run was stopped early (``run_real``'s ``until``); NaN if not."""
+        return math.nan if self.run.stopped_at is None else self.run.stopped_at - self.start
 
 
 def start_spread(records: list[IterationRecord]) -> float:
@@ -152,8 +159,10 @@ def run_real(
     watch: bool = True,
     progress: Callable[[str], None] | None = say,
     timeout: float = 1800.0,
+    until: Callable[[list[IterationRecord]], bool] | None = None,
 ) -> RealRun:
-    """Run ``cfg``'s jobs once; the switch counters are this run's (deltas), decisions sampled if ``watch``."""
+    """Run ``cfg``'s jobs once; the switch counters are this run's (deltas), decisions sampled if ``watch``;
+    ``until`` ends it early (``run_jobs``)."""
     before = job_counters(ctl.client)
     watches: list[DecisionWatch] = []
 
@@ -162,7 +171,7 @@ def run_real(
             watches.append(DecisionWatch(address, token).start())
 
     try:
-        res = run_jobs(ctl, topo, cfg, progress=progress, timeout=timeout, on_coordinator=hook)
+        res = run_jobs(ctl, topo, cfg, progress=progress, timeout=timeout, on_coordinator=hook, until=until)
     finally:
         samples = [s for w in watches for s in w.stop()]
     t0_wall = time.time() - res.duration  # run_jobs' zero: its records are relative to it

@@ -98,6 +98,9 @@ class StackRun:
     switch_entries: dict[str, dict[str, int]] = field(default_factory=dict)
     cpu: CpuUse | None = None
     utilisation: float = float("nan")  # pushes' packet rate while any push ran / the configured rate
+    # Seconds after the start when the run's ``until`` condition held and the jobs were stopped (None: every
+    # job ran to its last iteration).
+    stopped_at: float | None = None
 
 
 @dataclass
@@ -195,10 +198,13 @@ def run_jobs(
     progress: ProgressFn | None = None,
     timeout: float = 900.0,
     on_coordinator: Callable[[str, Path], None] | None = None,
+    until: Callable[[list[IterationRecord]], bool] | None = None,
 ) -> StackRun:
     """Start coordinator, agents and jobs; wait for every job to finish; return what they recorded.
     ``on_coordinator(address, token_file)`` is called once the coordinator listens (e.g. to watch its
-    decisions over its Status RPC while the jobs run)."""
+    decisions over its Status RPC while the jobs run). ``until(records)``, asked about once a second with
+    the records so far, ends the run early when it says so: the jobs are stopped, and a stopped job's exit
+    and its last unreported iterations are not errors."""
     run_dir = ctl.run_dir
     token = run_dir / "token"
     token.write_text(secrets.token_hex(16))
@@ -228,6 +234,7 @@ def run_jobs(
     peak: dict[str, dict[str, int]] = {}
     counters: dict[int, dict[str, int]] = {}
     cpu = CpuMonitor()
+    stopped_at = None
     try:
         cpu.__enter__()
         coord.start(timeout=20)
@@ -240,12 +247,16 @@ def run_jobs(
                 start_job(ctl.net, topo, spec, cfg.iterations, cfg.transport, coord_addr, token, run_dir, start_at)
             )
         readers = [log.reader(proc, job.spec.job, rank) for job in running for rank, proc in enumerate(job.workers)]
-        _wait_for_jobs(running, coord, ctl, cfg, log, peak, errors, progress, timeout, t0)
+        stopped_at = _wait_for_jobs(running, coord, ctl, cfg, log, peak, errors, progress, timeout, t0, until)
+        if stopped_at is not None:
+            for job in running:
+                job.stop()
         for th in readers:
             th.join(timeout=5)
-        errors += _exit_errors(running, run_dir)
+        if stopped_at is None:
+            errors += _exit_errors(running, run_dir)
         counters = job_counters(ctl.client)
-        if not errors:
+        if not errors and stopped_at is None:
             with CoordinatorClient(coord_addr, token_file=token) as client:
                 errors += unreported_workers(client.worker_progress(), cfg)
     finally:
@@ -263,6 +274,7 @@ def run_jobs(
         peak,
         cpu.result(),
         link_utilisation(records, cfg.bottleneck_pps),
+        stopped_at,
     )
 
 
@@ -277,14 +289,23 @@ def _wait_for_jobs(
     progress: ProgressFn | None,
     timeout: float,
     t0: float,
-) -> None:
+    until: Callable[[list[IterationRecord]], bool] | None = None,
+) -> float | None:
+    """Wait until every job's workers have exited; return None then, or the seconds since ``t0`` at which
+    ``until`` held (the caller stops the jobs)."""
     deadline = time.monotonic() + timeout
-    last_print = last_sample = 0.0
+    last_print = last_sample = last_until = 0.0
     while any(p.poll() is None for j in running for p in j.workers):
         if time.monotonic() > deadline:
             errors.append(f"jobs did not finish within {timeout:.0f} s")
-            return
+            return None
         coord.check()
+        if until is not None and time.monotonic() - last_until > 1.0:
+            last_until = time.monotonic()
+            if until(list(log.records)):
+                if progress:
+                    progress(f"[{cfg.name}] {time.time() - t0:6.1f} s  stopping the jobs: the run's goal is met")
+                return time.time() - t0
         if progress and time.monotonic() - last_print > 2.0:
             last_print = time.monotonic()
             progress(f"[{cfg.name}] {time.time() - t0:6.1f} s  " + log.describe(cfg.iterations))
@@ -294,6 +315,7 @@ def _wait_for_jobs(
                 for table, n in tables.items():
                     peak.setdefault(sw, {})[table] = max(n, peak.get(sw, {}).get(table, 0))
         time.sleep(0.2)
+    return None
 
 
 def _exit_errors(running: list[RunningJob], run_dir: Path) -> list[str]:

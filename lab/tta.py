@@ -9,12 +9,14 @@ control), from the lab's per-iteration records.
   target (e.g. 0.95 A*); NaN when it never does. The start is the common start of iteration 0
   (``search_start``), not the moment processes were launched.
 * ``best_so_far``: the running best accuracy among all jobs, a step curve for the plots.
+* ``reached_for``: a run's stop condition once the target is reached (what comes after cannot change it).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from mlfc.lab.results import IterationRecord
@@ -173,3 +175,23 @@ def plot_accuracy(
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def reached_for(
+    target: float, window: int, grace_s: float = 15.0, clock: Callable[[], float] = time.monotonic
+) -> Callable[[Sequence[IterationRecord]], bool]:
+    """A run's stop condition: true ``grace_s`` after the records first show some job's smoothed accuracy at
+    ``target``. The grace lets another job's earlier crossing, not yet read from its output, arrive; the
+    times to accuracy come from the records, so what happens after the crossing cannot change them."""
+    seen: list[float] = []
+
+    def until(records: Sequence[IterationRecord]) -> bool:
+        if not seen:
+            if not any(r.iteration == 0 for r in records):
+                return False
+            if math.isnan(time_to_accuracy(accuracy_points(records), target, search_start(records), window)):
+                return False
+            seen.append(clock())
+        return clock() - seen[0] >= grace_s
+
+    return until

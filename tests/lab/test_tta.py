@@ -19,6 +19,7 @@ from mlfc.lab.tta import (
     final_accuracy,
     iterations_to_accuracy,
     job_time_to_accuracy,
+    reached_for,
     reduction,
     search_start,
     time_to_accuracy,
@@ -123,3 +124,19 @@ def test_a_spike_does_not_cross_the_target_with_smoothing() -> None:
     assert [p.accuracy for p in smoothed(steady, 2)] == pytest.approx([0.5, 0.6, 0.71, 0.73])
     with pytest.raises(ValueError, match="window"):
         smoothed(steady, 0)
+
+
+def test_reached_for_waits_its_grace_after_the_smoothed_crossing():
+    now = [0.0]
+    until = reached_for(0.85, window=3, grace_s=15.0, clock=lambda: now[0])
+    assert not until([])  # nothing has started
+    assert not until(RECORDS[:4])  # job 1's mean of 3 evaluations: not yet
+    seen = [*RECORDS, rec(1, 5, 15.0, 16.0, 0.90)]  # job 2: (0.70 + 0.93 + 0.91) / 3 = 0.847; job 1: 0.76
+    assert not until(seen)
+    crossed = [*seen, rec(2, 7, 18.0, 19.0, 0.95)]  # job 2: (0.93 + 0.91 + 0.95) / 3 = 0.93
+    assert not until(crossed)  # the crossing is seen now: the grace starts
+    now[0] = 14.9
+    assert not until(crossed)
+    now[0] = 15.0
+    assert until(crossed)
+    assert time_to_accuracy(accuracy_points(crossed), 0.85, search_start(crossed), 3) == pytest.approx(9.0)
