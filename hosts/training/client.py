@@ -35,6 +35,7 @@ from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.training.compress import NONE, Compression, Compressor
 from mlfc.hosts.training.residual import Residuals
 from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender, SenderConfig
+from mlfc.hosts.transport.config import stale_timeout_for
 from mlfc.policy.aggregation import received_elements
 from mlfc.policy.withhold import CongestionEstimate, WithholdPolicy, choose_withheld, withheld_share
 from mlfc.wire import IMPORTANCE_PROTECTED
@@ -131,7 +132,12 @@ class WorkerClient:
         cfg = self.cfg
         rx_port = cfg.rx_port if rx_port is None else rx_port
         tx_port = cfg.tx_port if tx_port is None else tx_port
-        self.rx = Receiver((cfg.bind, rx_port), ReceiverConfig(deadline=cfg.deadline, jobs=frozenset({cfg.job})))
+        self.rx = Receiver(
+            (cfg.bind, rx_port),
+            ReceiverConfig(
+                deadline=cfg.deadline, jobs=frozenset({cfg.job}), stale_timeout=stale_timeout_for(cfg.sender)
+            ),
+        )
         try:
             self.tx = Sender(cfg.ps, (cfg.bind, tx_port), cfg.sender, sock=self._push_sock)
         except BaseException:

@@ -41,6 +41,7 @@ from mlfc.hosts.training.accounting import LossLedger, lost_by_tensor
 from mlfc.hosts.training.compress import NONE, Compression, decode, parse
 from mlfc.hosts.training.pull_copies import PullCopies
 from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender, SenderConfig, TransferAborted
+from mlfc.hosts.transport.config import stale_timeout_for
 from mlfc.policy.aggregation import average_received, received_elements
 from mlfc.policy.withhold import WithholdPolicy
 
@@ -149,7 +150,12 @@ class TrainingServer:
         self._deferred: list[DeliveredTensor] = []
         self._rejoin_roster: dict[int, tuple[str, int]] = {}
         self._warned_unknown = False
-        self.rx = Receiver((cfg.bind, cfg.port), ReceiverConfig(deadline=cfg.deadline, jobs=frozenset({cfg.job})))
+        self.rx = Receiver(
+            (cfg.bind, cfg.port),
+            ReceiverConfig(
+                deadline=cfg.deadline, jobs=frozenset({cfg.job}), stale_timeout=stale_timeout_for(cfg.sender)
+            ),
+        )
 
     @property
     def address(self) -> tuple[str, int]:

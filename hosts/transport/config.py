@@ -78,7 +78,9 @@ class ReceiverConfig:
     jobs: frozenset[int] | None = None  # accepted jobs (None: any)
     max_tensor_bytes: int = 1 << 30
     max_pending_bytes: int = 2 << 30  # memory for tensors being received
-    stale_timeout: float = 10.0  # an incomplete tensor with no packet for this long is abandoned
+    # an incomplete tensor with no packet for this long is abandoned; keep it above the senders' peer
+    # timeout (``stale_timeout_for``): a flow starved in a low class gets no packet through for minutes
+    stale_timeout: float = 10.0
     completed_memory: int = 4096  # finished tensors remembered to re-send their FIN
     rcvbuf: int = 8 << 20
     gro: bool = True  # UDP GRO: take coalesced datagrams of a flow in one read where the kernel offers it
@@ -88,3 +90,10 @@ class ReceiverConfig:
             raise ValueError(f"ack_every={self.ack_every!r} must be >= 1")
         if not 0.0 <= self.ack_delay <= 0.1:
             raise ValueError(f"ack_delay={self.ack_delay!r} must be in [0, 0.1] s")
+
+
+def stale_timeout_for(sender: SenderConfig) -> float:
+    """A receiver's ``stale_timeout`` beside peers that send with ``sender``: twice their peer timeout, so it
+    never gives up a tensor that a sender still retransmits (the sender would re-send what the receiver
+    dropped, ``Scoreboard.renege``, but only after a round trip the starved flow may not get)."""
+    return max(ReceiverConfig.stale_timeout, 2.0 * sender.peer_timeout)

@@ -234,6 +234,27 @@ class Scoreboard:
             self.max_acked_tx = max_tx
         return newly, max_tx, rtt_seq
 
+    def renege(self, cum_ack: int, blocks: tuple[tuple[int, int], ...]) -> int:
+        """The receiver no longer holds chunks it acknowledged: it gave the tensor up (no packet for its
+        stale timeout, e.g. a flow starved in a low class) and this ACK is its new, partial copy's. Every
+        acknowledged chunk from ``cum_ack`` on that ``blocks`` do not cover is queued for retransmission
+        (a chunk the SACK blocks merely leave out may be sent twice: the receiver counts a duplicate).
+        Returns how many chunks were queued."""
+        held = bytearray(self.n)
+        held[:cum_ack] = b"\x01" * cum_ack
+        for s, e in blocks:
+            held[s:e] = b"\x01" * (e - s)
+        queued = 0
+        for seq in range(cum_ack, self.n):
+            if not held[seq] and self.state[seq] == ACKED:
+                self.acked[seq] = 0
+                self.state[seq] = LOST
+                self.acked_count -= 1
+                self.retx.append(seq)
+                queued += 1
+        self.cum = min(self.cum, cum_ack)
+        return queued
+
     def rtt_sample(self, seq: int, now: float) -> float | None:
         """The RTT of chunk ``seq`` just acknowledged; None for a retransmitted chunk (Karn) or none."""
         if seq < 0 or self.retransmitted[seq]:

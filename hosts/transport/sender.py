@@ -364,9 +364,14 @@ class Sender:
             self.cc.on_mark(min(1.0, ev.tolerated_bytes / cwnd) if math.isfinite(cwnd) and cwnd > 0 else 1.0, now)
         if ev.newly_acked or ev.ece_event:
             self.cc.on_ack(ev.newly_acked, ev.rtt, ev.ece_event, now)
-        if fb.fin or board.complete:
+        if fb.fin or fb.cum_ack >= board.n:
             t.done = True
             t.fin = fb.fin
+        elif board.complete:
+            # Every chunk acknowledged, some only by SACKs, yet no FIN: a receiver holding the whole tensor
+            # says FIN, so this one gave the tensor up (stale) and started again. Send it what it lacks
+            # instead of taking the tensor for delivered (the peer would wait for it forever).
+            st.reneged_chunks += board.renege(fb.cum_ack, fb.blocks)
         return ev.newly_acked > 0
 
     def _sample(self, now: float) -> None:

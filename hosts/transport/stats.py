@@ -15,6 +15,7 @@ class FlowStats:
     chunks_sent: int = 0
     retransmits: int = 0
     probes: int = 0
+    reneged_chunks: int = 0  # acknowledged chunks sent again: the receiver had given the tensor up (stale)
     tolerated_chunks: int = 0  # lost unprotected chunks left for the receiver to zero-fill
     acks: int = 0
     ece_acks: int = 0

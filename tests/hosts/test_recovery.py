@@ -243,3 +243,14 @@ def test_delivery_rate_is_measured_over_an_srtt_at_least():
     d.restart(10.0)  # an idle gap says nothing of the path
     d.on_ack(500, 10.002, None)
     assert d.rate == pytest.approx(500 / 0.002)
+
+
+def test_renege_queues_what_the_receiver_no_longer_holds():
+    b = board(10)
+    send_all(b)
+    assert b.on_ack(10, ()) is not None and b.complete
+    # the receiver's new copy holds chunks 0..2 and 6..7 only
+    assert b.renege(3, ((6, 8),)) == 5
+    assert not b.complete and b.cum == 3
+    assert [b.state[i] for i in range(10)] == [ACKED] * 3 + [LOST] * 3 + [ACKED] * 2 + [LOST] * 2
+    assert [b.next_chunk() for _ in range(5)] == [(3, True), (4, True), (5, True), (8, True), (9, True)]

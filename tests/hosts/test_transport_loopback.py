@@ -22,6 +22,7 @@ from mlfc.hosts.transport import (
     TransferRejected,
     bind_shim_socket,
 )
+from mlfc.hosts.transport.config import stale_timeout_for
 from mlfc.hosts.transport.packet import HEADER_LEN, DataHeader, build_ack, pack_data_header_into
 from mlfc.policy.mltcp import MltcpParams
 from mlfc.policy.mltcp_tuning import TuningParams
@@ -329,3 +330,28 @@ def test_sender_tunes_f_from_its_iteration_times(receiver):
     assert len(tx.online_f.tuner.history) == 2
     assert tx.mltcp_params == tx.online_f.params == tx.cc.mltcp.params != MltcpParams(2.0, 0.5)
     tx.close()
+
+
+def test_a_receiver_that_gave_the_tensor_up_gets_it_again():
+    """A starved flow: chunk 0's transmissions are lost for longer than the receiver's stale timeout, so it
+    drops the rest it had acknowledged and starts again from chunk 0's retransmission. Its ACK then shows the
+    tensor whole to the sender's scoreboard but carries no FIN: the sender must send the rest again, not take
+    the tensor for delivered (the peer would wait for it forever)."""
+    rx = Receiver((HOST, 0), ReceiverConfig(deadline=0.01, stale_timeout=0.2))
+    try:
+        n = 40
+        until = time.monotonic() + 1.5  # the receiver sweeps every second
+        tx, _ = sender_to(rx, drop=lambda h, attempt: h.chunk_seq == 0 and time.monotonic() < until)
+        data = grads(n * CHUNK)
+        r = tx.send_tensor(1, 0, 0, data, timeout=10)
+        d = rx.recv(timeout=3)
+        assert d.loss.complete and bytes(d.data) == data
+        assert rx.stats.abandoned == 1
+        assert tx.stats.reneged_chunks == n - 1 and r.missing_chunks == ()
+    finally:
+        rx.close()
+
+
+def test_a_receiver_keeps_a_partial_tensor_longer_than_its_peers_keep_sending_it():
+    assert stale_timeout_for(SenderConfig(peer_timeout=600.0)) == 1200.0
+    assert stale_timeout_for(SenderConfig()) == ReceiverConfig().stale_timeout  # 3 s peers: the 10 s default
