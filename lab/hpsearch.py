@@ -25,6 +25,10 @@ sharing the s1-s2 bottleneck, all starting together.
     largest predicted accuracy gain per network second served first), Reno;
   * ``maif-search``: MAIF with the search objective (``--objective best``: a job's gain counts only where
     it raises the best accuracy among the jobs; docs/coordinator.md), Reno;
+  * ``maif-potential``: the search judged by optimistic curves (``--objective potential``: what a job's
+    95 % band top at the search's next doubling adds to the best; not in the defaults);
+  * ``maif-elimination``: the jobs that band cannot rule out as the best share the top class
+    (``--objective elimination``; not in the defaults);
   * ``mltcp+maif``: MAIF with MLTCP on (not in the defaults).
 
 The metric is the wall time from the search's start (iteration 0) until the best smoothed validation
@@ -77,7 +81,7 @@ from mlfc.lab.realjobs import (
 )
 from mlfc.lab.results import format_table, write_csv
 from mlfc.lab.rounds import spread
-from mlfc.lab.scenarios import TREATMENTS, Treatment
+from mlfc.lab.scenarios import SEARCH_TREATMENTS, TREATMENTS, Treatment
 from mlfc.lab.stack import StackConfig, network_with_control
 from mlfc.lab.tta import (
     SMOOTH_WINDOW,
@@ -591,7 +595,7 @@ def fifo_slowdown(s: Search, rnd: int) -> None:
     """The round's FIFO run gets the slowdown of the job a MAIF treatment of the same round kept on top
     (the search objective's when it ran, else the first MAIF treatment's): the same job, unscheduled."""
     mine = [r for r in s.runs if r.round == rnd]
-    maif = sorted((r for r in mine if r.top_job is not None), key=lambda r: r.treatment != "maif-search")
+    maif = sorted((r for r in mine if r.top_job is not None), key=lambda r: r.treatment not in SEARCH_TREATMENTS)
     for base in (r for r in mine if r.treatment == "baseline"):
         if maif:
             base.top_job = maif[0].top_job

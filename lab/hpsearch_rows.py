@@ -20,7 +20,8 @@ from mlfc.lab.results import IterationRecord
 from mlfc.lab.tta import reduction
 
 # The lab's treatment names -> the names the issue's schema uses.
-PUBLISHED = {"baseline": "fifo", "maif": "maif-sum", "maif-search": "maif-search"}
+PUBLISHED = {"baseline": "fifo", "maif": "maif-sum", "maif-search": "maif-search", "maif-potential": "maif-potential",
+             "maif-elimination": "maif-elimination"}  # fmt: skip
 KEY = ("task", "dataplane", "framework", "treatment")
 SCHEMA = (
     "issue 26: one row per task, dataplane, framework and treatment; time_to_090/095 (s), less_than_fifo_095 "
@@ -42,20 +43,25 @@ FIELDS: dict[str, type | tuple[type, ...]] = {
 
 
 def top_periods(samples: Iterable[DecisionSample], t0: float = 0.0) -> list[tuple[int, float, float]]:
-    """(job, from, to) for every stretch a job held rank 1, on the clock ``sample.time - t0``; the last
-    stretch lasts to infinity (until the run's end, which the samples do not know)."""
-    tops: dict[float, int] = {}
+    """(job, from, to) for every stretch a job held the top class alone (the highest class of its decision,
+    no other job in it: what strict priority makes fast; the rank-1 job under the objectives that give the
+    top class to one job), on the clock ``sample.time - t0``; a decision whose top class is shared has no
+    top job and ends the stretch. The last stretch lasts to infinity (until the run's end, which the
+    samples do not know)."""
+    by_time: dict[float, list[DecisionSample]] = {}
     for s in samples:
-        if s.rank == 1:
-            tops[s.time - t0] = s.job
+        by_time.setdefault(s.time - t0, []).append(s)
     out: list[tuple[int, float, float]] = []
-    for t, job in sorted(tops.items()):
+    for t, group in sorted(by_time.items()):
+        high = max(s.priority for s in group)
+        top = [s.job for s in group if s.priority == high]
+        job = top[0] if len(top) == 1 else None
         if out and out[-1][0] == job:
             continue
         if out:
             out[-1] = (out[-1][0], out[-1][1], t)
         out.append((job, t, math.inf))
-    return out
+    return [p for p in out if p[0] is not None]
 
 
 def _mean_duration(records: Iterable[IterationRecord], job: int, keep=lambda r: True, skip: int = 1) -> float:

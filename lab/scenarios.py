@@ -74,6 +74,10 @@ TREATMENTS: dict[str, Treatment] = {
         Treatment("mltcp+maif", "reno", mltcp=True, priorities="maif"),
         # MAIF for a hyper-parameter search: only gains of the best job's accuracy count (MaifParams.objective)
         Treatment("maif-search", "reno", priorities="maif", coordinator_args=("--objective", "best")),
+        # ... judged by optimistic curves at the search's next doubling (issue 26's second ranking design)
+        Treatment("maif-potential", "reno", priorities="maif", coordinator_args=("--objective", "potential")),
+        # ... the jobs the data cannot rule out share the top class (the third design)
+        Treatment("maif-elimination", "reno", priorities="maif", coordinator_args=("--objective", "elimination")),
         Treatment("interleave", "reno", priorities="interleave"),
         Treatment("mltcp+fallback", "reno", mltcp=True, priorities="maif", fallback="maif"),
         Treatment("mltcp+fallback-interleave", "reno", mltcp=True, priorities="maif", fallback="interleave"),
@@ -133,9 +137,12 @@ MIXES: dict[str, Mix] = {
     )
 }
 
+# The search objectives' treatments: they need real jobs with real learning curves (`make hpsearch`).
+SEARCH_TREATMENTS = ("maif-search", "maif-potential", "maif-elimination")
+
 # Which treatments run on which mix in `make e2e` (all CC variants on the main mix only).
 PLAN: dict[str, tuple[str, ...]] = {
-    "two-compatible": tuple(t for t in TREATMENTS if t != "maif-search"),  # search: real jobs (hpsearch)
+    "two-compatible": tuple(t for t in TREATMENTS if t not in SEARCH_TREATMENTS),  # search: real jobs (hpsearch)
     "three-mixed": ("baseline", "mltcp-reno", "maif", "mltcp+maif", "interleave"),
     "straggler": ("baseline", "mltcp-reno", "maif", "interleave", "mltcp+fallback"),
     "partial": ("baseline", "mltcp-reno", "maif", "interleave", "mltcp+fallback"),

@@ -18,7 +18,14 @@ coordinator/decision.py):
    divides it by the network time those iterations need: accuracy gained per second of network.
    With ``objective="best"`` (a hyper-parameter search: only the best configuration's accuracy
    counts) ``search_scores`` keeps of each job's gain the part that raises the best quality of all the
-   jobs, plus ``own_gain_weight`` of its own gain to order the jobs that raise nothing.
+   jobs, plus ``own_gain_weight`` of its own gain to order the jobs that raise nothing. With
+   ``objective="potential"`` (a search whose curves separate late) the gain is what a job's optimistic
+   curve (the upper edge of the fit's 95 % band, ``Fit.bounds``) at the search's next doubling
+   would add to the best quality: a job whose curve is still uncertain keeps a chance to be served, and a
+   starved job, whose band stops narrowing, is served again once the leader's band has narrowed below it.
+   With ``objective="elimination"`` the jobs the data cannot rule out (``contenders``: their band's top at
+   that point reaches the best job's band bottom) share the top class, ranked by potential below it the
+   others: successive elimination instead of a single leader.
 3. ``rank_jobs(...)`` orders jobs by score with hysteresis (an incumbent keeps its place unless the
    challenger's score is larger by a relative margin) and maps ranks onto priority classes.
 4. ``straggler_window(...)`` gives a job whose workers lag by iterations a boosted class for the lagging
@@ -30,8 +37,8 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -40,13 +47,41 @@ from mlfc.policy.priority import PolicyError, check_job_priority
 
 ACCURACY = "accuracy"
 LOSS = "loss"
-OBJECTIVES = ("sum", "best")
+OBJECTIVES = ("sum", "best", "potential", "elimination")
 
 # Shape-parameter grids. Power exponents cover very slow (0.02) to fast (4) saturation; exponential
 # rates are relative to the observed span so the grid fits any iteration scale.
 _POWER_GRID = np.geomspace(0.02, 4.0, 48)
 _EXP_GRID_REL = np.geomspace(0.05, 40.0, 48)
 _MAX_FIT_POINTS = 256  # older history is thinned: recent points shape the prediction most
+# The confidence band: the shapes (grid rows) whose squared error is within the profile-likelihood bound of the
+# best, SSE <= SSE_min (1 + chi2 / (n - 3)) with chi2 of one degree of freedom at 95 %, each with the 95 %
+# interval of its linear fit's prediction (z standard errors).
+_BAND_CHI2 = 3.84
+_BAND_Z = 1.96
+
+
+@dataclass(frozen=True, slots=True)
+class Curve:
+    """One saturating curve of a fit's band with what its prediction interval needs: the mean and the spread
+    (sum of squared deviations) of its basis over the fitted iterations."""
+
+    model: str  # power, exp
+    a: float
+    b: float
+    c: float
+    t0: float
+    x_mean: float
+    x_spread: float
+
+    def basis(self, t: float) -> float:
+        return (t + 1.0) ** -self.c if self.model == "power" else math.exp(-self.c * (t - self.t0))
+
+    def interval(self, t: float, sigma: float, n: int, z: float = _BAND_Z) -> tuple[float, float]:
+        x = self.basis(t)
+        q = self.a - self.b * x
+        half = z * sigma * math.sqrt(1.0 / n + (x - self.x_mean) ** 2 / self.x_spread)
+        return q - half, q + half
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +98,9 @@ class MaifParams:
     straggler_boost: int = 1  # classes added to the lagging iteration window
     upper: float | None = 1.0  # quality cannot exceed this (accuracy); None for no cap
     min_network_s: float = 1e-3  # floor of network time per horizon, avoids division by ~0
-    objective: str = "sum"  # sum: every job's own gain counts | best: only gains of the search's best quality
+    objective: str = "sum"  # sum: every job's own gain counts | best, potential, elimination: a search's best
     own_gain_weight: float = 0.05  # objective best: weight of a job's own gain beside what it adds to the best
+    lookahead: float = 2.0  # objective potential: predict at this multiple of the most advanced job's iterations
 
     def __post_init__(self) -> None:
         check_job_priority(self.top_class, "top_class")
@@ -86,6 +122,8 @@ class MaifParams:
             raise PolicyError(f"objective={self.objective!r}: expected one of {', '.join(OBJECTIVES)}")
         if not (math.isfinite(self.own_gain_weight) and 0.0 <= self.own_gain_weight <= 1.0):
             raise PolicyError(f"own_gain_weight={self.own_gain_weight} out of range 0..1")
+        if not (math.isfinite(self.lookahead) and self.lookahead >= 1.0):
+            raise PolicyError(f"lookahead={self.lookahead} must be >= 1 (a multiple of the iterations done)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +137,9 @@ class Fit:
     points: int = 0
     last_iteration: int = 0
     last_quality: float = 0.0
+    # The curves the data does not rule out (the fit's own among them) and the residuals' standard deviation
+    band: tuple[Curve, ...] = ()
+    sigma: float = 0.0
 
     @property
     def predictive(self) -> bool:
@@ -110,6 +151,23 @@ class Fit:
         if self.model == "exp":
             return self.a - self.b * math.exp(-self.c * (t - self.t0))
         return self.last_quality
+
+    def bounds(self, t: float) -> tuple[float, float]:
+        """The 95 % band of the quality at iteration ``t``: over the shapes the data allows, the lowest and the
+        highest end of their predictions' intervals (the prediction itself without a band)."""
+        if not self.band:
+            q = self.predict(t)
+            return q, q
+        lo, hi = math.inf, -math.inf
+        n = max(self.points, 1)
+        for curve in self.band:
+            a, b = curve.interval(t, self.sigma, n)
+            if math.isfinite(a) and math.isfinite(b):
+                lo, hi = min(lo, a), max(hi, b)
+        if lo > hi:
+            q = self.predict(t)
+            return q, q
+        return lo, hi
 
     def describe(self) -> str:
         if self.model == "power":
@@ -151,8 +209,9 @@ def _thin(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return t[keep], y[keep]
 
 
-def _best_linear(x: np.ndarray, y: np.ndarray) -> tuple[int, float, float, float]:
-    """Least squares ``y = p + s * x[g]`` for every grid row g; returns (g, p, s, sse) of the best row."""
+def _linear_rows(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Least squares ``y = p + s * x[g]`` for every grid row g: arrays of p, s, the squared error (inf where
+    the row cannot be fitted), the basis' mean and its spread (sum of squared deviations)."""
     n = y.shape[0]
     xm = x.mean(axis=1)
     dx = x - xm[:, None]
@@ -164,20 +223,20 @@ def _best_linear(x: np.ndarray, y: np.ndarray) -> tuple[int, float, float, float
     inter = ym - slope * xm
     resid = y[None, :] - (inter[:, None] + slope[:, None] * x)
     sse = np.where(ok, np.einsum("gn,gn->g", resid, resid), np.inf)
-    g = int(np.argmin(sse))
-    return g, float(inter[g]), float(slope[g]), float(sse[g])
+    return inter, slope, sse, xm, var
 
 
-def fit_curve(points: Sequence[tuple[float, float]], min_points: int = 4) -> Fit:
+def fit_curve(points: Sequence[tuple[float, float]], min_points: int = 4, ceiling: float | None = 1.0) -> Fit:
     """Fit a saturating learning curve to ``(iteration, quality)`` points (any order, repeats allowed)."""
     if not len(points):
         return Fit("prior")
     arr = np.asarray(points, dtype=float).reshape(-1, 2)
-    return fit_arrays(arr[:, 0], arr[:, 1], min_points)
+    return fit_arrays(arr[:, 0], arr[:, 1], min_points, ceiling)
 
 
-def fit_arrays(t: np.ndarray, y: np.ndarray, min_points: int = 4) -> Fit:
-    """``fit_curve`` on arrays of iterations and qualities; non-finite points are ignored."""
+def fit_arrays(t: np.ndarray, y: np.ndarray, min_points: int = 4, ceiling: float | None = 1.0) -> Fit:
+    """``fit_curve`` on arrays of iterations and qualities; non-finite points are ignored. The band keeps only
+    curves whose asymptote is at most ``ceiling`` (quality cannot exceed it: accuracy 1, a loss removed whole)."""
     t, y = np.asarray(t, dtype=float), np.asarray(y, dtype=float)
     keep = np.isfinite(t) & np.isfinite(y)
     t, y = t[keep], y[keep]
@@ -197,25 +256,30 @@ def fit_arrays(t: np.ndarray, y: np.ndarray, min_points: int = 4) -> Fit:
     tf, yf = _thin(t, y)
     sst_f = float(((yf - yf.mean()) ** 2).sum()) or sst
 
-    best: Fit | None = None
-    best_sse = math.inf
     # power: q = a - b (t+1)^-c ; regression on x = (t+1)^-c gives intercept a and slope -b
     xp = (np.maximum(tf, 0.0)[None, :] + 1.0) ** -_POWER_GRID[:, None]
-    g, a, s, sse = _best_linear(xp, yf)
-    if math.isfinite(sse):
-        best, best_sse = Fit("power", a, -s, float(_POWER_GRID[g])), sse
+    p = _linear_rows(xp, yf)
     # exp: q = a - b exp(-k (t - t0)), k relative to the span; t0 keeps the basis well conditioned
     t0 = float(tf[0])
     span = max(float(tf[-1] - t0), 1.0)
     ks = _EXP_GRID_REL / span
     xe = np.exp(-ks[:, None] * (tf - t0)[None, :])
-    g, a, s, sse = _best_linear(xe, yf)
-    if math.isfinite(sse) and sse < best_sse:
-        best, best_sse = Fit("exp", a, -s, float(ks[g]), t0), sse
-    if best is None:
+    e = _linear_rows(xe, yf)
+    rows = [(float(sse), Curve(model, float(inter), -float(slope), float(c), t0 if model == "exp" else 0.0,
+                               float(xm), float(var)))
+            for model, grid, (i_, s_, e_, m_, v_) in (("power", _POWER_GRID, p), ("exp", ks, e))
+            for c, inter, slope, sse, xm, var in zip(grid, i_, s_, e_, m_, v_, strict=True)
+            if math.isfinite(sse)]  # fmt: skip
+    if not rows:
         return Fit("flat", a=last_q, points=n, last_iteration=last_t, last_quality=last_q)
+    best_sse, best = min(rows, key=lambda r: r[0])  # the first of equals: power before exp, as the grids are ordered
+    nf = len(tf)
+    dof = nf - 3
+    bound = best_sse * (1.0 + _BAND_CHI2 / dof) if dof > 0 else math.inf
+    band = tuple(c for sse, c in rows if sse <= bound and (ceiling is None or c.a <= ceiling)) or (best,)
+    sigma = math.sqrt(best_sse / dof) if dof > 0 else math.sqrt(sst_f / max(nf - 1, 1))
     r2 = max(0.0, 1.0 - best_sse / sst_f)
-    return Fit(best.model, best.a, best.b, best.c, best.t0, r2, n, last_t, last_q)
+    return Fit(best.model, best.a, best.b, best.c, best.t0, r2, n, last_t, last_q, band, sigma)
 
 
 def predicted_gain(fit: Fit, next_iters: float, upper: float | None = 1.0) -> float:
@@ -271,23 +335,76 @@ def search_scores(
 ) -> dict[int, Score]:
     """Scores for a hyper-parameter search, where only the best job's quality counts.
 
-    A job's gain becomes what its predicted quality at the horizon adds above the best current quality of
-    all the jobs (the leader's own gain, a challenger's only once it would overtake), plus
-    ``own_gain_weight`` of its own gain so that the jobs that add nothing keep MAIF's order among
-    themselves. Jobs without a usable curve stay exploring: the ranker gives them the prior.
+    ``objective="best"``: a job's gain becomes what its predicted quality at the horizon adds above the best
+    current quality of all the jobs (the leader's own gain, a challenger's only once it would overtake).
+    ``objective="potential"``: what its optimistic quality (``potential``) at the search's next doubling adds
+    above that best. Either way plus ``own_gain_weight`` of its own gain so that the jobs that add nothing keep
+    MAIF's order among themselves, per network second of the horizon as in ``score_job``. Jobs without a usable
+    curve stay exploring: the ranker gives them the prior.
     """
     best = max((current_quality(f, params.upper) for f in fits.values()), default=-math.inf)
+    at = search_lookahead(fits.values(), params)
     out: dict[int, Score] = {}
     for j, s in scores.items():
         fit = fits[j]
         if s.exploring:
             out[j] = s
             continue
-        later = current_quality(fit, params.upper) + s.gain
-        raised = max(0.0, later - best) if math.isfinite(best) else s.gain
-        gain = raised + params.own_gain_weight * s.gain
+        now = current_quality(fit, params.upper)
+        if params.objective in ("potential", "elimination"):
+            later = potential(fit, at, params.upper)
+            own = max(0.0, later - now)
+        else:
+            later, own = now + s.gain, s.gain
+        raised = max(0.0, later - best) if math.isfinite(best) else own
+        gain = raised + params.own_gain_weight * own
         out[j] = Score(gain, s.next_iters, s.network_s, gain / s.network_s, False)
     return out
+
+
+def search_lookahead(fits: Iterable[Fit], params: MaifParams = MaifParams()) -> float:
+    """The iteration every job's potential is judged at: ``lookahead`` times the iterations of the most advanced
+    job. One point for all, so that a job starved at an early iteration is judged by where its curve could be
+    when the leader has trained as long again, not at its own next few iterations."""
+    done = max((f.last_iteration for f in fits if f.predictive), default=0)
+    return params.lookahead * (done + 1) - 1
+
+
+def potential(fit: Fit, at: float, upper: float | None = 1.0) -> float:
+    """The job's optimistic quality at iteration ``at`` (the band's upper edge, capped at ``upper``), never below
+    its quality now."""
+    now = current_quality(fit, upper)
+    if fit.model not in ("power", "exp") or at <= fit.last_iteration:
+        return now
+    q = fit.bounds(at)[1]
+    if upper is not None:
+        q = min(q, upper)
+    return max(q, now) if math.isfinite(q) else now
+
+
+def contenders(fits: Mapping[int, Fit], params: MaifParams = MaifParams()) -> set[int]:
+    """The jobs the data cannot rule out as the search's best at ``search_lookahead``: every job without a
+    curve yet, and every job whose potential (its band's top) reaches the bar, the highest of the jobs' band
+    bottoms (each at most the job's quality now: a curve may stop rising at any time)."""
+    at = search_lookahead(fits.values(), params)
+    fitted = {j: f for j, f in fits.items() if f.model in ("power", "exp", "flat")}
+    floor = {j: min(f.bounds(at)[0] if f.model != "flat" else f.last_quality, current_quality(f, params.upper))
+             for j, f in fitted.items()}  # fmt: skip
+    bar = max(floor.values(), default=-math.inf)
+    return {j for j, f in fits.items() if j not in fitted or potential(f, at, params.upper) >= bar}
+
+
+def share_top(ranked: Mapping[int, Assignment], shared: set[int], params: MaifParams = MaifParams()) -> None:
+    """Give the ``shared`` jobs the top class together and map the others' order onto the classes below
+    (``rank_class`` with one class less; plateaued jobs stay in ``bottom_class``). In place."""
+    below = replace(params, top_class=max(params.top_class - 1, params.bottom_class))
+    rest = sorted((j for j in ranked if j not in shared and not ranked[j].plateau), key=lambda j: ranked[j].rank)
+    for j in shared:
+        ranked[j].priority = params.top_class
+        ranked[j].reasons.append("contender: the data cannot rule it out as the best, shares the top class")
+    for i, j in enumerate(rest):
+        ranked[j].priority = rank_class(i, len(rest), below)
+        ranked[j].reasons.append("ruled out as the best for now: below the contenders")
 
 
 @dataclass(frozen=True, slots=True)

@@ -130,3 +130,15 @@ def test_a_published_row_has_the_issue_26_schema() -> None:
         hrows.check_row({**row, "top_job_slowdown": [1.0]})
     with pytest.raises(ValueError, match="command"):
         hrows.check_row({k: v for k, v in row.items() if k != "command"})
+
+
+def test_a_shared_top_class_has_no_top_job() -> None:
+    """Under the elimination objective several jobs share the top class: none of them is alone in it, so none
+    is the top job (issue 26 item 2 counts a job's iterations alone in the top class)."""
+
+    def s(t: float, job: int, priority: int) -> DecisionSample:
+        return DecisionSample(t, 1, job, job, priority, 0.0, 0.0, "prior", 0, 0, 0.0)
+
+    samples = [s(0.0, 1, 6), s(0.0, 2, 6), s(0.0, 3, 5), s(4.0, 1, 6), s(4.0, 2, 5), s(4.0, 3, 4),
+               s(9.0, 1, 6), s(9.0, 2, 6), s(9.0, 3, 5)]  # fmt: skip
+    assert hrows.top_periods(samples) == [(1, 4.0, 9.0)]
