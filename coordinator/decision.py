@@ -120,7 +120,8 @@ def decide(
         by_job = {c.job_id: c for c in verdict.contention}
     scores = {v.job_id: maif.score_job(v.fit, v.iter_s, v.net_s, params) for v in views}
     own = scores
-    if params.objective != "sum":
+    search = params.objective != "sum"  # a hyper-parameter search: only the best job's accuracy counts
+    if search:
         scores = maif.search_scores({v.job_id: v.fit for v in views}, scores, params)
     previous = {j: m.previous for j, m in memory.items() if j in scores}
     ranks = maif.rank_jobs(scores, previous, params)
@@ -132,7 +133,7 @@ def decide(
         prev = memory.get(v.job_id)
         window = maif.straggler_window(v.workers, a.priority, prev.window if prev else None, params)
         reasons = list(a.reasons)
-        if params.objective != "sum" and not scores[v.job_id].exploring:
+        if search and not scores[v.job_id].exploring:
             reasons.append(
                 f"search objective: counted gain {scores[v.job_id].gain:.3g} (its own {own[v.job_id].gain:.3g}) "
                 "of the best accuracy among the jobs"

@@ -48,6 +48,7 @@ from mlfc.policy.priority import PolicyError, check_job_priority
 ACCURACY = "accuracy"
 LOSS = "loss"
 OBJECTIVES = ("sum", "best", "potential", "elimination")
+BAND_OBJECTIVES = ("potential", "elimination")  # the search objectives that judge a job by its fit's band
 
 # Shape-parameter grids. Power exponents cover very slow (0.02) to fast (4) saturation; exponential
 # rates are relative to the observed span so the grid fits any iteration scale.
@@ -265,18 +266,24 @@ def fit_arrays(t: np.ndarray, y: np.ndarray, min_points: int = 4, ceiling: float
     ks = _EXP_GRID_REL / span
     xe = np.exp(-ks[:, None] * (tf - t0)[None, :])
     e = _linear_rows(xe, yf)
-    rows = [(float(sse), Curve(model, float(inter), -float(slope), float(c), t0 if model == "exp" else 0.0,
-                               float(xm), float(var)))
-            for model, grid, (i_, s_, e_, m_, v_) in (("power", _POWER_GRID, p), ("exp", ks, e))
-            for c, inter, slope, sse, xm, var in zip(grid, i_, s_, e_, m_, v_, strict=True)
-            if math.isfinite(sse)]  # fmt: skip
-    if not rows:
+    # one row per grid point, power rows first: intercept (a), slope (-b), squared error, basis mean, spread
+    inter, slope, sse, xm, var = (np.concatenate(pair) for pair in zip(p, e, strict=True))
+    shape = np.concatenate([_POWER_GRID, ks])
+    if not np.isfinite(sse).any():
         return Fit("flat", a=last_q, points=n, last_iteration=last_t, last_quality=last_q)
-    best_sse, best = min(rows, key=lambda r: r[0])  # the first of equals: power before exp, as the grids are ordered
+
+    def curve(g: int) -> Curve:
+        model = "power" if g < len(_POWER_GRID) else "exp"
+        return Curve(model, float(inter[g]), -float(slope[g]), float(shape[g]), t0 if model == "exp" else 0.0,
+                     float(xm[g]), float(var[g]))  # fmt: skip
+
+    g_best = int(np.argmin(sse))  # the first of equals: power before exp
+    best, best_sse = curve(g_best), float(sse[g_best])
     nf = len(tf)
     dof = nf - 3
     bound = best_sse * (1.0 + _BAND_CHI2 / dof) if dof > 0 else math.inf
-    band = tuple(c for sse, c in rows if sse <= bound and (ceiling is None or c.a <= ceiling)) or (best,)
+    inside = np.isfinite(sse) & (sse <= bound) & (inter <= ceiling if ceiling is not None else True)
+    band = tuple(curve(int(g)) for g in np.flatnonzero(inside)) or (best,)
     sigma = math.sqrt(best_sse / dof) if dof > 0 else math.sqrt(sst_f / max(nf - 1, 1))
     r2 = max(0.0, 1.0 - best_sse / sst_f)
     return Fit(best.model, best.a, best.b, best.c, best.t0, r2, n, last_t, last_q, band, sigma)
@@ -343,7 +350,8 @@ def search_scores(
     curve stay exploring: the ranker gives them the prior.
     """
     best = max((current_quality(f, params.upper) for f in fits.values()), default=-math.inf)
-    at = search_lookahead(fits.values(), params)
+    banded = params.objective in BAND_OBJECTIVES
+    at = search_lookahead(fits.values(), params) if banded else math.nan
     out: dict[int, Score] = {}
     for j, s in scores.items():
         fit = fits[j]
@@ -351,7 +359,7 @@ def search_scores(
             out[j] = s
             continue
         now = current_quality(fit, params.upper)
-        if params.objective in ("potential", "elimination"):
+        if banded:
             later = potential(fit, at, params.upper)
             own = max(0.0, later - now)
         else:
