@@ -218,7 +218,7 @@ def drop_entries(policy: drop.DropPolicy, cells: int = 1) -> list[TableEntry]:
                 origin=f"drop level {level}",
             )
         )
-    for level in range(1, drop.NUM_LEVELS):
+    for level in range(contract.UNCONGESTED_LEVEL + 1, drop.NUM_LEVELS):  # level 0 is never looked up
         out.append(
             entry(
                 contract.DROP_THRESHOLD,

@@ -65,6 +65,10 @@ ECN_NOT_ECT = 0
 ECN_ECT0 = 2
 ECN_CE = 3
 
+# Congestion level 0 means uncongested: nothing is selectively dropped there, so v1model does not look
+# up a drop threshold for it and the controller installs none (mlfc/policy/drop.py).
+UNCONGESTED_LEVEL = 0
+
 # What the parser and classifier made of a packet addressed to a shim port.
 SHIM_NONE = 0  # not addressed to a shim port
 SHIM_OK = 1  # a valid v1 shim of a known message type

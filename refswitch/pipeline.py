@@ -145,7 +145,10 @@ def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState)
         and egress_spec != contract.V1MODEL_DROP_PORT
     ):
         level = state.congestion_level[egress_spec * contract.NUM_QUEUES + priority]
-        min_importance = tables[contract.DROP_THRESHOLD].lookup((level,))[1][0]
+        # as v1model: an uncongested queue is not looked up (nothing is dropped at level 0)
+        min_importance = 0
+        if level != contract.UNCONGESTED_LEVEL:
+            min_importance = tables[contract.DROP_THRESHOLD].lookup((level,))[1][0]
         if importance < min_importance:
             egress_spec = contract.V1MODEL_DROP_PORT
             reason = DROP_SELECTIVE

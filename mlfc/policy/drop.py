@@ -34,7 +34,7 @@ class DropPolicy:
             if isinstance(d, bool) or not isinstance(d, int) or not prev < d <= contract.MAX_QDEPTH:
                 raise PolicyError(f"level_depths[{i}]={d!r} must be an integer above {prev} (strictly increasing)")
             prev = d
-        if self.min_importance[0] != 0:
+        if self.min_importance[contract.UNCONGESTED_LEVEL] != 0:
             raise PolicyError("min_importance[0] must be 0: nothing is dropped while uncongested")
         prev = 0
         for i, m in enumerate(self.min_importance):

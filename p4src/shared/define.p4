@@ -41,6 +41,9 @@ const shim_status_t SHIM_TRUNCATED = 3;  // shorter than the 16-byte shim
 const priority_t PRIORITY_CONTROL = 7;   // CNP (TNA for now: ACK/CNP): reserved, never given to a job
 const priority_t PRIORITY_DEFAULT = 1;   // untagged, malformed or unmatched traffic
 
+// Nothing is selectively dropped at level 0 (v1model skips the threshold lookup there).
+const congestion_level_t UNCONGESTED_LEVEL = 0;
+
 const importance_t IMPORTANCE_PROTECTED = 8;   // importance >= 8 is never selectively dropped
 
 const ecn_t ECN_NOT_ECT = 0;

@@ -26,6 +26,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
 from mlfc import contract
+from mlfc.controller import compile
+from mlfc.controller.entries import Exact, entry
 from mlfc.policy.drop import DropPolicy, congestion_level, should_drop
 from mlfc.policy.ecn import EcnProfile, compile_profile, compiled_probability, mark_probability
 from mlfc.policy.priority import interleaving_bands
@@ -400,6 +402,17 @@ def test_level_is_per_port_and_queue_and_clears_when_draining(sw):
     assert not run(sw, shim_packet(0, 1, job=2, importance=0)).dropped, "class 4 of port 1 is not congested"
     _leave(sw, 0, port=1, klass=1)
     assert not run(sw, shim_packet(0, 1, job=1, importance=0)).dropped, "a drained queue clears its level"
+
+
+def test_level_zero_is_never_looked_up(sw):
+    """As v1model: an uncongested queue drops nothing, whatever a hand-written level-0 entry says; the
+    controller compiles thresholds for levels 1..3 only."""
+    install(sw, [entry(contract.DROP_THRESHOLD, {contract.LEVEL: Exact(0)}, contract.SET_MIN_IMPORTANCE,
+                       {"importance": 8})])  # fmt: skip
+    _leave(sw, 0)
+    assert not run(sw, shim_packet(0, 1, job=1, importance=0)).dropped
+    compiled = [e for e in compile.drop_entries(POLICY) if e.table == contract.DROP_THRESHOLD]
+    assert len(compiled) == 3 and all(dict(e.match)[contract.LEVEL] != Exact(0) for e in compiled)
 
 
 def test_job_zero_drops_are_counted_at_index_zero(sw):

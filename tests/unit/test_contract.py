@@ -71,6 +71,7 @@ def test_define_and_size_p4_match_the_contract() -> None:
         "SHIM_OK": contract.SHIM_OK,
         "SHIM_BAD_HEADER": contract.SHIM_BAD_HEADER,
         "SHIM_TRUNCATED": contract.SHIM_TRUNCATED,
+        "UNCONGESTED_LEVEL": contract.UNCONGESTED_LEVEL,
     }
     want_size = {
         "ROUTES_V4_SIZE": contract.ROUTES_V4_SIZE,

@@ -1,6 +1,9 @@
 // Parser and deparser. A packet addressed to a shim port is checked before it is trusted:
 // an unknown version/type or a short payload sets shim_status and the packet is handled as
 // plain UDP at the default priority (counted in ingress), never as a tagged gradient.
+// mlfc.p4 defines SHIM_TO_META_IN_PARSER: the parser also judges a short UDP length and copies a valid
+// shim's tag into the metadata, work its ingress would otherwise do. l3fwd.p4 (the packet-rate baseline)
+// leaves it undefined and keeps the plain parser.
 #ifndef __MLFC_PARSER__
 #define __MLFC_PARSER__
 
@@ -48,10 +51,23 @@ parser MlfcParser(packet_in packet, out headers_t hdr, inout mlfc_meta_t meta,
         packet.extract(hdr.udp);
         meta.l4_src_port = hdr.udp.src_port;
         meta.l4_dst_port = hdr.udp.dst_port;
+#ifdef SHIM_TO_META_IN_PARSER
+        // A UDP length that leaves less than the 16-byte shim makes a truncated shim (a padded short
+        // frame would otherwise yield a shim read from padding): len & 0xFFF8 in {0, 8, 16} is len < 24
+        // (UDP_SHIM_MIN_LEN), and it wins over a bad version or type.
+        transition select(hdr.udp.dst_port, hdr.udp.len) {
+            (SHIM_PORT_BASE &&& SHIM_PORT_MASK, 16w0 &&& 16w0xFFF8): shim_truncated;
+            (SHIM_PORT_BASE &&& SHIM_PORT_MASK, 16w8 &&& 16w0xFFF8): shim_truncated;
+            (SHIM_PORT_BASE &&& SHIM_PORT_MASK, 16w16 &&& 16w0xFFF8): shim_truncated;
+            (SHIM_PORT_BASE &&& SHIM_PORT_MASK, _): check_shim;
+            default: accept;
+        }
+#else
         transition select(hdr.udp.dst_port) {
             SHIM_PORT_BASE &&& SHIM_PORT_MASK: check_shim;
             default: accept;
         }
+#endif
     }
 
     state check_shim {
@@ -68,8 +84,22 @@ parser MlfcParser(packet_in packet, out headers_t hdr, inout mlfc_meta_t meta,
     state parse_shim {
         packet.extract(hdr.mlfc);
         meta.shim_status = SHIM_OK;
+#ifdef SHIM_TO_META_IN_PARSER
+        // The parser's set operations are cheaper per packet than an action's primitives on BMv2.
+        meta.job_id = hdr.mlfc.job_id;
+        meta.iteration = hdr.mlfc.iteration;
+        meta.importance = hdr.mlfc.importance;
+        meta.progress = hdr.mlfc.progress;
+#endif
         transition accept;
     }
+
+#ifdef SHIM_TO_META_IN_PARSER
+    state shim_truncated {
+        meta.shim_status = SHIM_TRUNCATED;
+        transition accept;
+    }
+#endif
 
     state bad_shim {
         meta.shim_status = SHIM_BAD_HEADER;

@@ -1,6 +1,7 @@
-// Which job a packet belongs to: the shim says so for tagged traffic; untagged TCP/UDP flows
-// are mapped by controller-installed 5-tuple entries. Malformed shims get no job.
-control Classifier(in ipv4_h ipv4, in udp_h udp, in mlfc_h shim, in error parser_error, inout mlfc_meta_t meta) {
+// Which job a packet belongs to. A valid shim's tag was copied into the metadata by the parser; this
+// control handles the rest: untagged TCP/UDP flows are mapped by controller-installed 5-tuple entries,
+// malformed shims get no job. Ingress applies it only to packets the parser did not tag.
+control Classifier(in ipv4_h ipv4, in udp_h udp, in error parser_error, inout mlfc_meta_t meta) {
     action set_job(job_id_t job_id) {
         meta.job_id = job_id;
     }
@@ -23,19 +24,11 @@ control Classifier(in ipv4_h ipv4, in udp_h udp, in mlfc_h shim, in error parser
     }
 
     apply {
-        // A shim is truncated when the UDP length leaves less than 16 bytes for it (a padded short
-        // frame would otherwise yield a shim read from padding) or the frame ends inside it (the
-        // parser stops with PacketTooShort; p4c may drop the parser's own pessimistic status as a
-        // dead store, so the verdict is taken here). Truncation wins over a bad version or type.
+        // A frame that ends inside the shim stops the parser with PacketTooShort; p4c may drop the
+        // parser's own pessimistic status as a dead store, so the verdict is taken here.
         if (udp.isValid() && (udp.dst_port & SHIM_PORT_MASK) == SHIM_PORT_BASE
-                && (parser_error == error.PacketTooShort || udp.len < UDP_SHIM_MIN_LEN)) {
+                && parser_error == error.PacketTooShort) {
             meta.shim_status = SHIM_TRUNCATED;
-        }
-        if (meta.shim_status == SHIM_OK) {
-            meta.job_id = shim.job_id;
-            meta.iteration = shim.iteration;
-            meta.importance = shim.importance;
-            meta.progress = shim.progress;
         } else if (meta.shim_status == SHIM_NONE) {
             flows.apply();
         }

@@ -1,10 +1,9 @@
 // Egress: the congestion level of the packet's queue from the depth still queued behind it, so a
 // draining queue clears its level; recorded per (port, queue) for SelectiveDrop in ingress.
 control CongestionMonitor(in PortId_t egress_port, in QueueDepth_t deq_qdepth, in priority_t priority) {
-    congestion_level_t level = 0;
-
+    // The record is the action's own step: no separate straight-line table after the lookup.
     action set_level(congestion_level_t l) {
-        level = l;
+        congestion_level.write(congestion_slot(egress_port, priority), l);
     }
 
     table congestion_levels {
@@ -16,6 +15,5 @@ control CongestionMonitor(in PortId_t egress_port, in QueueDepth_t deq_qdepth, i
 
     apply {
         congestion_levels.apply();
-        congestion_level.write(congestion_slot(egress_port, priority), level);
     }
 }

@@ -3,18 +3,19 @@
 // packets are marked; the IPv4 checksum is recomputed in MlfcComputeChecksum.
 control Ecn(inout ipv4_h ipv4, in PortId_t egress_port, in QueueDepth_t enq_qdepth, in job_slot_t job_slot) {
     counter(MAX_JOBS, CounterType.packets) job_ecn_marks;
-    bit<17> mark_threshold = 0;  // 0: never, 65536: always
 
     action mark_always() {
-        mark_threshold = 17w0x10000;
+        ipv4.ecn = ECN_CE;
+        job_ecn_marks.count((bit<32>) job_slot);
     }
 
     action mark_with_probability(mark_threshold_t threshold) {
-        mark_threshold = (bit<17>) threshold;
+        bit<16> r;
+        random(r, 16w0, 16w0xFFFF);
+        ipv4.ecn = (r < threshold) ? ECN_CE : ipv4.ecn;
     }
 
     action no_mark() {
-        mark_threshold = 0;
     }
 
     table ecn_profile {
@@ -29,13 +30,13 @@ control Ecn(inout ipv4_h ipv4, in PortId_t egress_port, in QueueDepth_t enq_qdep
 
     apply {
         if (ipv4.isValid() && ipv4.ecn != ECN_NOT_ECT && ipv4.ecn != ECN_CE) {
-            ecn_profile.apply();
-            if (mark_threshold != 0) {
-                bit<16> r;
-                random(r, 16w0, 16w0xFFFF);
-                if ((bit<17>) r < mark_threshold) {
-                    ipv4.ecn = ECN_CE;
-                    job_ecn_marks.count((bit<32>) job_slot);
+            // Marks are made in the actions; only a probabilistic one needs a test after the lookup,
+            // to count it: the packet came in ECT, so CE now means this action marked it.
+            switch (ecn_profile.apply().action_run) {
+                mark_with_probability: {
+                    if (ipv4.ecn == ECN_CE) {
+                        job_ecn_marks.count((bit<32>) job_slot);
+                    }
                 }
             }
         }

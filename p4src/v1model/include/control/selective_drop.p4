@@ -6,8 +6,8 @@
 control SelectiveDrop(in bit<4> msg_type, in mlfc_meta_t meta, inout standard_metadata_t std_meta) {
     @name(".selective_drop.job_drops")
     counter(MAX_JOBS, CounterType.packets_and_bytes) job_drops;
-    congestion_level_t level = 0;
-    importance_t min_importance = 0;
+    congestion_level_t level;        // read from the register before use
+    importance_t min_importance;     // set by drop_threshold's entry or its default
 
     @name(".selective_drop.set_min_importance")
     action set_min_importance(importance_t importance) {
@@ -26,10 +26,14 @@ control SelectiveDrop(in bit<4> msg_type, in mlfc_meta_t meta, inout standard_me
         if (meta.shim_status == SHIM_OK && msg_type == MSG_DATA && meta.importance < IMPORTANCE_PROTECTED
                 && std_meta.egress_spec != DROP_PORT) {
             congestion_level.read(level, congestion_slot(std_meta.egress_spec, meta.priority));
-            drop_threshold.apply();
-            if (meta.importance < min_importance) {
-                mark_to_drop(std_meta);
-                job_drops.count((bit<32>) meta.job_slot);
+            // Level 0 is uncongested and drops nothing (mlfc/policy/drop.py, UNCONGESTED_LEVEL in
+            // mlfc/contract.py): the common case skips the lookup.
+            if (level != UNCONGESTED_LEVEL) {
+                drop_threshold.apply();
+                if (meta.importance < min_importance) {
+                    mark_to_drop(std_meta);
+                    job_drops.count((bit<32>) meta.job_slot);
+                }
             }
         }
     }

@@ -6,17 +6,22 @@ control IngressStats(in job_id_t job_id, in shim_status_t shim_status, in PortId
     counter(MAX_PORTS, CounterType.packets) shim_bad_header;
     counter(MAX_PORTS, CounterType.packets) shim_truncated;
 
-    apply {
-        if (job_id < MAX_JOBS) {
-            job_slot = (job_slot_t) job_id;
-        } else {
-            job_slot = 0;
-        }
+    // An action, not statements in apply: p4c keeps the choice of slot an expression here, where in apply
+    // it would become a test and two more tables.
+    @hidden action count_job() {
+        job_slot = (job_id < MAX_JOBS) ? (job_slot_t) job_id : 0;
         job_packets.count((bit<32>) job_slot);
-        if (shim_status == SHIM_BAD_HEADER) {
-            shim_bad_header.count((bit<32>) ingress_port);
-        } else if (shim_status == SHIM_TRUNCATED) {
-            shim_truncated.count((bit<32>) ingress_port);
+    }
+
+    apply {
+        count_job();
+        // SHIM_BAD_HEADER and SHIM_TRUNCATED are the two statuses above SHIM_OK: one test on the common path.
+        if (shim_status > SHIM_OK) {
+            if (shim_status == SHIM_BAD_HEADER) {
+                shim_bad_header.count((bit<32>) ingress_port);
+            } else {
+                shim_truncated.count((bit<32>) ingress_port);
+            }
         }
     }
 }
