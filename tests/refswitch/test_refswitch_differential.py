@@ -181,7 +181,8 @@ def test_ptf_scenarios_agree(rig):
 
 
 def test_selective_drop_and_ecn_agree(rig):
-    """Deterministic on an idle switch: egress records the level of the range holding depth 0."""
+    """Deterministic on an idle switch: egress records the level of the range holding depth 0, and the
+    ECN entry covering depth 0 marks nothing there (both skip an empty queue's lookup)."""
     policy = DropPolicy(level_depths=(4, 8, 12), min_importance=(0, 2, 4, 8))
     level_at_zero = entry(
         contract.CONGESTION_LEVELS,

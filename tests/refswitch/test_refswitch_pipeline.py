@@ -27,7 +27,7 @@ from scapy.layers.l2 import ARP, Ether
 
 from mlfc import contract
 from mlfc.controller import compile
-from mlfc.controller.entries import Exact, entry
+from mlfc.controller.entries import Exact, Range, entry
 from mlfc.policy.drop import DropPolicy, congestion_level, should_drop
 from mlfc.policy.ecn import EcnProfile, compile_profile, compiled_probability, mark_probability
 from mlfc.policy.priority import interleaving_bands
@@ -329,6 +329,16 @@ def test_ecn_above_kmax_always_below_kmin_never(sw):
     other_port = run(sw, shim_packet(0, 2, job=1, ecn=1), enq_depth=100)
     assert not _ce(other_port), "the profile is installed for port 1 only"
     assert sw[1].counter(contract.JOB_ECN_MARKS, 1)[0] == observed >= 40 - profile.kmax - 1
+
+
+def test_an_empty_queue_is_never_marked_even_by_a_hand_written_entry(sw):
+    """As v1model: an ECT packet that finds its queue empty is not looked up (no compiled profile marks
+    depth 0), so an entry covering depth 0 marks from depth 1 on."""
+    always = entry(contract.ECN_PROFILE, {contract.ENQ_QDEPTH: Range(0, 9)}, contract.MARK_ALWAYS, priority=1)
+    install(sw, [always])
+    assert not _ce(run(sw, shim_packet(0, 1, job=1, ecn=2), enq_depth=0))
+    assert _ce(run(sw, shim_packet(0, 1, job=1, ecn=2), enq_depth=1))
+    assert all(r.lo >= 1 for k in range(0, 40, 7) for r in compile_profile(EcnProfile(kmin=k, kmax=k + 8)))
 
 
 def test_ecn_marked_fraction_between_kmin_and_kmax():

@@ -1,6 +1,6 @@
 // DCQCN-style ECN marking on the enqueue depth. The controller compiles (Kmin, Kmax, Pmax) into
 // depth ranges (mlfc/policy/ecn.py): mark with probability threshold/65536, or always. Only ECT
-// packets are marked; the IPv4 checksum is recomputed in MlfcComputeChecksum.
+// packets seeing a queue are marked; the IPv4 checksum is recomputed in MlfcComputeChecksum.
 control Ecn(inout ipv4_h ipv4, in PortId_t egress_port, in QueueDepth_t enq_qdepth, in job_slot_t job_slot) {
     counter(MAX_JOBS, CounterType.packets) job_ecn_marks;
 
@@ -29,7 +29,9 @@ control Ecn(inout ipv4_h ipv4, in PortId_t egress_port, in QueueDepth_t enq_qdep
     }
 
     apply {
-        if (ipv4.isValid() && ipv4.ecn != ECN_NOT_ECT && ipv4.ecn != ECN_CE) {
+        // An empty queue marks nothing (no profile marks at or below its kmin >= 0: mlfc/policy/ecn.py),
+        // so the common case of an idle port skips the lookup.
+        if (enq_qdepth != 0 && ipv4.isValid() && ipv4.ecn != ECN_NOT_ECT && ipv4.ecn != ECN_CE) {
             // Marks are made in the actions; only a probabilistic one needs a test after the lookup,
             // to count it: the packet came in ECT, so CE now means this action marked it.
             switch (ecn_profile.apply().action_run) {
