@@ -44,8 +44,9 @@ def count_ops(log: str) -> Counter[str]:
     return Counter({kind: len(rx.findall(log)) for kind, rx in KINDS.items()})
 
 
-def trace_one(program: str, size: int, workdir: Path) -> Counter[str]:
-    """Counts for one gradient packet through ``program`` (the dataplane bench's packet and entries)."""
+def trace_one(program: str, size: int, workdir: Path, build: Path = contract.P4_BUILD) -> Counter[str]:
+    """Counts for one gradient packet through ``program`` compiled into ``build`` (the dataplane bench's
+    packet and entries)."""
     base = workdir / f"{program}-trace"  # BMv2's file logger may add its own suffix
 
     def read_log() -> str:
@@ -59,9 +60,7 @@ def trace_one(program: str, size: int, workdir: Path) -> Counter[str]:
             extra_args=("--log-file", str(base), "--log-flush", "-L", "trace"),
         ) as sw,
     ):
-        pipeline = Pipeline.load(
-            contract.P4_BUILD / f"{program}.p4info.txtpb", contract.P4_BUILD / f"{program}.json", checked=False
-        )
+        pipeline = Pipeline.load(build / f"{program}.p4info.txtpb", build / f"{program}.json", checked=False)
         with SwitchConnection(sw.grpc_addr, sw.device_id, pipeline=pipeline) as conn:
             conn.load_pipeline(force=True)
             conn.reconcile(entries_for(program))

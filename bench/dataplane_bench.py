@@ -11,6 +11,15 @@ of each is reported with their ratio (target >= 0.85). Needs root and BMv2.
 
 --bmv2 names a simple_switch_grpc binary (repeat it to compare builds; default: $MLFC_BMV2, else
 the one on PATH).
+
+    python bench/dataplane_bench.py --design "before=/path/to/old/p4src/build" --design "now=p4src/build" \
+        --rounds 2 --publish
+
+compares program layouts instead: each --design LABEL=DIR names a directory holding mlfc.json,
+mlfc.p4info.txtpb, l3fwd.json and l3fwd.p4info.txtpb (the same P4Info: the bench's entries fit every
+design). Per round every design runs its --trials against its own l3fwd, the designs in alternating order;
+bench/bmv2_ops.py's counts come with each. --publish writes docs/data/dataplane/ (summary.json and
+runs/trials.csv), the table `make figures` puts in docs/results.md.
 p4lang's performance notes measure BMv2 built with --disable-logging-macros; the logging macros cost
 every table lookup and action something, so the ratio depends on the build as well as the program.
 """
@@ -18,18 +27,21 @@ every table lookup and action something, so the ratio depends on the build as we
 from __future__ import annotations
 
 import argparse
+import csv
 import ipaddress
 import os
 import shutil
 import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
-from summary import Row, record
+from summary import Row, command_line, record
 from summary import verdict as verdict_of
 
 from mlfc import contract
@@ -105,12 +117,16 @@ def offer(iface: str, data: bytes, seconds: float) -> int:
 
 
 def measure(
-    switch: Bmv2Switch, program: str, in_iface: str, out_iface: str, size: int, seconds: float
+    switch: Bmv2Switch,
+    program: str,
+    in_iface: str,
+    out_iface: str,
+    size: int,
+    seconds: float,
+    build: Path = contract.P4_BUILD,
 ) -> tuple[float, float]:
-    """(forwarded, offered) packets per second."""
-    pipeline = Pipeline.load(
-        contract.P4_BUILD / f"{program}.p4info.txtpb", contract.P4_BUILD / f"{program}.json", checked=False
-    )
+    """(forwarded, offered) packets per second of ``program`` compiled into ``build``."""
+    pipeline = Pipeline.load(build / f"{program}.p4info.txtpb", build / f"{program}.json", checked=False)
     with SwitchConnection(switch.grpc_addr, switch.device_id, pipeline=pipeline) as conn:
         conn.load_pipeline(force=True)
         conn.reconcile(entries_for(program))
@@ -141,12 +157,76 @@ def bench_build(binary: str, args: argparse.Namespace) -> tuple[float, float]:
     return statistics.median(rates["mlfc"]), statistics.median(rates["l3fwd"])
 
 
+TARGET_RATIO = 0.85  # issue 28: mlfc.p4 / l3fwd.p4 on BMv2's default build
+
+
+def parse_design(text: str) -> tuple[str, Path]:
+    label, sep, where = text.partition("=")
+    build = Path(where)
+    if not sep or not label:
+        raise argparse.ArgumentTypeError(f"--design {text!r}: expected LABEL=DIR")
+    missing = [f for f in ("mlfc.json", "mlfc.p4info.txtpb", "l3fwd.json", "l3fwd.p4info.txtpb")
+               if not (build / f).is_file()]  # fmt: skip
+    if missing:
+        raise argparse.ArgumentTypeError(f"--design {text!r}: {build} lacks {', '.join(missing)}")
+    return label, build
+
+
+def compare_designs(binary: str, designs: list[tuple[str, Path]], args: argparse.Namespace) -> list[dict]:
+    """Per-trial packet rates of every design's mlfc.p4 and l3fwd.p4 on one switch, round by round."""
+    trials: list[dict] = []
+    with (
+        veth_pairs(2, prefix=unique_prefix("mlfcd")) as pairs,
+        Bmv2Switch(name="designs", ports={0: pairs[0].switch_side, 1: pairs[1].switch_side}, binary=binary) as sw,
+    ):
+        for rnd in range(1, args.rounds + 1):
+            for label, build in designs if rnd % 2 else designs[::-1]:
+                load = os.getloadavg()[0]
+                for trial in range(1, args.trials + 1):
+                    for program in ("l3fwd", "mlfc") if trial % 2 else ("mlfc", "l3fwd"):
+                        pps, offered = measure(sw, program, pairs[0].test_side, pairs[1].test_side, args.size,
+                                               args.seconds, build)  # fmt: skip
+                        trials.append({"design": label, "round": rnd, "trial": trial, "program": program,
+                                       "pps": round(pps, 1), "offered_pps": round(offered), "load": load})  # fmt: skip
+                        print(f"  round {rnd} {label}: trial {trial} {program:5s} {pps:8.0f} packets/s", flush=True)
+    return trials
+
+
+def design_rows(designs: list[tuple[str, Path]], trials: list[dict], args: argparse.Namespace) -> list[dict]:
+    """One row per design: the medians of each round, their ratio, and BMv2's work per packet."""
+    from bmv2_ops import trace_one  # imports this module: only when counting
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mlfc-ops-") as tmp:
+        for label, build in designs:
+            rounds = []
+            for rnd in range(1, args.rounds + 1):
+                med = {
+                    prog: statistics.median(t["pps"] for t in trials
+                                            if t["design"] == label and t["round"] == rnd and t["program"] == prog)
+                    for prog in ("mlfc", "l3fwd")
+                }  # fmt: skip
+                rounds.append({"round": rnd, "mlfc_pps": med["mlfc"], "l3fwd_pps": med["l3fwd"],
+                               "ratio": med["mlfc"] / med["l3fwd"]})  # fmt: skip
+            ops = {prog: dict(trace_one(prog, args.size, Path(tmp) / label.replace("/", "_"), build))
+                   for prog in ("l3fwd", "mlfc")}  # fmt: skip
+            ratios = [r["ratio"] for r in rounds]
+            rows.append({"design": label, "rounds": rounds, "ratio_min": min(ratios), "ratio_max": max(ratios),
+                         "target": TARGET_RATIO, "ops": ops, "trials_per_round": args.trials,
+                         "seconds": args.seconds, "size": args.size})  # fmt: skip
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--trials", type=int, default=5, help="alternating trials per program (issue 28: >= 5)")
     ap.add_argument("--size", type=int, default=200, help="frame size in bytes")
     ap.add_argument("--bmv2", action="append", metavar="PATH", help="simple_switch_grpc binary (repeatable)")
+    ap.add_argument("--design", action="append", type=parse_design, metavar="LABEL=DIR",
+                    help="compare program layouts compiled into DIR (repeatable; see above)")  # fmt: skip
+    ap.add_argument("--rounds", type=int, default=2, help="with --design: rounds of --trials each")
+    ap.add_argument("--publish", action="store_true", help="with --design: write docs/data/dataplane/")
     args = ap.parse_args(argv)
     missing = bmv2_missing() or (None if os.geteuid() == 0 else "needs root (veth pairs, raw sockets)")
     if missing:
@@ -157,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         if not shutil.which(binary):
             print(f"--bmv2 {binary}: not an executable", file=sys.stderr)
             return 2
+    if args.design:
+        return run_designs(binaries[0], args)
     for binary in binaries:
         print(f"BMv2: {shutil.which(binary)}", flush=True)
         mlfc, l3 = bench_build(binary, args)
@@ -170,6 +252,42 @@ def main(argv: list[str] | None = None) -> int:
                    verdict_of(mlfc / l3 >= 0.85), value=mlfc, unit="packets/s", anchor_value=l3,
                    ratio_value=mlfc / l3))  # fmt: skip
     return 0
+
+
+def run_designs(binary: str, args: argparse.Namespace) -> int:
+    load_before = os.getloadavg()
+    trials = compare_designs(binary, args.design, args)
+    rows = design_rows(args.design, trials, args)
+    print("\n| design | mlfc.p4 pps by round | l3fwd.p4 pps by round | ratio by round | target |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+
+        def each(key: str, fmt: str, rounds: list[dict] = r["rounds"]) -> str:
+            return ", ".join(format(x[key], fmt) for x in rounds)
+
+        print(f"| {r['design']} | {each('mlfc_pps', '.0f')} | {each('l3fwd_pps', '.0f')} | {each('ratio', '.2f')} "
+              f"| >= {TARGET_RATIO} |")  # fmt: skip
+    if args.publish:
+        from mlfc.lab import figures
+
+        with tempfile.TemporaryDirectory() as tmp:
+            csv_path = Path(tmp) / "trials.csv"
+            with csv_path.open("w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(trials[0]))
+                w.writeheader()
+                w.writerows(trials)
+            meta = {"bmv2": f"{shutil.which(binary)} {bmv2_version(binary)}", "cpus": os.cpu_count(),
+                    "load_before": " ".join(f"{x:.2f}" for x in load_before),
+                    "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+                    "command": command_line()}  # fmt: skip
+            path = figures.publish("dataplane", rows, key=("design",), runs=[(csv_path, "trials.csv")], meta=meta)
+        print(f"published {len(rows)} design(s) to {path}; `make figures` regenerates the docs' table")
+    return 0
+
+
+def bmv2_version(binary: str) -> str:
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
+    return out.stdout.strip() or out.stderr.strip()
 
 
 if __name__ == "__main__":

@@ -98,9 +98,17 @@ def multi_flow_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int,
         for k in range(flows):
             send = ["send", "--to", f"{RX_IP}:{PORT + k}", "--bind", TX_IP, "--bytes", str(nbytes), "--json",
                     "--tensors", str(tensors), "--job", str(k + 1), "--cc", cc, "--chunk", str(chunk),
-                    "--line-rate", "10e9"]  # fmt: skip
-            txs.append(subprocess.Popen([*run_in(lab, tx_ns), *CLI, *send], stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True))  # fmt: skip
+                    "--line-rate", "10e9", "--ready"]  # fmt: skip
+            txs.append(subprocess.Popen([*run_in(lab, tx_ns), *CLI, *send], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))  # fmt: skip
+        # All flows start together, as iperf3 -P starts its streams: the span then measures the flows
+        # running side by side, not the senders' interpreter start-ups one after another.
+        for k, tx in enumerate(txs):
+            if tx.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"sender {k} did not start: {tx.stderr.read().strip()}")
+        for tx in txs:
+            tx.stdin.write("go\n")
+            tx.stdin.flush()  # communicate() closes it
         sent = []
         for tx in txs:
             out, err = tx.communicate(timeout=300)
@@ -118,6 +126,8 @@ def multi_flow_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int,
     return {
         "gbps": gbit / span,
         "per_flow_min": min(r["goodput_mbps"] for r in got) / 1e3,
+        "start_spread_s": max(r["first_packet_at"] for r in got) - min(r["first_packet_at"] for r in got),
+        "span_s": span,
         "tx_cpu": sum(s["cpu_seconds"] for s in sent) / gbit,
         "rx_cpu": sum(r["cpu_seconds"] for r in got) / gbit,
     }
@@ -158,7 +168,8 @@ def iperf_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, udp: bool, seconds: float
 def summarise(name: str, trials: list[dict]) -> dict:
     g = [t["gbps"] for t in trials]
     row = {"method": name, "trials": len(trials), "gbps": statistics.median(g), "gbps_min": min(g), "gbps_max": max(g)}
-    for key in ("tx_cpu", "rx_cpu", "sent_gbps", "retx_pct", "chunks_per_send", "packets_per_read", "per_flow_min"):
+    medians = ("tx_cpu", "rx_cpu", "sent_gbps", "retx_pct", "chunks_per_send", "packets_per_read", "per_flow_min")
+    for key in (*medians, "start_spread_s"):
         if key in trials[0]:
             row[key] = statistics.median(t[key] for t in trials)
     return row
@@ -173,6 +184,8 @@ def markdown(rows: list[dict]) -> str:
             notes.append(f"sent {r['sent_gbps']:.2f} Gb/s")
         if "per_flow_min" in r:
             notes.append(f"slowest flow {r['per_flow_min']:.2f} Gb/s")
+        if "start_spread_s" in r:
+            notes.append(f"first packets {1e3 * r['start_spread_s']:.0f} ms apart")
         if "chunks_per_send" in r:
             notes.append(f"{r['chunks_per_send']:.1f} chunks/sendmsg, {r['packets_per_read']:.1f} packets/read")
             notes.append(f"retx {r['retx_pct']:.2f} %")

@@ -114,6 +114,12 @@ def cmd_send(args: argparse.Namespace) -> int:
     retx = 0
     tolerated = 0
     with Sender(parse_endpoint(args.to), bind, cfg) as tx:
+        if args.ready:
+            # Concurrent senders start together on "go", not each after its own interpreter start-up.
+            print("ready", flush=True)
+            if sys.stdin.readline().strip() != "go":
+                print("mlfc-transport: no 'go' on stdin", file=sys.stderr)
+                return 2
         cpu0 = time.process_time()
         t0 = time.perf_counter()
         try:
@@ -191,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--peer-timeout", type=float, default=SenderConfig.peer_timeout)
     s.add_argument("--no-gso", dest="gso", action="store_false", help="one datagram per send (no UDP GSO)")
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--ready", action="store_true", help="print 'ready' once set up, then send on a 'go' line on stdin")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_send)
     return p

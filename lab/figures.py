@@ -242,6 +242,37 @@ def render_bench(summary: Mapping[str, Any]) -> str:
     return markdown_table(headers, body)
 
 
+def render_dataplane(summary: Mapping[str, Any]) -> str:
+    """Issue 28's program layouts side by side: BMv2's work per packet and the packet-rate ratio by round."""
+    body = []
+    for r in summary["rows"]:
+        ops, base = r["ops"]["mlfc"], r["ops"]["l3fwd"]
+
+        def count(kind: str, ops: Mapping[str, int] = ops, base: Mapping[str, int] = base) -> str:
+            return f"{ops.get(kind, 0)} ({base.get(kind, 0)})"
+
+        rounds = r["rounds"]
+        met = all(x["ratio"] >= r["target"] for x in rounds)
+        body.append([
+            r["design"],
+            f"{count('tables applied')}, {ops.get('table hits', 0)} hits",
+            count("conditions"),
+            count("primitives"),
+            ", ".join(f"{x['mlfc_pps']:,.0f}" for x in rounds),
+            ", ".join(f"{x['l3fwd_pps']:,.0f}" for x in rounds),
+            ", ".join(f"{x['ratio']:.2f}" for x in rounds),
+            f">= {r['target']}: {'met' if met else 'missed'}",
+        ])  # fmt: skip
+    headers = ["design", "tables applied (l3fwd)", "conditions (l3fwd)", "primitives (l3fwd)",
+               "mlfc.p4 packets/s by round", "l3fwd.p4 packets/s by round", "ratio by round", "target"]  # fmt: skip
+    r0 = summary["rows"][0]
+    how = (f"{r0['trials_per_round']} alternating trials of {r0['seconds']:g} s per round and program, "
+           f"{r0['size']}-byte tagged ECT(0) frames; {summary.get('bmv2', 'BMv2')}; load average "
+           f"{summary.get('load_before', '?')} before, {summary.get('load_after', '?')} after. "
+           f"Command: `{summary.get('command', '')}`")  # fmt: skip
+    return markdown_table(headers, body) + "\n\n" + how
+
+
 # Issue 26's targets: less time to 0.95 A* than the same round's FIFO (mean over rounds), and the top-class
 # job within 1.3x of its iteration time alone in every round; the method: >= 12 configurations, >= 3 rounds.
 # the search objectives (issue 26's ranking designs for a search) share the better objective's target
@@ -430,6 +461,7 @@ RENDERERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "chaos": render_chaos,
     "mltcp": render_mltcp,
     "bench": render_bench,
+    "dataplane": render_dataplane,
     "hpsearch": render_hpsearch,
     "approx": render_approx,
 }

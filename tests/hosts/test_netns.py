@@ -50,6 +50,36 @@ def test_cli_transfer_between_namespaces(lab):
     assert got["tensors"] == 3 and got["zero_filled_bytes"] == 0 and got["malformed"] == 0
 
 
+def test_cli_sender_waits_for_go(lab):
+    """--ready: the sender sets up, says so, sends nothing until "go", and refuses any other word."""
+    lab_, s, r, _ = lab
+    cli = [sys.executable, "-m", "mlfc.hosts.transport_cli"]
+    recv = ["recv", "--bind", "10.77.1.2:19731", "--count", "1", "--ready", "--json", "--start-timeout", "20"]
+    send = ["send", "--to", "10.77.1.2:19731", "--bind", "10.77.1.1", "--bytes", "200000", "--job", "5",
+            "--ready", "--json"]  # fmt: skip
+    rx = subprocess.Popen([*lab_.exec_args(r), *cli, *recv], stdout=subprocess.PIPE, text=True)
+    tx = subprocess.Popen([*lab_.exec_args(s), *cli, *send], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert rx.stdout.readline().strip() == "ready"
+        assert tx.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        assert tx.poll() is None  # still waiting
+        tx.stdin.write("go\n")
+        tx.stdin.flush()
+        out, err = tx.communicate(timeout=30)
+        assert tx.returncode == 0, err
+        got = json.loads(rx.communicate(timeout=10)[0])
+        assert json.loads(out)["bytes"] == got["bytes"] == 200000
+        assert got["first_packet_at"] > 0
+        bad = subprocess.run([*lab_.exec_args(s), *cli, *send], input="stop\n", capture_output=True, text=True,
+                             timeout=30)  # fmt: skip
+        assert bad.returncode == 2 and "no 'go'" in bad.stderr
+    finally:
+        rx.kill()
+        tx.kill()
+
+
 @pytest.mark.parametrize("case", ["offload", "no-checksum-offload", "chunk-above-mtu"])
 def test_gso_over_a_veth_pair_and_its_fallbacks(lab, case):
     lab_, s, r, dev = lab

@@ -104,6 +104,20 @@ def test_bench_rows_render_with_their_anchor_and_target(tmp_path: Path) -> None:
     assert "| mlfc.p4 pps | 4,209 pkt/s | l3fwd.p4 | 6,912 pkt/s | 0.61 | ratio >= 0.85 | - |" in table
 
 
+def test_dataplane_designs_render_with_their_work_per_packet_and_each_round(tmp_path: Path) -> None:
+    ops = {"mlfc": {"tables applied": 4, "table hits": 2, "conditions": 7, "primitives": 11},
+           "l3fwd": {"tables applied": 2, "table hits": 1, "conditions": 3, "primitives": 5}}  # fmt: skip
+    rounds = [{"round": 1, "mlfc_pps": 8558.0, "l3fwd_pps": 11202.0, "ratio": 0.764},
+              {"round": 2, "mlfc_pps": 9900.0, "l3fwd_pps": 11000.0, "ratio": 0.9}]  # fmt: skip
+    row = {"design": "2 empty queue", "rounds": rounds, "ratio_min": 0.764, "ratio_max": 0.9, "target": 0.85,
+           "ops": ops, "trials_per_round": 5, "seconds": 5.0, "size": 200}  # fmt: skip
+    figures.publish("dataplane", [row], key=("design",), data=tmp_path, meta={"command": "python bench/x.py"})
+    table = figures.render("dataplane", tmp_path)
+    assert ("| 2 empty queue | 4 (2), 2 hits | 7 (3) | 11 (5) | 8,558, 9,900 | 11,202, 11,000 | 0.76, 0.90 "
+            "| >= 0.85: missed |") in table  # fmt: skip
+    assert "5 alternating trials of 5 s" in table and "`python bench/x.py`" in table
+
+
 def test_the_committed_docs_are_what_the_committed_data_says() -> None:
     assert figures.main(["--check"]) == 0
 
