@@ -8,6 +8,9 @@ P4C ?= p4c
 # The open-source Tofino compiler (p4c with its Tofino backend) in its own prefix: docs/tofino.md.
 P4C_TOFINO ?= $(or $(MLFC_P4C_TOFINO),/opt/p4c-tofino/bin/p4c)
 P4_BUILD := p4src/build
+# Table sizes other than size.p4's defaults, e.g. P4_SIZES="FLOW_CLASSIFIER_SIZE=16384" with P4_BUILD=dir:
+# mlfc/pipeline_sizes.py (the committed outputs keep the defaults).
+P4_SIZES :=
 TOFINO_BUILD := $(P4_BUILD)/tofino
 P4_PROGRAMS := mlfc l3fwd
 SHELL_VENV ?= .venv-shell
@@ -50,9 +53,9 @@ install-sim: $(VENV)/.installed-sim  ## add ns-3 (PyPI ns3==3.44.post0, ~6 min) 
 
 p4:  ## compile p4src/ with p4c into the committed BMv2 JSON + P4Info (p4src/build/)
 	@command -v $(P4C) >/dev/null || { echo "p4c not found: see docs/toolchain.md" >&2; exit 1; }
-	@for prog in $(P4_PROGRAMS); do \
+	@mkdir -p $(P4_BUILD); for prog in $(P4_PROGRAMS); do \
 	  echo "p4c $$prog"; \
-	  $(P4C) --target bmv2 --arch v1model --std p4-16 \
+	  $(P4C) --target bmv2 --arch v1model --std p4-16 $(foreach s,$(P4_SIZES),-D$(s)) \
 	    --p4runtime-files $(P4_BUILD)/$$prog.p4info.txtpb -o $(P4_BUILD) p4src/v1model/$$prog.p4 || exit 1; \
 	done
 

@@ -14,10 +14,11 @@
 4. Anchor: p4runtime-shell (its own venv, ``make shell-venv``) writing the same entries one by one to a fresh
    switch, against the daemon's batched writes of them.
 
-Table sizes: mlfc.p4 holds at most 7,680 entries per switch (mlfc/contract.py: routes 1024, flows 1024,
-job_priority 1024, ecn_profile 4096, congestion levels 256, drop thresholds 256) and has no size option,
-so the switch curves stop below that; 10k and 50k entries per switch are measured on the controller's own
-CPU path (3.) and the daemon's refusal is printed.
+Table sizes: the committed mlfc.p4 holds at most 7,680 entries per switch (mlfc/contract.py: routes 1024,
+flows 1024, job_priority 1024, ecn_profile 4096, congestion levels 256, drop thresholds 256), so the switch
+curves stop below that; 10k and 50k entries per switch are measured on the controller's own CPU path (3.)
+and the daemon's refusal is printed. A deployment may compile larger tables (mlfc/pipeline_sizes.py):
+bench/refswitch_bench.py writes 50,000 entries into one switch at such sizes.
 
 Reference switches (``mlfc-refswitch``) by default: two cores cannot carry eight BMv2 processes, and the
 curve is about the controller. With BMv2 installed the 1- and 2-switch points are also run on BMv2.

@@ -1,7 +1,10 @@
 """How fast the reference switch forwards: packets/s of the pure pipeline (in process) and of an
-mlfc-refswitch process on a veth pair (needs root). Prints figures; asserts nothing.
+mlfc-refswitch process on a veth pair (needs root); and how fast it takes table writes: 50,000 entries
+over P4Runtime into one mlfc-refswitch process whose pipeline was compiled at deployment sizes
+(mlfc/pipeline_sizes.py: routes, flows and job priorities at 16,384; issue 28's target < 5 s). Prints
+figures; asserts nothing.
 
-    python bench/refswitch_bench.py [--seconds 3] [--size 200]
+    python bench/refswitch_bench.py [--seconds 3] [--size 200] [--entries 50000]
 """
 
 from __future__ import annotations
@@ -11,13 +14,17 @@ import logging
 import multiprocessing as mp
 import os
 import socket
+import tempfile
 import time
+from pathlib import Path
 
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
+from summary import Row, record, verdict
 
-from mlfc import contract
-from mlfc.controller.entries import Lpm, TableEntry, Ternary, entry
+from mlfc import contract, pipeline_sizes
+from mlfc.controller.entries import Lpm, Range, TableEntry, Ternary, entry
+from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.sync import SwitchConnection
 from mlfc.launch.switches import RefSwitch
 from mlfc.refswitch import pipeline as pl
@@ -113,12 +120,68 @@ def bench_veth(seconds: float, size: int, queue_mode: str) -> tuple[float, float
             return sent.value / seconds, got / max(last - start, 1e-9)
 
 
+WRITE_SIZES = {contract.ROUTES_V4: 16384, contract.FLOWS: 16384, contract.JOB_PRIORITY: 16384}
+WRITE_TARGET_S = 5.0
+
+
+def many_entries(n: int) -> list[TableEntry]:
+    """``n`` distinct entries filling routes, flows, job priorities and ECN ranges in that order."""
+    out: list[TableEntry] = []
+    caps = {**{t: contract.TABLES[t].size for t in contract.TABLES}, **WRITE_SIZES}
+    for i in range(min(n, caps[contract.ROUTES_V4])):
+        params = {"port": 1 + i % 8, "src_mac": 0xAABB00000001, "dst_mac": 0x10 + i}
+        out.append(entry(contract.ROUTES_V4, {contract.IPV4_DST: Lpm(0x0A000000 + i, 32)}, contract.SET_NEXT_HOP,
+                         params))  # fmt: skip
+    for i in range(min(n - len(out), caps[contract.FLOWS])):
+        match = {contract.IPV4_SRC: Ternary(0x0B000000 + i, 0xFFFFFFFF)}
+        out.append(entry(contract.FLOWS, match, contract.SET_JOB, {"job_id": 1 + i % 4000}, 1))
+    for i in range(min(n - len(out), caps[contract.JOB_PRIORITY])):
+        match = {contract.JOB_ID: Ternary(1 + i, contract.MAX_JOB_ID), contract.ITERATION: Range(0, 1 << 20)}
+        out.append(entry(contract.JOB_PRIORITY, match, contract.SET_PRIORITY, {"priority": i % 7}, 1 + i % 50))
+    for i in range(min(n - len(out), caps[contract.ECN_PROFILE])):
+        port, step = divmod(i, 8)
+        match = {contract.EGRESS_PORT: Ternary(port, 0x1FF), contract.ENQ_QDEPTH: Range(step * 8 + 1, step * 8 + 8)}
+        out.append(entry(contract.ECN_PROFILE, match, contract.MARK_WITH_PROBABILITY, {"threshold": 100 * step}, 1))
+    if len(out) < n:
+        raise ValueError(f"{n} entries do not fit the bench's table sizes ({len(out)} do)")
+    return out
+
+
+def bench_table_writes(n: int) -> float:
+    """Seconds for ``n`` entries written over P4Runtime (batches of 5,000) into an empty mlfc-refswitch."""
+    todo = many_entries(n)
+    with tempfile.TemporaryDirectory(prefix="mlfc-sizes-") as tmp:
+        p4info, device_config = pipeline_sizes.write_resized(WRITE_SIZES, Path(tmp))
+        sized = Pipeline.load(p4info, device_config)
+        with (
+            RefSwitch(name="writes", ports={}, log_level="warning") as sw,
+            SwitchConnection(sw.grpc_addr, pipeline=sized, election_id=1) as conn,
+        ):
+            conn.load_pipeline(force=True)
+            start = time.perf_counter()
+            conn.write_entries(todo)
+            seconds = time.perf_counter() - start
+            tables = (contract.ROUTES_V4, contract.FLOWS, contract.JOB_PRIORITY, contract.ECN_PROFILE)
+            held = sum(len(conn.read_entries([t])) for t in tables)
+    if held != n:
+        raise RuntimeError(f"wrote {n} entries, the switch holds {held}")
+    return seconds
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--size", type=int, default=200, help="frame size in bytes")
+    ap.add_argument("--entries", type=int, default=50_000, help="table entries written into one switch")
     args = ap.parse_args()
     logging.getLogger("finsy").setLevel(logging.ERROR)  # "gNMI is not implemented" on every connection
+    seconds = bench_table_writes(args.entries)
+    met = seconds < WRITE_TARGET_S
+    print(f"refswitch table writes: {args.entries:,} entries in {seconds:.2f} s ({args.entries / seconds:,.0f}/s), "
+          f"target < {WRITE_TARGET_S:g} s: {verdict(met)}")  # fmt: skip
+    record(Row(f"refswitch: {args.entries:,} entries written into one switch (P4Runtime, batches of 5,000)",
+               f"{seconds:.2f} s ({args.entries / seconds:,.0f} entries/s)", target=f"< {WRITE_TARGET_S:g} s",
+               verdict=verdict(met), value=seconds, unit="s"))  # fmt: skip
     print(
         f"refswitch pipeline (in process, ingress+egress, {args.size} B): "
         f"{bench_pipeline(args.seconds, args.size):,.0f} packets/s"

@@ -20,7 +20,7 @@ import finsy as fy
 from finsy.p4schema import P4MatchType
 from finsy.proto import p4r
 
-from mlfc import contract
+from mlfc import contract, pipeline_sizes
 from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary
 from mlfc.controller.tofino_pipeline import TofinoArtifacts
 
@@ -114,6 +114,8 @@ class Pipeline:
             for action in spec.actions:
                 if table.actions.get(action) is None:
                     problems.append(f"{spec.name}: action {action} missing")
+            if problem := pipeline_sizes.size_problem(spec.name, table.size):
+                problems.append(problem)
         for counter in contract.COUNTERS:
             if self.schema.counters.get(counter) is None:
                 problems.append(f"counter {counter} missing")

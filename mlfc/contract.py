@@ -162,7 +162,8 @@ class TableSpec:
     default_action: str
     default_params: tuple[tuple[str, int], ...] = ()
     const_default: bool = False
-    size: int = 1024
+    size: int = 1024  # the default (p4src/shared/size.p4)
+    max_size: int = 16384  # the largest a deployment may compile in: tested (mlfc/pipeline_sizes.py)
 
     @property
     def needs_priority(self) -> bool:
@@ -249,6 +250,7 @@ TABLES: dict[str, TableSpec] = {
             SET_MIN_IMPORTANCE,
             (("importance", 0),),
             size=DROP_THRESHOLD_SIZE,
+            max_size=DROP_THRESHOLD_SIZE,  # levels and depths: never more
         ),
         TableSpec(
             CONGESTION_LEVELS,
@@ -257,6 +259,7 @@ TABLES: dict[str, TableSpec] = {
             SET_LEVEL,
             (("l", 0),),
             size=CONGESTION_LEVEL_SIZE,
+            max_size=CONGESTION_LEVEL_SIZE,  # levels and depths: never more
         ),
         TableSpec(
             ECN_PROFILE,

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import threading
 
-from finsy.proto import p4r
+from finsy.proto import p4i, p4r
 
+from mlfc import contract, pipeline_sizes
 from mlfc.refswitch import p4info as p4info_mod
 from mlfc.refswitch.errors import Code, P4RuntimeError, invalid
 from mlfc.refswitch.pipeline import RandomSource, default_rng
@@ -20,23 +21,38 @@ _Action = p4r.SetForwardingPipelineConfigRequest
 
 
 def check_config(config: p4r.ForwardingPipelineConfig) -> p4info_mod.P4InfoIndex:
-    """Accept our committed artifacts only: the P4Info must be the committed one (by content) and
-    describe the model's program; a non-empty device config must be the committed BMv2 JSON."""
+    """Accept our committed artifacts only, at the table sizes a deployment compiled in: the P4Info must be
+    the committed one (by content) but for table sizes, and describe the model's program; a non-empty
+    device config must be the committed BMv2 JSON but for the same tables' ``max_size``."""
     committed = p4info_mod.committed_p4info()
-    if committed is not None and config.p4info != committed:
+    sizes = table_sizes(config.p4info)
+    if committed is not None and pipeline_sizes.resize_p4info(config.p4info, table_sizes(committed)) != committed:
         raise invalid(
-            f"P4Info differs from the committed {p4info_mod.COMMITTED_P4INFO.name}: this switch runs mlfc.p4 only"
+            f"P4Info differs from the committed {p4info_mod.COMMITTED_P4INFO.name} in more than table sizes: "
+            "this switch runs mlfc.p4 only"
         )
-    index = p4info_mod.index_p4info(config.p4info)
+    index = p4info_mod.index_p4info(config.p4info)  # checks each size against the tested maximum
     committed_json = p4info_mod.committed_device_config()
     if config.p4_device_config and committed_json is not None:
         try:
-            same = json.loads(config.p4_device_config) == json.loads(committed_json)
-        except (ValueError, UnicodeDecodeError):
+            pushed = json.loads(config.p4_device_config)
+            committed_doc = json.loads(committed_json)
+            at_committed_sizes = pipeline_sizes.resize_bmv2_json(pushed, pipeline_sizes.bmv2_json_sizes(committed_doc))
+            same = at_committed_sizes == committed_doc
+        except (ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError):
             same = False
         if not same:
             raise invalid(f"device config is not the committed {p4info_mod.COMMITTED_DEVICE_CONFIG.name}")
+        json_sizes = pipeline_sizes.bmv2_json_sizes(pushed)
+        differ = {t: (json_sizes[t], sizes.get(t)) for t in json_sizes if json_sizes[t] != sizes.get(t)}
+        if differ:
+            raise invalid(f"device config and P4Info disagree on table sizes (JSON, P4Info): {differ}")
     return index
+
+
+def table_sizes(info: p4i.P4Info) -> dict[str, int]:
+    """The contract tables' sizes in ``info``."""
+    return {t.preamble.name: t.size for t in info.tables if t.preamble.name in contract.TABLES}
 
 
 class Device:
@@ -86,9 +102,10 @@ class Device:
     def _activate(self, config: p4r.ForwardingPipelineConfig, index: p4info_mod.P4InfoIndex, keep_state: bool) -> None:
         stored = p4r.ForwardingPipelineConfig()
         stored.CopyFrom(config)
-        if not keep_state:
+        sizes = table_sizes(index.p4info)
+        if not keep_state or sizes != self.tables.sizes:
             # As BMv2: a new pipeline starts with empty tables, initial defaults, zero counters/registers.
-            self.tables = Tables()
+            self.tables = Tables(sizes=sizes)
             self.state = SwitchState()
         self.index = index
         self.config = stored

@@ -9,7 +9,7 @@ from pathlib import Path
 from finsy.proto import p4i
 from google.protobuf import text_format
 
-from mlfc import contract
+from mlfc import contract, pipeline_sizes
 from mlfc.refswitch.errors import invalid
 
 COMMITTED_P4INFO = contract.P4INFO
@@ -211,8 +211,8 @@ def index_p4info(info: p4i.P4Info) -> P4InfoIndex:
         const_default = actions[t.const_default_action_id].name if t.const_default_action_id in actions else None
         if const_default != (spec.default_action if spec.const_default else None):
             problems.append(f"table {spec.name}: const default action {const_default}")
-        if t.size != spec.size:
-            problems.append(f"table {spec.name}: size {t.size}, model has {spec.size}")
+        if problem := pipeline_sizes.size_problem(spec.name, t.size):
+            problems.append(f"table {problem}")
         if t.implementation_id or t.direct_resource_ids:
             problems.append(f"table {spec.name}: action profiles and direct resources are not in the model")
         tables[t.preamble.id] = spec

@@ -329,6 +329,10 @@ class Tables:
     def __getitem__(self, name: str) -> Table:
         return self.by_name[name]
 
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {name: t.size for name, t in self.by_name.items()}
+
     def clear(self) -> None:
         for t in self.by_name.values():
             t.clear()

@@ -2,10 +2,20 @@
 #ifndef __MLFC_SIZE__
 #define __MLFC_SIZE__
 
+// Defaults: a deployment may compile other table sizes in (`make p4 P4_SIZES="FLOW_CLASSIFIER_SIZE=16384"`,
+// up to the largest tested: mlfc/pipeline_sizes.py).
+#ifndef ROUTES_V4_SIZE
 #define ROUTES_V4_SIZE 1024
+#endif
+#ifndef FLOW_CLASSIFIER_SIZE
 #define FLOW_CLASSIFIER_SIZE 1024
+#endif
+#ifndef JOB_PRIORITY_SIZE
 #define JOB_PRIORITY_SIZE 1024
+#endif
+#ifndef ECN_PROFILE_SIZE
 #define ECN_PROFILE_SIZE 4096
+#endif
 #define CONGESTION_LEVEL_SIZE 256
 #define DROP_THRESHOLD_SIZE 256
 

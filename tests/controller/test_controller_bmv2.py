@@ -28,16 +28,34 @@ from controller_helpers import (
     wait_restored,
 )
 
-from mlfc import contract
+from mlfc import contract, pipeline_sizes
 from mlfc.controller import compile as comp
 from mlfc.controller.config import parse_config
-from mlfc.controller.entries import Ternary, entry
+from mlfc.controller.entries import TableEntry, Ternary, entry
 from mlfc.controller.sync import SwitchConnection
 from mlfc.proto import intent_pb2 as pb
 
 pytestmark = [needs_artifacts, pytest.mark.timeout(120)]  # [bmv2] params carry the bmv2 marker
 
 # ---- the library client -----------------------------------------------------------------------------
+
+
+def test_a_16k_flow_table_compiled_in_holds_on_the_switch(switch_factory, tmp_path) -> None:
+    """A deployment's table size (mlfc/pipeline_sizes.py, issue 28): 16,384 flows fit, one more is refused."""
+    p4info, device_config = pipeline_sizes.write_resized({contract.FLOWS: 16384}, tmp_path / "p4")
+    sw = switch_factory(device_id=1)
+
+    def flow(i: int) -> TableEntry:
+        match = {contract.IPV4_SRC: Ternary(0x0A000000 + i, 0xFFFFFFFF)}
+        return entry(contract.FLOWS, match, contract.SET_JOB, {"job_id": 1 + i % 100}, priority=1)
+
+    with SwitchConnection(sw.grpc_addr, 1, p4info, device_config) as conn:
+        conn.load_pipeline(force=True)
+        conn.write_entries([flow(i) for i in range(16384)])
+        # the reference switch says RESOURCE_EXHAUSTED; PI reports BMv2's full table as UNKNOWN
+        with pytest.raises(Exception, match="RESOURCE_EXHAUSTED|Error when adding match entry"):
+            conn.write_entries([flow(16384)])
+        assert len(conn.read_entries([contract.FLOWS])) == 16384
 
 
 def test_switch_connection_round_trip(switch_factory) -> None:

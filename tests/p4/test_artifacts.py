@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mlfc import wire
+from mlfc import contract, pipeline_sizes, wire
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "p4src" / "build"
@@ -61,3 +61,25 @@ def test_artifacts_are_current(prog: str, tmp_path: Path) -> None:
     for doc in (fresh_json, committed_json):
         doc.pop("program", None)
     assert fresh_json == committed_json, f"p4src/build/{prog}.json is stale: run make p4 and commit"
+
+
+@pytest.mark.p4c
+def test_resizing_the_committed_outputs_is_what_p4c_compiles_at_those_sizes(tmp_path: Path) -> None:
+    """A deployment without p4c resizes (mlfc/pipeline_sizes.py); with p4c it compiles
+    `make p4 P4_SIZES=...`: the same P4Info and JSON either way."""
+    sizes = {contract.FLOWS: 16384, contract.ROUTES_V4: 4096, contract.JOB_PRIORITY: 2048, contract.ECN_PROFILE: 8192}
+    macros = {table: macro for macro, table in pipeline_sizes.MACROS.items()}
+    compiled = tmp_path / "compiled"
+    subprocess.run(
+        ["make", "--no-print-directory", "p4", "P4_PROGRAMS=mlfc", f"P4_BUILD={compiled}",
+         "P4_SIZES=" + " ".join(f"{macros[t]}={n}" for t, n in sizes.items())],
+        cwd=REPO, check=True, capture_output=True,
+    )  # fmt: skip
+    resized = tmp_path / "resized"
+    pipeline_sizes.write_resized(sizes, resized)
+    assert (compiled / "mlfc.p4info.txtpb").read_text() == (resized / "mlfc.p4info.txtpb").read_text()
+    docs = [json.loads((d / "mlfc.json").read_text()) for d in (compiled, resized)]
+    for doc in docs:
+        doc.pop("program", None)
+    assert docs[0] == docs[1]
+    assert pipeline_sizes.bmv2_json_sizes(docs[0])[contract.FLOWS] == 16384

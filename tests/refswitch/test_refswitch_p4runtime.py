@@ -15,12 +15,19 @@ from finsy.proto import p4r
 from raw_p4runtime import RawError, RawP4Runtime
 from refswitch_helpers import HOST_IP, HOST_MAC, flow, host_routes, job_priority, route, shim_packet
 
-from mlfc import contract
+from mlfc import contract, pipeline_sizes
 from mlfc.controller.entries import Exact, Range, entry
+from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.sync import SwitchConnection
 from mlfc.refswitch import pipeline as pl
 from mlfc.refswitch.errors import Code
-from mlfc.refswitch.p4info import build_p4info, committed_device_config, committed_p4info, default_p4info
+from mlfc.refswitch.p4info import (
+    build_p4info,
+    committed_device_config,
+    committed_p4info,
+    default_p4info,
+    load_p4info,
+)
 from mlfc.refswitch.server import RefSwitchServer, SwitchOptions
 from mlfc.testing.refswitch import install, model_entry, pipeline
 
@@ -133,6 +140,36 @@ def test_pipeline_must_be_ours(client):
         with pytest.raises(RawError) as exc:
             client.set_pipeline(default_p4info(), b'{"program": "something else"}')
         assert exc.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_a_deployment_sized_pipeline_is_accepted_and_its_sizes_hold(switch, tmp_path):
+    """The committed program compiled at other table sizes (mlfc/pipeline_sizes.py) is ours: the switch
+    takes its sizes from it; more than a table holds is RESOURCE_EXHAUSTED; sizes beyond the tested
+    maximum, or a P4Info and JSON that disagree, are refused."""
+    p4info_path, json_path = pipeline_sizes.write_resized({contract.FLOWS: 16384}, tmp_path)
+    sized = Pipeline.load(p4info_path, json_path)
+    with SwitchConnection(switch.grpc_addr, pipeline=sized, election_id=10) as conn:
+        conn.load_pipeline(force=True)
+        assert switch.device.tables[contract.FLOWS].size == 16384
+        flows = [flow(1, src=f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}") for i in range(16384)]
+        conn.write_entries(flows)
+        assert len(switch.device.tables[contract.FLOWS]) == 16384
+        with pytest.raises(Exception, match="RESOURCE_EXHAUSTED"):
+            conn.write_entries([flow(1, src="11.0.0.1")])
+    c = raw(switch, election_id=11)
+    try:
+        assert c.arbitrate().status.code == Code.OK
+        info = load_p4info(p4info_path)
+        too_big = pipeline_sizes.resize_p4info(info, {contract.FLOWS: 16385})
+        with pytest.raises(RawError) as exc:
+            c.set_pipeline(too_big)
+        assert exc.value.code == grpc.StatusCode.INVALID_ARGUMENT and "16384" in exc.value.message
+        if DEVICE_CONFIG:
+            with pytest.raises(RawError) as exc:
+                c.set_pipeline(info, DEVICE_CONFIG)  # the JSON still says 1024
+            assert exc.value.code == grpc.StatusCode.INVALID_ARGUMENT and "disagree" in exc.value.message
+    finally:
+        c.close()
 
 
 def test_pipeline_actions_and_get_config(client):
