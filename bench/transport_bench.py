@@ -83,7 +83,7 @@ def mlfc_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int, nbyte
 
 
 def multi_flow_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int, nbytes: int, tensors: int,
-                     flows: int) -> dict:  # fmt: skip
+                     flows: int, together: bool = True) -> dict:  # fmt: skip
     """``flows`` concurrent mlfc flows (a sender and a receiver process each, own ports, jobs 1..N): the
     aggregate goodput is every receiver's bytes over the span from the first packet to the last delivery."""
     rxs, txs = [], []
@@ -98,15 +98,15 @@ def multi_flow_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int,
         for k in range(flows):
             send = ["send", "--to", f"{RX_IP}:{PORT + k}", "--bind", TX_IP, "--bytes", str(nbytes), "--json",
                     "--tensors", str(tensors), "--job", str(k + 1), "--cc", cc, "--chunk", str(chunk),
-                    "--line-rate", "10e9", "--ready"]  # fmt: skip
+                    "--line-rate", "10e9", *(["--ready"] if together else [])]  # fmt: skip
             txs.append(subprocess.Popen([*run_in(lab, tx_ns), *CLI, *send], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))  # fmt: skip
         # All flows start together, as iperf3 -P starts its streams: the span then measures the flows
         # running side by side, not the senders' interpreter start-ups one after another.
-        for k, tx in enumerate(txs):
+        for k, tx in enumerate(txs if together else []):
             if tx.stdout.readline().strip() != "ready":
                 raise RuntimeError(f"sender {k} did not start: {tx.stderr.read().strip()}")
-        for tx in txs:
+        for tx in txs if together else []:
             tx.stdin.write("go\n")
             tx.stdin.flush()  # communicate() closes it
         sent = []
@@ -215,7 +215,7 @@ def run_setting(args: argparse.Namespace, mtu: int, chunk: int, iperf: bool) -> 
                     r = iperf_trial(lab, a, b, False, args.iperf_seconds, streams=args.flows)
                 elif what.startswith("multi:"):
                     r = multi_flow_trial(lab, a, b, what.split(":", 1)[1], chunk, args.bytes // args.flows,
-                                         args.tensors, args.flows)  # fmt: skip
+                                         args.tensors, args.flows, together=not args.staggered_start)  # fmt: skip
                 else:
                     r = mlfc_trial(lab, a, b, what, chunk, args.bytes, args.tensors, not args.no_gso)
                 results.setdefault(name, []).append(r)
@@ -252,6 +252,8 @@ def main() -> int:
     ap.add_argument("--flows", type=int, default=1,
                     help="also this many flows at once (--bytes / N per tensor each), beside iperf3 -P N")  # fmt: skip
     ap.add_argument("--out", type=Path, help="write transport.md, transport.csv and transport.png here")
+    ap.add_argument("--staggered-start", action="store_true",
+                    help="--flows: each sender starts as its interpreter comes up (before 2026-12-06)")  # fmt: skip
     ap.add_argument("--nice", type=int, default=0,
                     help="run every endpoint (mlfc and iperf3) at this nice value, e.g. -10 on a machine shared "
                          "with other work; the tables say so")  # fmt: skip
