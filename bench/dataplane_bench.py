@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from scapy.layers.inet import IP, UDP
@@ -192,28 +193,37 @@ def compare_designs(binary: str, designs: list[tuple[str, Path]], args: argparse
     return trials
 
 
-def design_rows(designs: list[tuple[str, Path]], trials: list[dict], args: argparse.Namespace) -> list[dict]:
-    """One row per design: the medians of each round, their ratio, and BMv2's work per packet."""
+def design_ops(designs: list[tuple[str, Path]], size: int) -> dict[str, dict[str, dict[str, int]]]:
+    """BMv2's work per packet for each design's programs (bench/bmv2_ops.py), before any trial runs."""
     from bmv2_ops import trace_one  # imports this module: only when counting
 
-    rows = []
+    out = {}
     with tempfile.TemporaryDirectory(prefix="mlfc-ops-") as tmp:
-        for label, build in designs:
-            rounds = []
-            for rnd in range(1, args.rounds + 1):
-                med = {
-                    prog: statistics.median(t["pps"] for t in trials
-                                            if t["design"] == label and t["round"] == rnd and t["program"] == prog)
-                    for prog in ("mlfc", "l3fwd")
-                }  # fmt: skip
-                rounds.append({"round": rnd, "mlfc_pps": med["mlfc"], "l3fwd_pps": med["l3fwd"],
-                               "ratio": med["mlfc"] / med["l3fwd"]})  # fmt: skip
-            ops = {prog: dict(trace_one(prog, args.size, Path(tmp) / label.replace("/", "_"), build))
-                   for prog in ("l3fwd", "mlfc")}  # fmt: skip
-            ratios = [r["ratio"] for r in rounds]
-            rows.append({"design": label, "rounds": rounds, "ratio_min": min(ratios), "ratio_max": max(ratios),
-                         "target": TARGET_RATIO, "ops": ops, "trials_per_round": args.trials,
-                         "seconds": args.seconds, "size": args.size})  # fmt: skip
+        for k, (label, build) in enumerate(designs):
+            workdir = Path(tmp) / f"design-{k}"
+            workdir.mkdir()
+            out[label] = {prog: dict(trace_one(prog, size, workdir, build)) for prog in ("l3fwd", "mlfc")}
+    return out
+
+
+def design_rows(designs: list[tuple[str, Path]], trials: list[dict], ops: Mapping[str, dict],
+                args: argparse.Namespace) -> list[dict]:  # fmt: skip
+    """One row per design: the medians of each round, their ratio, and BMv2's work per packet."""
+    rows = []
+    for label, _build in designs:
+        rounds = []
+        for rnd in range(1, args.rounds + 1):
+            med = {
+                prog: statistics.median(t["pps"] for t in trials
+                                        if t["design"] == label and t["round"] == rnd and t["program"] == prog)
+                for prog in ("mlfc", "l3fwd")
+            }  # fmt: skip
+            rounds.append({"round": rnd, "mlfc_pps": med["mlfc"], "l3fwd_pps": med["l3fwd"],
+                           "ratio": med["mlfc"] / med["l3fwd"]})  # fmt: skip
+        ratios = [r["ratio"] for r in rounds]
+        rows.append({"design": label, "rounds": rounds, "ratio_min": min(ratios), "ratio_max": max(ratios),
+                     "target": TARGET_RATIO, "ops": ops[label], "trials_per_round": args.trials,
+                     "seconds": args.seconds, "size": args.size})  # fmt: skip
     return rows
 
 
@@ -256,8 +266,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_designs(binary: str, args: argparse.Namespace) -> int:
     load_before = os.getloadavg()
+    ops = design_ops(args.design, args.size)
     trials = compare_designs(binary, args.design, args)
-    rows = design_rows(args.design, trials, args)
+    rows = design_rows(args.design, trials, ops, args)
     print("\n| design | mlfc.p4 pps by round | l3fwd.p4 pps by round | ratio by round | target |")
     print("|---|---|---|---|---|")
     for r in rows:
