@@ -95,6 +95,11 @@ class CongestionControl(ABC):
     def on_sent(self, nbytes: int, now: float) -> None:  # noqa: B027 - optional hook
         pass
 
+    def bytes_to_event(self) -> float:
+        """Sent bytes until on_sent next acts (reads F, changes the rate); inf for a controller that
+        never does. Lets the sender count a batch in steps between such events (count_sent)."""
+        return math.inf
+
     @abstractmethod
     def on_ack(self, acked_bytes: int, rtt: float | None, ece: bool, now: float) -> None: ...
 

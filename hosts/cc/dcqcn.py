@@ -168,6 +168,9 @@ class Dcqcn(CongestionControl):
     def on_ack(self, acked_bytes: int, rtt: float | None, ece: bool, now: float) -> None:
         pass  # rate-based: reacts to CNPs (ECE is for window-based controllers)
 
+    def bytes_to_event(self) -> float:
+        return self.params.b - self.bytes_since_event
+
     def on_sent(self, nbytes: int, now: float) -> None:
         self.bytes_since_event += nbytes
         b = self.params.b

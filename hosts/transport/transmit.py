@@ -7,6 +7,8 @@ refuses GSO, GSO is off for good. When to send and how much is the sender's loop
 from __future__ import annotations
 
 import socket
+from bisect import bisect_left
+from itertools import accumulate
 
 from mlfc.hosts.cc import CongestionControl
 from mlfc.hosts.progress import IterationProgress
@@ -21,6 +23,21 @@ from mlfc.wire import Flags
 
 _SEQ, _FLAGS, _IMPORTANCE, _PROGRESS = (FIELD_INDEX[n] for n in ("chunk_seq", "flags", "importance", "progress"))
 _LAST, _RETX = int(Flags.LAST), int(Flags.RETX)
+
+
+def count_sent(progress: IterationProgress, cc: CongestionControl, sizes: list[int], now: float) -> None:
+    """Count new chunks of ``sizes`` payload bytes, sent at ``now``, as if one by one (progress, then the
+    controller, per chunk) but in one step per stretch that ends at a chunk reaching the controller's next
+    event: between events neither reads the other, so the sums are all that matter."""
+    wire = list(accumulate(HEADER_LEN + s for s in sizes))
+    payload = list(accumulate(sizes))
+    done_wire = done_payload = 0
+    i, n = 0, len(sizes)
+    while i < n:
+        j = min(bisect_left(wire, done_wire + cc.bytes_to_event(), i), n - 1)  # the chunk that reaches it
+        progress.on_sent(payload[j] - done_payload, now)
+        cc.on_sent(wire[j] - done_wire, now)
+        done_wire, done_payload, i = wire[j], payload[j], j + 1
 
 
 class Transmitter:
@@ -100,13 +117,11 @@ class Transmitter:
         st.bytes_sent += nbytes
         st.retransmits += r
         st.payload_bytes_sent += sum(new_sizes)
-        if self._byte_clocked:  # replay chunk by chunk so F is read after each chunk is counted, as unbatched
+        if self._byte_clocked:  # F read as at the chunk that reaches each byte-counter event, as unbatched
             self.progress.restore(state)
             for seq in retx[:r]:
                 self.cc.on_sent(HEADER_LEN + board.size(seq), now)
-            for size in new_sizes:
-                self.progress.on_sent(size, now)
-                self.cc.on_sent(HEADER_LEN + size, now)
+            count_sent(self.progress, self.cc, new_sizes, now)
         else:
             self.cc.on_sent(nbytes, now)
         return done, nbytes + done * UDP_IP_OVERHEAD

@@ -7,6 +7,9 @@ from types import SimpleNamespace
 import pytest
 
 from mlfc.hosts.cc import Dcqcn, DcqcnParams, Mltcp
+from mlfc.hosts.progress import IterationProgress
+from mlfc.hosts.transport.packet import HEADER_LEN
+from mlfc.hosts.transport.transmit import count_sent
 from mlfc.policy.mltcp import MltcpParams, mltcp_factor
 
 LINE = 1e9
@@ -209,3 +212,31 @@ def test_the_flow_further_into_its_iteration_wins_the_contention():
     lead, late = contend(0.8, 0.1, MltcpParams())
     assert lead > 1.1 * late
     assert lead + late == pytest.approx(a + b, rel=0.1)  # the link stays about as used as without MLTCP
+
+
+@pytest.mark.parametrize("byte_counter", [3_000.0, 20_000.0, 10e6])
+def test_a_batch_counted_between_events_is_the_same_as_chunk_by_chunk(byte_counter):
+    """count_sent (the sender's batched count) leaves progress and the controller, F included, where
+    counting each chunk would: several events per batch, one, none."""
+
+    def fresh_pair() -> tuple[IterationProgress, Dcqcn]:
+        progress = IterationProgress()
+        progress.start_iteration(200_000)
+        cc = Dcqcn(1400, Mltcp(MltcpParams(slope=2.0, intercept=0.5), progress),
+                   DcqcnParams(line_rate=10e9, byte_counter=byte_counter), now=0.0)  # fmt: skip
+        cc.rc = cc.rt = 1e9
+        return progress, cc
+
+    batches = [[1400] * 45, [1400] * 7 + [333], [1400], [1400] * 45]
+    a_progress, a = fresh_pair()
+    b_progress, b = fresh_pair()
+    for k, sizes in enumerate(batches):
+        now = 0.001 * k
+        for size in sizes:
+            a_progress.on_sent(size, now)
+            a.on_sent(HEADER_LEN + size, now)
+        count_sent(b_progress, b, sizes, now)
+        assert (b_progress.bytes_this_iteration, b.bytes_since_event, b.bc_count) == (
+            a_progress.bytes_this_iteration, a.bytes_since_event, a.bc_count)  # fmt: skip
+        assert (b.rc, b.rt) == pytest.approx((a.rc, a.rt), rel=1e-12)
+    assert a.bc_count >= (1 if byte_counter < 1e6 else 0)
