@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from dataplane_bench import entries_for, frame
+from dataplane_packets import entries_for, frame
 
 from mlfc import contract
 from mlfc.controller.pipeline import Pipeline

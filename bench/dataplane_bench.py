@@ -20,6 +20,7 @@ mlfc.p4info.txtpb, l3fwd.json and l3fwd.p4info.txtpb (the same P4Info: the bench
 design). Per round every design runs its --trials against its own l3fwd, the designs in alternating order;
 bench/bmv2_ops.py's counts come with each. --publish writes docs/data/dataplane/ (summary.json and
 runs/trials.csv), the table `make figures` puts in docs/results.md.
+
 p4lang's performance notes measure BMv2 built with --disable-logging-macros; the logging macros cost
 every table lookup and action something, so the ratio depends on the build as well as the program.
 """
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import ipaddress
 import os
 import shutil
 import socket
@@ -40,59 +40,16 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import Ether
+from bmv2_ops import trace_one
+from dataplane_packets import entries_for, frame
 from summary import Row, command_line, record
 from summary import verdict as verdict_of
 
 from mlfc import contract
-from mlfc.controller import compile as cc
-from mlfc.controller import validate
-from mlfc.controller.entries import Lpm, entry
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.sync import SwitchConnection
 from mlfc.launch.switches import Bmv2Switch, bmv2_binary, bmv2_missing
-from mlfc.policy.drop import DropPolicy
-from mlfc.policy.ecn import EcnProfile
-from mlfc.policy.maif import Window
 from mlfc.testing.veth import unique_prefix, veth_pairs
-from mlfc.wire import SHIM_PORT_BASE, MlfcShim, MsgType
-
-DST_IP = "10.0.1.2"
-SWITCH_MAC, HOST_MAC = "00:aa:bb:00:00:01", "00:00:00:00:00:02"
-
-
-def frame(size: int) -> bytes:
-    pkt = (
-        Ether(src="00:00:00:00:00:01", dst=SWITCH_MAC)
-        / IP(src="10.0.1.1", dst=DST_IP, tos=2)
-        / UDP(sport=SHIM_PORT_BASE + 1, dport=SHIM_PORT_BASE + 2, chksum=0)
-        / MlfcShim(msg_type=MsgType.DATA, job_id=1, iteration=7, importance=9, progress=3)
-    )
-    return bytes(pkt / (b"\x00" * max(0, size - len(pkt))))
-
-
-def entries_for(program: str) -> list:
-    route = entry(
-        contract.ROUTES_V4,
-        {contract.IPV4_DST: Lpm(int.from_bytes(socket.inet_aton(DST_IP)), 32)},
-        contract.SET_NEXT_HOP,
-        {"port": 1, "src_mac": int(SWITCH_MAC.replace(":", ""), 16), "dst_mac": int(HOST_MAC.replace(":", ""), 16)},
-    )
-    if program == "l3fwd":
-        return [route]
-    flow = validate.FlowMatch(None, ipaddress.IPv4Network("10.0.9.0/24"), 6, 0, 5001)
-    jobs = (
-        validate.Job(1, 4, (Window(100, 200, 6),), (flow,)),
-        validate.Job(2, 2),
-    )
-    return [
-        route,
-        *cc.flow_entries(jobs),
-        *cc.job_priority_entries(jobs, interleaving=False),
-        *cc.ecn_entries({0: EcnProfile(), 1: EcnProfile(kmin=8, kmax=40, pmax=0.1)}),
-        *cc.drop_entries(DropPolicy()),
-    ]
 
 
 def rx_packets(iface: str) -> int:
@@ -195,8 +152,6 @@ def compare_designs(binary: str, designs: list[tuple[str, Path]], args: argparse
 
 def design_ops(designs: list[tuple[str, Path]], size: int) -> dict[str, dict[str, dict[str, int]]]:
     """BMv2's work per packet for each design's programs (bench/bmv2_ops.py), before any trial runs."""
-    from bmv2_ops import trace_one  # imports this module: only when counting
-
     out = {}
     with tempfile.TemporaryDirectory(prefix="mlfc-ops-") as tmp:
         for k, (label, build) in enumerate(designs):
