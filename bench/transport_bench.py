@@ -103,12 +103,13 @@ def multi_flow_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))  # fmt: skip
         # All flows start together, as iperf3 -P starts its streams: the span then measures the flows
         # running side by side, not the senders' interpreter start-ups one after another.
-        for k, tx in enumerate(txs if together else []):
-            if tx.stdout.readline().strip() != "ready":
-                raise RuntimeError(f"sender {k} did not start: {tx.stderr.read().strip()}")
-        for tx in txs if together else []:
-            tx.stdin.write("go\n")
-            tx.stdin.flush()  # communicate() closes it
+        if together:
+            for k, tx in enumerate(txs):
+                if tx.stdout.readline().strip() != "ready":
+                    raise RuntimeError(f"sender {k} did not start: {tx.stderr.read().strip()}")
+            for tx in txs:
+                tx.stdin.write("go\n")
+                tx.stdin.flush()  # communicate() closes it
         sent = []
         for tx in txs:
             out, err = tx.communicate(timeout=300)

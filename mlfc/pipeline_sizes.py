@@ -18,6 +18,7 @@ program's sizes are Tofino resources, fixed at its compile).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from collections.abc import Iterable, Mapping
@@ -86,7 +87,7 @@ def _named_tables(doc: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
 
 
 def resize_bmv2_json(doc: Mapping[str, Any], sizes: Mapping[str, int]) -> dict[str, Any]:
-    out = json.loads(json.dumps(doc))
+    out = copy.deepcopy(dict(doc))
     for t in _named_tables(out):
         if t["name"] in sizes:
             t["max_size"] = sizes[t["name"]]

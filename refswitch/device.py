@@ -25,7 +25,6 @@ def check_config(config: p4r.ForwardingPipelineConfig) -> p4info_mod.P4InfoIndex
     the committed one (by content) but for table sizes, and describe the model's program; a non-empty
     device config must be the committed BMv2 JSON but for the same tables' ``max_size``."""
     committed = p4info_mod.committed_p4info()
-    sizes = table_sizes(config.p4info)
     if committed is not None and pipeline_sizes.resize_p4info(config.p4info, table_sizes(committed)) != committed:
         raise invalid(
             f"P4Info differs from the committed {p4info_mod.COMMITTED_P4INFO.name} in more than table sizes: "
@@ -43,7 +42,7 @@ def check_config(config: p4r.ForwardingPipelineConfig) -> p4info_mod.P4InfoIndex
             same = False
         if not same:
             raise invalid(f"device config is not the committed {p4info_mod.COMMITTED_DEVICE_CONFIG.name}")
-        json_sizes = pipeline_sizes.bmv2_json_sizes(pushed)
+        json_sizes, sizes = pipeline_sizes.bmv2_json_sizes(pushed), table_sizes(config.p4info)
         differ = {t: (json_sizes[t], sizes.get(t)) for t in json_sizes if json_sizes[t] != sizes.get(t)}
         if differ:
             raise invalid(f"device config and P4Info disagree on table sizes (JSON, P4Info): {differ}")
