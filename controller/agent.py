@@ -196,7 +196,18 @@ class SwitchAgent:
                 continue  # the switch is gone: the probe above notices it back, no backoff to wait out
             delay = backoff.next()
             LOG.debug("%s: reconnecting in %.2gs", self.name, delay)
-            await asyncio.sleep(delay)
+            await self._wait_out_backoff(delay)
+
+    async def _wait_out_backoff(self, delay: float) -> None:
+        """Sleep ``delay`` before the next handshake, probing meanwhile: a switch that is dying can still
+        listen when the stream breaks, and once its port closes the probe at the top of ``run`` takes over,
+        so its restart is met at once instead of after the rest of the backoff."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + delay
+        while (left := deadline - loop.time()) > 0:
+            await asyncio.sleep(min(left, self.settings.probe_interval_s))
+            if not await self.client.listening():
+                return
 
     async def _wait_for_primary(self, delay: float) -> None:
         """Another controller is primary: wait for finsy to report a promotion, else reconnect later."""
