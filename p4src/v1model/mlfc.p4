@@ -4,8 +4,8 @@
  * Ingress: route, classify (shim or 5-tuple), pick a priority queue by job/iteration/progress,
  * count, drop low-importance gradients headed for a congested queue.
  * Laid out for BMv2's per-packet cost (docs/dataplane.md): the parser copies a valid shim's tag, straight-line
- * work sits in the actions that need it, and the common path (a tagged packet, an uncongested queue)
- * takes few tables and tests.
+ * work sits in the actions that need it (the job's packet count in the one that gives its class), and the
+ * common path (a tagged packet, an uncongested queue) takes few tables and tests.
  * Egress: record the queue's congestion level, mark ECN with the DCQCN profile.
  * Table, action and counter names are the contract with the controller (mlfc/contract.py); the TNA
  * program (p4src/tna/mlfc.p4) carries the same ones.
@@ -41,11 +41,12 @@ control MlfcIngress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_
         // An if/else rather than an early return: a return costs BMv2 a flag, its table and a test.
         if (hdr.ipv4.isValid() && hdr.ipv4.ihl == 5 && std_meta.checksum_error == 0) {
             forwarding.apply(hdr.ethernet, hdr.ipv4, std_meta);
+            // A tagged packet skips the classifier and the per-port shim counters in one test.
             if (meta.shim_status != SHIM_OK) {
                 classifier.apply(hdr.ipv4, hdr.udp, std_meta.parser_error, meta);
+                stats.apply(meta.shim_status, std_meta.ingress_port);
             }
             queueing.apply(hdr.mlfc.msg_type, meta, std_meta.priority);
-            stats.apply(meta.job_id, meta.shim_status, std_meta.ingress_port, meta.job_slot);
             selective_drop.apply(hdr.mlfc.msg_type, meta, std_meta);
         } else {
             mark_to_drop(std_meta);

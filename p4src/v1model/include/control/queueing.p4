@@ -2,11 +2,26 @@
 // take the class of the best-matching (job, iteration window, progress band) entry: an ACK carries its
 // job's tag, so a job's ACKs share its class and a lower job's ACKs never go ahead of a higher job's data
 // (on a packet-rate port an ACK costs a data packet's slot). Malformed shims take the default class.
+// Every packet that gets here is counted for its job in the action that gives it its class: a separate
+// counting step would cost BMv2 a table of its own per packet. The counter keeps its P4Info name.
 control Queueing(in bit<4> msg_type, inout mlfc_meta_t meta, inout QueueId_t queue) {
+    @name(".MlfcIngress.stats.job_packets")
+    counter(MAX_JOBS, CounterType.packets_and_bytes) job_packets;
+
     action set_priority(priority_t priority) {
         // The control class is reserved: a job entry can never claim it.
         meta.priority = (priority == PRIORITY_CONTROL) ? PRIORITY_CONTROL - 1 : priority;
         queue = (QueueId_t) meta.priority;
+        // Index 0 is "untracked": no job, or an id beyond the counter.
+        meta.job_slot = (meta.job_id < MAX_JOBS) ? (job_slot_t) meta.job_id : 0;
+        job_packets.count((bit<32>) meta.job_slot);
+    }
+
+    @hidden action set_class(priority_t priority) {
+        meta.priority = priority;
+        queue = (QueueId_t) priority;
+        meta.job_slot = (meta.job_id < MAX_JOBS) ? (job_slot_t) meta.job_id : 0;
+        job_packets.count((bit<32>) meta.job_slot);
     }
 
     table job_priority {
@@ -25,11 +40,9 @@ control Queueing(in bit<4> msg_type, inout mlfc_meta_t meta, inout QueueId_t que
         if (meta.shim_status == SHIM_NONE || (meta.shim_status == SHIM_OK && msg_type != MSG_CNP)) {
             job_priority.apply();
         } else if (meta.shim_status == SHIM_OK) {
-            meta.priority = PRIORITY_CONTROL;
-            queue = (QueueId_t) PRIORITY_CONTROL;
+            set_class(PRIORITY_CONTROL);
         } else {
-            meta.priority = PRIORITY_DEFAULT;
-            queue = (QueueId_t) PRIORITY_DEFAULT;
+            set_class(PRIORITY_DEFAULT);
         }
     }
 }
