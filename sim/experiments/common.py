@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import math
 import statistics
 import sys
@@ -34,6 +35,8 @@ class Context:
     jobs: tuple[int, ...] | None = None  # scale: job counts (None: 4, 8, 16, 32)
     ccs: tuple[str, ...] | None = None  # scale: congestion controls (None: reno, cubic)
     resume: bool = False  # reuse the iteration records of runs already saved under out/
+    scales: tuple[float, ...] | None = None  # scales: the factors swept (None: the experiment's)
+    publish: bool = False  # experiments that publish: also write docs/data/<experiment>/
     log: Callable[[str], None] = field(default=lambda s: print(s, file=sys.stderr, flush=True))
 
     def dir(self, name: str) -> Path:
@@ -57,10 +60,13 @@ def run_saved(ctx: Context, exp: str, cfg: SimConfig) -> SimResult:
         records = read_csv(path)
         dpath = _decisions_path(path)
         decisions = _read_decisions(dpath) if dpath.is_file() else []
-        return SimResult(cfg, records, {}, {}, decisions, [], 0, RunStats(0.0, 0.0, 0, 0.0, 0))
+        spath = _stats_path(path)
+        stats = RunStats(**json.loads(spath.read_text())) if spath.is_file() else RunStats(0.0, 0.0, 0, 0.0, 0)
+        return SimResult(cfg, records, {}, {}, decisions, [], 0, stats)
     ctx.log(f"-- {exp}: {cfg.name} (seed {cfg.seed})")
     r = run(cfg)
     write_csv(path, r.records)
+    _stats_path(path).write_text(json.dumps(dataclasses.asdict(r.stats)) + "\n")
     if cfg.priorities == "maif":
         _write_decisions(_decisions_path(path), r.decisions)
     s = r.stats
@@ -69,6 +75,11 @@ def run_saved(ctx: Context, exp: str, cfg: SimConfig) -> SimResult:
         f"{s.events_per_s:,.0f} events/s)"
     )
     return r
+
+
+def _stats_path(records_path: Path) -> Path:
+    """Where a run's cost (wall time, events) is kept beside its records, so a resumed run still has it."""
+    return records_path.with_name(records_path.stem + "_stats.json")
 
 
 def _decisions_path(records_path: Path) -> Path:
