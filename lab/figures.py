@@ -457,6 +457,72 @@ def render_chaos(summary: Mapping[str, Any]) -> str:
     return markdown_table(headers, body) + f"\n\n{target}\n\nCommands: {cmds}"
 
 
+def _sim_scale_groups(summary: Mapping[str, Any]) -> dict[tuple, list[Row]]:
+    """The sweep's rows by (cc, jobs, iterations, scale), in order."""
+    groups: dict[tuple, list[Row]] = {}
+    for r in sorted(summary["rows"], key=lambda r: (r["cc"], r["jobs"], r["iterations"], r["scale"], r["seed"])):
+        groups.setdefault((r["cc"], r["jobs"], r["iterations"], r["scale"]), []).append(r)
+    return groups
+
+
+def render_sim_scale(summary: Mapping[str, Any]) -> str:
+    """Issue 28 item 4: MLTCP against the unmodified controller on ns-3 at growing fractions of the models'
+    bytes; per seed, and where the figures stop changing."""
+    body = []
+    for (cc, jobs, its, scale), rows in _sim_scale_groups(summary).items():
+        body.append([
+            f"{scale:g}",
+            f"{cc}, {jobs} jobs, {its} iterations",
+            ", ".join(str(r["seed"]) for r in rows),
+            ", ".join(f"{r['base_avg_ms']:.3g}" for r in rows),
+            ", ".join(f"{r['avg_speedup']:.3f}" for r in rows),
+            ", ".join(f"{r['p99_speedup']:.3f}" for r in rows),
+            ", ".join(f"{r['ideal_speedup']:.3f}" for r in rows),
+            ", ".join(f"{r['interleaved_mltcp']}/{r['interleaved_base']} of {r['links_shared']}" for r in rows),
+            ", ".join(f"{r['events'] / 1e6:,.1f}M in {r['wall_s']:,.0f} s" if r.get("events") else "-" for r in rows),
+        ])  # fmt: skip
+    headers = ["scale", "runs", "seeds", "unmodified avg ms", "MLTCP avg speed-up", "p99 speed-up",
+               "ideal speed-up", "host links interleaved (MLTCP/unmodified)", "events, wall (both runs)"]  # fmt: skip
+    settled = summary.get("settled_from", {})
+    lines = [
+        f"- {k}: the figures settle from scale **{'-' if v is None else f'{v:g}'}** (the seed means of "
+        f"{', '.join(summary.get('compared', []))} within {summary.get('tolerance')} of every larger scale's)"
+        for k, v in settled.items()
+    ]
+    per = summary.get("events_per_job_iteration_per_scale")
+    if per:
+        lines.append(f"- events per job-iteration per unit of scale (median over the runs): {per:,}")
+    cmds = "; ".join(sorted({f"`{r['command']}`" for r in summary["rows"]}))
+    return markdown_table(headers, body) + "\n\n" + "\n".join(lines) + f"\n\nCommands: {cmds}"
+
+
+def plot_sim_scale(summary: Mapping[str, Any], path: Path) -> None:
+    """The seed means of MLTCP's avg and p99 speed-up and the ideal against the scale (log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    by_run: dict[tuple, dict[float, list[Row]]] = {}
+    for (cc, jobs, its, scale), rows in _sim_scale_groups(summary).items():
+        by_run.setdefault((cc, jobs, its), {})[scale] = rows
+    for (cc, jobs, its), at in by_run.items():
+        scales = sorted(at)
+        for what, style in (("avg_speedup", "-o"), ("p99_speedup", "-s"), ("ideal_speedup", "--")):
+            ax.plot(scales, [statistics.fmean(r[what] for r in at[s]) for s in scales], style,
+                    label=f"{cc}, {jobs} jobs, {its} it.: {what.replace('_', ' ')}")  # fmt: skip
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("scale (fraction of the models' bytes and compute times)")
+    ax.set_ylabel("speed-up over the unmodified controller")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 RENDERERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "chaos": render_chaos,
     "mltcp": render_mltcp,
@@ -464,8 +530,9 @@ RENDERERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "dataplane": render_dataplane,
     "hpsearch": render_hpsearch,
     "approx": render_approx,
+    "sim-scale": render_sim_scale,
 }
-PLOTS: dict[str, Callable[[Mapping[str, Any], Path], None]] = {"mltcp": plot_mltcp}
+PLOTS: dict[str, Callable[[Mapping[str, Any], Path], None]] = {"mltcp": plot_mltcp, "sim-scale": plot_sim_scale}
 
 
 def render(experiment: str, data: Path = DATA) -> str:

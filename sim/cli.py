@@ -33,6 +33,14 @@ def _positive(kind: type) -> object:
     return parse
 
 
+def _factors(text: str) -> tuple[float, ...]:
+    check = _positive(float)
+    values = tuple(check(t) for t in text.split(",") if t.strip())  # type: ignore[operator]
+    if not values:
+        raise argparse.ArgumentTypeError("expected comma-separated factors, e.g. 0.01,0.1")
+    return values  # type: ignore[return-value]
+
+
 def parser() -> argparse.ArgumentParser:
     from mlfc.sim.experiments import EXPERIMENTS
 
@@ -56,6 +64,13 @@ def parser() -> argparse.ArgumentParser:
         help="reuse the iteration records of runs already saved under --out (incast and bench always re-run)",
     )
     ap.add_argument("--cc", default=None, help="scale: comma-separated congestion controls (default reno,cubic)")
+    ap.add_argument(
+        "--scales",
+        type=_factors,
+        default=None,
+        help="scales: comma-separated factors swept (default 0.005,0.01,0.02,0.05,0.1)",
+    )
+    ap.add_argument("--publish", action="store_true", help="scales: also write docs/data/sim-scale/")
     return ap
 
 
@@ -81,7 +96,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--cc {args.cc}: the simulator has reno and cubic", file=sys.stderr)
         return 2
     seeds = args.seeds or ((1,) if names == ["small"] else (1, 2, 3))
-    ctx = Context(args.out, seeds, args.iterations, args.scale, cmd, jobs=args.jobs, ccs=ccs, resume=args.resume)
+    ctx = Context(
+        args.out,
+        seeds,
+        args.iterations,
+        args.scale,
+        cmd,
+        jobs=args.jobs,
+        ccs=ccs,
+        resume=args.resume,
+        scales=args.scales,
+        publish=args.publish,
+    )
     print(f"mlfc.sim: seeds {', '.join(map(str, ctx.seeds))}; results in {args.out}/", file=sys.stderr)
     print("mlfc.sim: loading ns-3 and compiling the C++ parts (~10-40 s) ...", file=sys.stderr, flush=True)
     runtime.load()

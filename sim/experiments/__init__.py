@@ -1,6 +1,6 @@
 """The simulator's experiments: validation against the emulation, MLTCP at scale, circular
-dependencies, MAIF time-to-accuracy, selective drop under incast, and the speed benchmark, one module
-each; what they share is in ``common``.
+dependencies, MAIF time-to-accuracy, selective drop under incast, the speed benchmark and the scale
+sweep, one module each; what they share is in ``common``.
 
 Each experiment writes under ``out/<experiment>/``: one CSV of iteration records per run, a CSV of
 its table, ``summary.md`` (the table, the command, the seeds) and PNG plots. Seeds are printed with
@@ -25,6 +25,7 @@ from mlfc.sim.experiments.maif import (
     search_times,
 )
 from mlfc.sim.experiments.scale import at_scale
+from mlfc.sim.experiments.scale_sweep import scale_sweep
 from mlfc.sim.experiments.validation import small, validation
 
 EXPERIMENTS: dict[str, Callable[[Context], str]] = {
@@ -34,6 +35,7 @@ EXPERIMENTS: dict[str, Callable[[Context], str]] = {
     "maif": maif_search,
     "incast": incast,
     "bench": benchmark,
+    "scales": scale_sweep,
 }
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "line_rate_time",
     "maif_params",
     "maif_search",
+    "scale_sweep",
     "search_jobs",
     "search_times",
     "small",

@@ -24,7 +24,7 @@ from mlfc.sim.experiments.common import (
 )
 from mlfc.sim.jobs import MODELS, PS, SimJob, model_job
 from mlfc.sim.lab import plot_timeline, share_of_ideal_gain, summarise
-from mlfc.sim.simulation import SimConfig
+from mlfc.sim.simulation import SimConfig, SimResult
 from mlfc.sim.topology import GBPS, SimTopology, leaf_spine
 
 SCALE_FABRIC = {"leaves": 4, "spines": 2, "hosts_per_leaf": 8, "oversubscription": 2.0}
@@ -89,6 +89,42 @@ def _median(v: float) -> str:
     return "-" if math.isnan(v) else f"{v:g}"
 
 
+def compare(ctx: Context, exp: str, topo: SimTopology, n: int, cc: str, seed: int, scale: float,
+            iterations: int) -> tuple[ScaleRow, SimResult, SimResult]:  # fmt: skip
+    """One job count, congestion control and seed at one scale: the unmodified controller against MLTCP,
+    both against the jobs' ideal on the fabric; the row and the two runs."""
+    jobs = scale_jobs(topo, n, scale)
+    groups = metrics.shared_groups(topo, jobs)
+    solo = fabric_solo(ctx, exp, topo, jobs, min(iterations, 5), cc, seed, JUMBO)
+    ideal = metrics.fabric_ideal(topo, jobs, solo)
+    ideal_avg = statistics.fmean(ideal.values())
+    base = run_saved(ctx, exp, SimConfig(f"{cc}-{n}jobs/base", topo, jobs, iterations, cc=cc, tcp=JUMBO, seed=seed,
+                                         **FABRIC))  # fmt: skip
+    ml = run_saved(ctx, exp, SimConfig(f"{cc}-{n}jobs/mltcp", topo, jobs, iterations, cc=cc, mltcp=True, tcp=JUMBO,
+                                       seed=seed, **FABRIC))  # fmt: skip
+    b, m = summarise(base.records)[1], summarise(ml.records)[1]
+    ib = metrics.fabric_interleaving(base.records, groups)
+    im = metrics.fabric_interleaving(ml.records, groups)
+    row = ScaleRow(
+        cc=cc,
+        jobs=n,
+        seed=seed,
+        scale=scale,
+        base_avg_ms=1e3 * b.avg,
+        mltcp_avg_ms=1e3 * m.avg,
+        avg_speedup=b.avg / m.avg,
+        p99_speedup=b.p99 / m.p99,
+        ideal_speedup=b.avg / ideal_avg,
+        share=share_of_ideal_gain(b.avg, m.avg, ideal_avg),
+        links_shared=im.groups,
+        interleaved_mltcp=im.interleaved,
+        interleaved_base=ib.interleaved,
+        mltcp_from=_median(im.median),
+        base_from=_median(ib.median),
+    )
+    return row, base, ml
+
+
 def at_scale(ctx: Context, counts: Sequence[int] = (4, 8, 16, 32), ccs: Sequence[str] = ("reno", "cubic")) -> str:
     exp = "scale"
     counts = ctx.jobs or counts
@@ -100,38 +136,9 @@ def at_scale(ctx: Context, counts: Sequence[int] = (4, 8, 16, 32), ccs: Sequence
     rows: list[ScaleRow] = []
     for cc in ccs:
         for n in counts:
-            jobs = scale_jobs(topo, n, scale)
-            groups = metrics.shared_groups(topo, jobs)
             for seed in ctx.seeds:
-                solo = fabric_solo(ctx, exp, topo, jobs, min(iterations, 5), cc, seed, tcp)
-                ideal = metrics.fabric_ideal(topo, jobs, solo)
-                ideal_avg = statistics.fmean(ideal.values())
-                base = run_saved(ctx, exp, SimConfig(f"{cc}-{n}jobs/base", topo, jobs, iterations, cc=cc, tcp=tcp,
-                                                     seed=seed, **FABRIC))  # fmt: skip
-                ml = run_saved(ctx, exp, SimConfig(f"{cc}-{n}jobs/mltcp", topo, jobs, iterations, cc=cc, mltcp=True,
-                                                   tcp=tcp, seed=seed, **FABRIC))  # fmt: skip
-                b, m = summarise(base.records)[1], summarise(ml.records)[1]
-                ib = metrics.fabric_interleaving(base.records, groups)
-                im = metrics.fabric_interleaving(ml.records, groups)
-                rows.append(
-                    ScaleRow(
-                        cc=cc,
-                        jobs=n,
-                        seed=seed,
-                        scale=scale,
-                        base_avg_ms=1e3 * b.avg,
-                        mltcp_avg_ms=1e3 * m.avg,
-                        avg_speedup=b.avg / m.avg,
-                        p99_speedup=b.p99 / m.p99,
-                        ideal_speedup=b.avg / ideal_avg,
-                        share=share_of_ideal_gain(b.avg, m.avg, ideal_avg),
-                        links_shared=im.groups,
-                        interleaved_mltcp=im.interleaved,
-                        interleaved_base=ib.interleaved,
-                        mltcp_from=_median(im.median),
-                        base_from=_median(ib.median),
-                    )
-                )
+                row, base, ml = compare(ctx, exp, topo, n, cc, seed, scale, iterations)
+                rows.append(row)
                 if n == counts[-1] and seed == ctx.seeds[0] and cc == ccs[0]:
                     for name, res in (("base", base), ("mltcp", ml)):
                         few = [r for r in res.records if r.job <= 6]

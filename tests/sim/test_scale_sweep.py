@@ -1,0 +1,59 @@
+"""The scale sweep's conclusions on hand-made rows (pure Python: no ns-3 needed): where the figures settle,
+the events per unit of work, and the published table."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+
+from mlfc.lab.figures import render_sim_scale
+from mlfc.sim.experiments.scale_sweep import TOLERANCE, SweepRow, conclusion, events_per_unit, settled_scale
+
+BASE = SweepRow(scale=0.01, cc="reno", jobs=8, seed=1, iterations=20, base_avg_ms=3.0, mltcp_avg_ms=3.0,
+                avg_speedup=1.0, p99_speedup=1.0, ideal_speedup=1.2, share=0.0, links_shared=2,
+                interleaved_mltcp=1, interleaved_base=1, events=1_000_000, wall_s=2.0)  # fmt: skip
+
+
+def at(scale: float, speedup: float, seed: int = 1, **kw: float) -> SweepRow:
+    return replace(BASE, scale=scale, avg_speedup=speedup, seed=seed, **kw)
+
+
+def test_settles_where_every_larger_scale_agrees() -> None:
+    rows = [at(0.005, 0.90), at(0.01, 1.00), at(0.02, 1.10), at(0.05, 1.12), at(0.1, 1.11)]
+    assert settled_scale(rows) == 0.02
+
+
+def test_a_later_change_unsettles_a_smaller_scale() -> None:
+    # 0.02 and 0.05 agree, but 0.1 moves away from both: only the largest pair could settle, and it does not
+    rows = [at(0.02, 1.10), at(0.05, 1.11), at(0.1, 1.11 + 2 * TOLERANCE)]
+    assert settled_scale(rows) is None
+
+
+def test_seed_means_are_compared_not_single_seeds() -> None:
+    rows = [at(0.05, 1.00, seed=1), at(0.05, 1.10, seed=2), at(0.1, 1.05, seed=1), at(0.1, 1.06, seed=2)]
+    assert settled_scale(rows) == 0.05
+
+
+def test_the_ideal_counts_too() -> None:
+    rows = [at(0.05, 1.1, ideal_speedup=1.5), at(0.1, 1.1, ideal_speedup=1.2)]
+    assert settled_scale(rows) is None
+
+
+def test_events_per_unit_of_work() -> None:
+    # two runs of 8 jobs x 20 iterations at scale 0.01: 1e6 / (2 x 8 x 20 x 0.01)
+    assert events_per_unit([BASE]) == 312_500
+    assert events_per_unit([replace(BASE, events=0)]) is None  # resumed runs carry no events
+
+
+def test_conclusion_per_configuration() -> None:
+    rows = [at(0.05, 1.1), at(0.1, 1.1), replace(at(0.05, 1.0), jobs=16), replace(at(0.1, 1.3), jobs=16)]
+    meta = conclusion(rows)
+    assert meta["settled_from"] == {"reno, 8 jobs, 20 iterations": 0.05, "reno, 16 jobs, 20 iterations": None}
+    assert meta["tolerance"] == TOLERANCE
+
+
+def test_published_table() -> None:
+    rows = [{**asdict(at(s, 1.05, seed=k)), "command": "python -m mlfc.sim scales"} for s in (0.05, 0.1)
+            for k in (1, 2)]  # fmt: skip
+    text = render_sim_scale({"rows": rows, **conclusion([at(0.05, 1.05), at(0.1, 1.05)])})
+    assert "| 0.05 | reno, 8 jobs, 20 iterations | 1, 2 | 3, 3 | 1.050, 1.050 |" in text
+    assert "settle from scale **0.05**" in text
