@@ -6,7 +6,7 @@ time limits says what the full-size run, ~6 hours at today's event rate, would."
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -125,23 +125,37 @@ def scale_sweep(ctx: Context, scales: Sequence[float] = SCALES, counts: Sequence
     return summary(ctx, exp, "The smallest scale that stands for full model bytes", body)
 
 
+KEY = ("scale", "cc", "jobs", "seed", "iterations")
+
+
 def _publish(ctx: Context, exp: str, rows: Sequence[SweepRow]) -> dict[str, Any]:
-    """docs/data/sim-scale/: the rows run now (a resumed run's row is already there, with its events), each
-    run's iteration records, and what all published rows conclude; returns that conclusion."""
+    """docs/data/sim-scale/: the rows, each run's iteration records (the solo runs' too: the ideal comes from
+    them), and what all published rows conclude; returns that conclusion. A row resumed from records that
+    kept no cost keeps the published row's events, wall time and command."""
     from mlfc.lab.figures import load, publish
 
-    fresh = [r for r in rows if r.events]
+    def ident(r: Mapping[str, Any]) -> tuple:
+        return tuple(r[k] for k in KEY)
+
+    before = {ident(r): r for r in load("sim-scale")["rows"]}
+    out = []
+    for r in rows:
+        row = {**asdict(r), "command": ctx.command}
+        old = before.get(ident(row))
+        if not r.events and old is not None:
+            row.update(events=old["events"], wall_s=old["wall_s"], command=old["command"])
+        out.append(row)
     runs = [
         (p, f"x{r.scale:g}_{p.name}")
-        for r in fresh
-        for p in sorted((ctx.dir(f"{exp}/x{r.scale:g}") / "runs").glob(f"{r.cc}-{r.jobs}jobs_*_s{r.seed}.csv"))
+        for r in rows
+        for pattern in (f"{r.cc}-{r.jobs}jobs_*_s{r.seed}.csv", f"solo-{r.cc}-*_s{r.seed}.csv")
+        for p in sorted((ctx.dir(f"{exp}/x{r.scale:g}") / "runs").glob(pattern))
     ]
-    key = ("scale", "cc", "jobs", "seed", "iterations")
-    publish("sim-scale", [{**asdict(r), "command": ctx.command} for r in fresh], key=key, runs=runs)
+    publish("sim-scale", out, key=KEY, runs=runs)
     names = {f.name for f in fields(SweepRow)}
     every = [SweepRow(**{k: v for k, v in r.items() if k in names}) for r in load("sim-scale")["rows"]]
     meta = conclusion(every)
-    publish("sim-scale", [], key=key, meta=meta)
+    publish("sim-scale", [], key=KEY, meta=meta)
     return meta
 
 
