@@ -53,7 +53,7 @@ def test_a_16k_flow_table_compiled_in_holds_on_the_switch(switch_factory, tmp_pa
         conn.load_pipeline(force=True)
         conn.write_entries([flow(i) for i in range(16384)])
         # the reference switch says RESOURCE_EXHAUSTED; PI reports BMv2's full table as UNKNOWN
-        with pytest.raises(Exception, match="RESOURCE_EXHAUSTED|Error when adding match entry"):
+        with pytest.raises(Exception, match=r"RESOURCE_EXHAUSTED|Error when adding match entry"):
             conn.write_entries([flow(16384)])
         assert len(conn.read_entries([contract.FLOWS])) == 16384
 

@@ -3,10 +3,21 @@ the events per unit of work, and the published table."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 
-from mlfc.lab.figures import render_sim_scale
-from mlfc.sim.experiments.scale_sweep import TOLERANCE, SweepRow, conclusion, events_per_unit, settled_scale
+import pytest
+
+from mlfc.lab.figures import load, render_sim_scale
+from mlfc.sim.experiments.bench import full_size
+from mlfc.sim.experiments.scale_sweep import (
+    TOLERANCE,
+    SweepRow,
+    conclusion,
+    events_per_unit,
+    settled_scale,
+)
+
+SWEEP_FIELDS = [f.name for f in fields(SweepRow)]
 
 BASE = SweepRow(scale=0.01, cc="reno", jobs=8, seed=1, iterations=20, base_avg_ms=3.0, mltcp_avg_ms=3.0,
                 avg_speedup=1.0, p99_speedup=1.0, ideal_speedup=1.2, share=0.0, links_shared=2,
@@ -57,3 +68,16 @@ def test_published_table() -> None:
     text = render_sim_scale({"rows": rows, **conclusion([at(0.05, 1.05), at(0.1, 1.05)])})
     assert "| 0.05 | reno, 8 jobs, 20 iterations | 1, 2 | 3, 3 | 1.050, 1.050 |" in text
     assert "settle from scale **0.05**" in text
+
+
+def test_events_grow_in_proportion_to_the_scale_in_the_published_sweep() -> None:
+    # bench/sim_bench.py projects the full-size wall time from a small run on this premise
+    rows = [SweepRow(**{k: r[k] for k in SWEEP_FIELDS}) for r in load("sim-scale")["rows"]]
+    per = {r.scale: r.events / (2 * r.jobs * r.iterations * r.scale) for r in rows if r.events}
+    assert min(per) <= 0.01 and max(per) == 1.0, "the sweep reaches from 1/100 to full size"
+    assert max(per.values()) / min(per.values()) < 1.05
+
+
+def test_full_size_projection() -> None:
+    # 100 s in all, 90 s of it simulating at scale 0.02: 10 s of set-up + 90 / 0.02
+    assert full_size(100.0, 90.0, 0.02) == pytest.approx(4510.0)
