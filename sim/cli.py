@@ -68,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
         "--scales",
         type=_factors,
         default=None,
-        help="scales: comma-separated factors swept (default 0.005,0.01,0.02,0.05,0.1)",
+        help="scales: comma-separated factors swept (default 0.005,0.01,0.02,0.05,0.1,0.2,0.5,1)",
     )
     ap.add_argument("--publish", action="store_true", help="scales: also write docs/data/sim-scale/")
     return ap

@@ -11,6 +11,7 @@ from mlfc.sim.experiments.common import (
     FABRIC,
     JUMBO,
     Context,
+    against_baseline,
     col,
     fabric_solo,
     its,
@@ -21,7 +22,7 @@ from mlfc.sim.experiments.common import (
     write_table,
 )
 from mlfc.sim.jobs import RING, SimJob
-from mlfc.sim.lab import plot_timeline, share_of_ideal_gain, summarise
+from mlfc.sim.lab import plot_timeline
 from mlfc.sim.simulation import SimConfig
 from mlfc.sim.topology import GBPS, leaf_spine
 
@@ -77,17 +78,11 @@ def circular(ctx: Context) -> str:
             cfg = SimConfig(f"a{a:g}/base", topo, jobs, iterations, tcp=tcp, seed=seed, **FABRIC)
             base = run_saved(ctx, exp, cfg)
             ml = run_saved(ctx, exp, replace(cfg, name=f"a{a:g}/mltcp", mltcp=True))
-            b, m = summarise(base.records)[1], summarise(ml.records)[1]
             rows.append(
                 CircularRow(
                     a=a,
                     seed=seed,
-                    base_avg_ms=1e3 * b.avg,
-                    mltcp_avg_ms=1e3 * m.avg,
-                    avg_speedup=b.avg / m.avg,
-                    p99_speedup=b.p99 / m.p99,
-                    ideal_speedup=b.avg / ideal_avg,
-                    share=share_of_ideal_gain(b.avg, m.avg, ideal_avg),
+                    **against_baseline(base, ml, ideal_avg),
                     mltcp_interleaved=_pairs(metrics.fabric_interleaving(ml.records, groups)),
                     base_interleaved=_pairs(metrics.fabric_interleaving(base.records, groups)),
                 )

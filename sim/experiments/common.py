@@ -19,7 +19,7 @@ from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
 from mlfc.sim import metrics
 from mlfc.sim.jobs import SimJob
-from mlfc.sim.lab import IterationRecord, read_csv, summarise, write_csv
+from mlfc.sim.lab import IterationRecord, read_csv, share_of_ideal_gain, summarise, write_csv
 from mlfc.sim.network import TcpSettings
 from mlfc.sim.simulation import RunStats, SimConfig, SimResult, run
 from mlfc.sim.topology import SimTopology
@@ -110,6 +110,20 @@ def solo_stats(records: Sequence[IterationRecord]) -> tuple[float, float, float]
     per, _ = summarise(records)
     p = per[0]
     return p.avg, p.comm_avg, p.push_avg
+
+
+def against_baseline(base: SimResult, mltcp: SimResult, ideal_avg: float) -> dict[str, float]:
+    """MLTCP's run against the unmodified one and the ideal average iteration: the figures every comparison
+    table carries (base/mltcp avg ms, avg and p99 speed-up, ideal speed-up, share of the ideal gain)."""
+    b, m = summarise(base.records)[1], summarise(mltcp.records)[1]
+    return {
+        "base_avg_ms": 1e3 * b.avg,
+        "mltcp_avg_ms": 1e3 * m.avg,
+        "avg_speedup": b.avg / m.avg,
+        "p99_speedup": b.p99 / m.p99,
+        "ideal_speedup": b.avg / ideal_avg,
+        "share": share_of_ideal_gain(b.avg, m.avg, ideal_avg),
+    }
 
 
 # ---- the 100 Gb/s fabric ------------------------------------------------------------------------

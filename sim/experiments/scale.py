@@ -14,6 +14,7 @@ from mlfc.sim.experiments.common import (
     FABRIC,
     JUMBO,
     Context,
+    against_baseline,
     col,
     fabric_solo,
     md_table,
@@ -23,7 +24,7 @@ from mlfc.sim.experiments.common import (
     write_table,
 )
 from mlfc.sim.jobs import MODELS, PS, SimJob, model_job
-from mlfc.sim.lab import plot_timeline, share_of_ideal_gain, summarise
+from mlfc.sim.lab import plot_timeline
 from mlfc.sim.simulation import SimConfig, SimResult
 from mlfc.sim.topology import GBPS, SimTopology, leaf_spine
 
@@ -102,7 +103,6 @@ def compare(ctx: Context, exp: str, topo: SimTopology, n: int, cc: str, seed: in
                                          **FABRIC))  # fmt: skip
     ml = run_saved(ctx, exp, SimConfig(f"{cc}-{n}jobs/mltcp", topo, jobs, iterations, cc=cc, mltcp=True, tcp=JUMBO,
                                        seed=seed, **FABRIC))  # fmt: skip
-    b, m = summarise(base.records)[1], summarise(ml.records)[1]
     ib = metrics.fabric_interleaving(base.records, groups)
     im = metrics.fabric_interleaving(ml.records, groups)
     row = ScaleRow(
@@ -110,12 +110,7 @@ def compare(ctx: Context, exp: str, topo: SimTopology, n: int, cc: str, seed: in
         jobs=n,
         seed=seed,
         scale=scale,
-        base_avg_ms=1e3 * b.avg,
-        mltcp_avg_ms=1e3 * m.avg,
-        avg_speedup=b.avg / m.avg,
-        p99_speedup=b.p99 / m.p99,
-        ideal_speedup=b.avg / ideal_avg,
-        share=share_of_ideal_gain(b.avg, m.avg, ideal_avg),
+        **against_baseline(base, ml, ideal_avg),
         links_shared=im.groups,
         interleaved_mltcp=im.interleaved,
         interleaved_base=ib.interleaved,

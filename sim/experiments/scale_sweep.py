@@ -1,7 +1,7 @@
 """7. How small a scale stands for full model bytes (issue 28, item 4): the scale experiment's comparison
 (MLTCP against the unmodified controller, against the ideal) repeated at growing fractions of the models'
-bytes and compute times. From the smallest scale on which the figures stop changing, a run that fits the
-time limits says what the full-size run, ~6 hours at today's event rate, would."""
+bytes and compute times, up to full size. From the smallest scale on which the figures stop changing, a
+small run says what a full-size one (16 jobs x 50 iterations: ~1.5 hours on one core) would."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from mlfc.sim.experiments.common import Context, col, md_table, seeds_text, summ
 from mlfc.sim.experiments.scale import ScaleRow, compare, scale_fabric
 from mlfc.sim.simulation import SimResult
 
-SCALES = (0.005, 0.01, 0.02, 0.05, 0.1)
+SCALES = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # the published sweep (~1 hour a seed on one core)
 # Two scales agree when MLTCP's average and p99 speed-up and the ideal speed-up differ by at most this much:
 # about the seed-to-seed spread of the speed-ups in the validation runs (docs/results.md), fixed before the
 # sweep ran.
@@ -24,46 +24,18 @@ COMPARED = ("avg_speedup", "p99_speedup", "ideal_speedup")
 
 
 @dataclass(frozen=True)
-class SweepRow:
-    """scales.csv: one scale, congestion control, job count and seed."""
+class SweepRow(ScaleRow):
+    """scales.csv: the scale experiment's row for one scale, congestion control, job count and seed, with
+    the run's length and what its two runs cost."""
 
-    scale: float = col("scale")
-    cc: str = col("cc")
-    jobs: int = col("jobs")
-    seed: int = col("seed")
     iterations: int = col("iterations")
-    base_avg_ms: float = col("base avg ms")
-    mltcp_avg_ms: float = col("mltcp avg ms")
-    avg_speedup: float = col("avg speed-up")
-    p99_speedup: float = col("p99 speed-up")
-    ideal_speedup: float = col("ideal speed-up")
-    share: float = col("share of ideal")
-    links_shared: int = col("links shared")
-    interleaved_mltcp: int = col("interleaved (mltcp)")
-    interleaved_base: int = col("interleaved (base)")
     events: int = col("events (both runs)")
     wall_s: float = col("wall s (both runs)")
 
 
 def sweep_row(row: ScaleRow, iterations: int, runs: Sequence[SimResult]) -> SweepRow:
-    return SweepRow(
-        scale=row.scale,
-        cc=row.cc,
-        jobs=row.jobs,
-        seed=row.seed,
-        iterations=iterations,
-        base_avg_ms=row.base_avg_ms,
-        mltcp_avg_ms=row.mltcp_avg_ms,
-        avg_speedup=row.avg_speedup,
-        p99_speedup=row.p99_speedup,
-        ideal_speedup=row.ideal_speedup,
-        share=row.share,
-        links_shared=row.links_shared,
-        interleaved_mltcp=row.interleaved_mltcp,
-        interleaved_base=row.interleaved_base,
-        events=sum(r.stats.events for r in runs),
-        wall_s=sum(r.stats.wall_s for r in runs),
-    )
+    return SweepRow(**asdict(row), iterations=iterations, events=sum(r.stats.events for r in runs),
+                    wall_s=sum(r.stats.wall_s for r in runs))  # fmt: skip
 
 
 def settled_scale(rows: Sequence[SweepRow], tolerance: float = TOLERANCE) -> float | None:
@@ -130,8 +102,8 @@ KEY = ("scale", "cc", "jobs", "seed", "iterations")
 
 def _publish(ctx: Context, exp: str, rows: Sequence[SweepRow]) -> dict[str, Any]:
     """docs/data/sim-scale/: the rows, each run's iteration records (the solo runs' too: the ideal comes from
-    them), and what all published rows conclude; returns that conclusion. A row resumed from records that
-    kept no cost keeps the published row's events, wall time and command."""
+    them), and what all published rows conclude; returns that conclusion. With --resume a row keeps the
+    published row's command (and its events and wall time, if the records kept no cost)."""
     from mlfc.lab.figures import load, publish
 
     def ident(r: Mapping[str, Any]) -> tuple:
@@ -142,8 +114,10 @@ def _publish(ctx: Context, exp: str, rows: Sequence[SweepRow]) -> dict[str, Any]
     for r in rows:
         row = {**asdict(r), "command": ctx.command}
         old = before.get(ident(row))
-        if not r.events and old is not None:
-            row.update(events=old["events"], wall_s=old["wall_s"], command=old["command"])
+        if ctx.resume and old is not None:  # the records came from the run the published row names
+            row["command"] = old["command"]
+            if not r.events:
+                row.update(events=old["events"], wall_s=old["wall_s"])
         out.append(row)
     runs = [
         (p, f"x{r.scale:g}_{p.name}")
@@ -176,27 +150,7 @@ def conclusion(rows: Sequence[SweepRow]) -> dict[str, Any]:
 
 
 def plot_sweep(path: Path, rows: Sequence[SweepRow]) -> None:
-    """MLTCP's avg and p99 speed-up and the ideal against the scale (log), one line per cc and job count,
-    seeds as points around their mean."""
-    import matplotlib
+    """The docs' plot of the published sweep (lab/figures.py), for these rows."""
+    from mlfc.lab.figures import plot_sim_scale
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for cc, n in sorted({(r.cc, r.jobs) for r in rows}):
-        mine = [r for r in rows if r.cc == cc and r.jobs == n]
-        scales = sorted({r.scale for r in mine})
-        for what, style in (("avg_speedup", "-o"), ("p99_speedup", "-s"), ("ideal_speedup", "--")):
-            ys = [statistics.fmean(getattr(r, what) for r in mine if r.scale == s) for s in scales]
-            ax.plot(scales, ys, style, label=f"{cc}, {n} jobs: {what.replace('_', ' ')}")
-            ax.scatter([r.scale for r in mine], [getattr(r, what) for r in mine], s=8, alpha=0.4)
-    ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("scale (fraction of the models' bytes and compute times)")
-    ax.set_ylabel("speed-up over the unmodified controller")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plot_sim_scale({"rows": [asdict(r) for r in rows]}, path)

@@ -21,7 +21,8 @@ SWEEP_FIELDS = [f.name for f in fields(SweepRow)]
 
 BASE = SweepRow(scale=0.01, cc="reno", jobs=8, seed=1, iterations=20, base_avg_ms=3.0, mltcp_avg_ms=3.0,
                 avg_speedup=1.0, p99_speedup=1.0, ideal_speedup=1.2, share=0.0, links_shared=2,
-                interleaved_mltcp=1, interleaved_base=1, events=1_000_000, wall_s=2.0)  # fmt: skip
+                interleaved_mltcp=1, interleaved_base=1, mltcp_from="3", base_from="3", events=1_000_000,
+                wall_s=2.0)  # fmt: skip
 
 
 def at(scale: float, speedup: float, seed: int = 1, **kw: float) -> SweepRow:
