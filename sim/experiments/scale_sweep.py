@@ -125,11 +125,11 @@ def _publish(ctx: Context, exp: str, rows: Sequence[SweepRow]) -> dict[str, Any]
         for pattern in (f"{r.cc}-{r.jobs}jobs_*_s{r.seed}.csv", f"solo-{r.cc}-*_s{r.seed}.csv")
         for p in sorted((ctx.dir(f"{exp}/x{r.scale:g}") / "runs").glob(pattern))
     ]
-    publish("sim-scale", out, key=KEY, runs=runs)
+    # the conclusion of every row the summary will hold (publish replaces a row by its key), in one write
     names = {f.name for f in fields(SweepRow)}
-    every = [SweepRow(**{k: v for k, v in r.items() if k in names}) for r in load("sim-scale")["rows"]]
-    meta = conclusion(every)
-    publish("sim-scale", [], key=KEY, meta=meta)
+    merged = {**before, **{ident(r): r for r in out}}.values()
+    meta = conclusion([SweepRow(**{k: v for k, v in r.items() if k in names}) for r in merged])
+    publish("sim-scale", out, key=KEY, runs=runs, meta=meta)
     return meta
 
 
