@@ -61,13 +61,14 @@ def run_mix(
     out: Path,
     repeat: int = 1,
     fs: Sequence[MltcpParams | None] = (None,),
-    published: list[dict] | None = None,
+    published: dict[str, list] | None = None,
     ack_delay: float | None = None,
 ) -> str:
     """Solo runs, then ``repeat`` rounds of every treatment (rounds, not treatments, repeat, so slow drift of
     the machine hits every treatment alike); an MLTCP treatment runs once per F of ``fs`` in each round
-    (None: the controller's default F). Returns the mix's markdown section; with ``published`` given, one
-    row per MLTCP treatment and F in docs/data/mltcp's schema is appended to it (lab/figures.py)."""
+    (None: the controller's default F). Returns the mix's markdown section; with ``published`` given, the
+    rows of docs/data/<experiment> are appended to ``published[experiment]`` (lab/figures.py): one per
+    MLTCP treatment and F under "mltcp", one per treatment of the coordinator's under "coordinated"."""
     topo = mix.build_topology()
     run_dir = out / mix.name
     base_cfg = stack_config(mix, TREATMENTS["baseline"], iterations, ack_delay=ack_delay)
@@ -121,7 +122,11 @@ def run_mix(
                 lines.append("")
     lines += _speedup_table(mix, rows, ideal, repeat)
     if published is not None:
-        published += mltcp_rows(mix, dataplane, rows, ideal, variants, label, csvs, iterations, ack_delay, acks)
+        for experiment, which in PUBLISHED.items():
+            chosen = [(t, f) for t, f in variants if which(t)]
+            published.setdefault(experiment, []).extend(
+                comparison_rows(mix, dataplane, rows, ideal, chosen, label, csvs, iterations, ack_delay, acks)
+            )
     if notes:
         lines += [f"### {mix.name}: the coordinator's fallback (seconds after the run's start)", "", "```", *notes,
                   "```", ""]  # fmt: skip
@@ -137,11 +142,15 @@ def check_f(name: str, treatment: Treatment, f: MltcpParams | None, result: Trea
         raise StackError(f"{name}: the jobs ran F {', '.join(sorted(ran)) or '-'}, not the requested {want or '-'}")
 
 
-MLTCP_KEY = ("mix", "cc", "dataplane", "treatment", "f", "ack_delay")
-MLTCP_SCHEMA = "issue 24: one row per mix, dataplane, MLTCP treatment and F; share_of_ideal per round (0..1)"
+# What each published experiment holds: MLTCP alone (issue 24's targets), and every treatment in which the
+# coordinator sets the switches' priorities (MAIF, interleaving, MLTCP with either, the fallback).
+PUBLISHED: dict[str, Callable[[Treatment], bool]] = {
+    "mltcp": lambda t: t.mltcp and t.priorities == "none",
+    "coordinated": lambda t: t.priorities != "none",
+}
 
 
-def mltcp_rows(
+def comparison_rows(
     mix: Mix,
     dataplane: dataplanes.Dataplane,
     rows: dict[str, Rounds],
@@ -153,22 +162,22 @@ def mltcp_rows(
     ack_delay: float | None = None,
     acks: dict[int, float] | None = None,
 ) -> list[tuple[dict, list[tuple[Path, str]]]]:
-    """docs/data/mltcp rows (issue 24's schema) of the MLTCP treatments, each with its CSVs to copy and
-    its baseline's (same run, same rounds)."""
+    """docs/data rows (issue 24's schema) of ``variants`` against their baselines, each with its CSVs to
+    copy and its baseline's (same run, same rounds)."""
     ideal_avg = sum(ideal.values()) / len(ideal)
     ideal_p99 = max(ideal.values())
     out = []
     plane = dataplane.name
     for t, f in variants:
-        if not t.mltcp or t.baseline not in rows:
+        if t.baseline not in rows:
             continue
         name, base = label(t, f), rows[t.baseline]
         row = rows[name]
-        text = format_params(f or default_params(t.cc))
+        text = format_params(f or default_params(t.cc)) if t.mltcp else "-"
         command = (
             f"python -m mlfc.lab.e2e --mix {mix.name} --treatment {t.baseline} --treatment {t.name} "
-            f"--dataplane {plane} --iterations {iterations} --repeat {len(row.results)} "
-            f"--f {text}{'' if ack_delay is None else f' --ack-delay {ack_delay:g}'} --publish"
+            f"--dataplane {plane} --iterations {iterations} --repeat {len(row.results)}"
+            f"{f' --f {text}' if t.mltcp else ''}{'' if ack_delay is None else f' --ack-delay {ack_delay:g}'} --publish"
         )
         record = {
             "mix": mix.name,
@@ -198,6 +207,10 @@ def mltcp_rows(
             # ACK packets per data packet alone, per job: the ideal counts them on the packet-rate bottleneck
             "ack_share": {str(j): round(a, 3) for j, a in sorted((acks or {}).items())},
         }
+        if t.fallback:
+            record["fallback_engaged_s"] = [
+                None if r.fallback_at is None else round(r.fallback_at, 1) for r in row.results
+            ]
         tag = f"{mix.name}/{plane}{'' if ack_delay is None else f'-ackdelay{ack_delay:g}'}/{name.replace(':', '_')}"
         runs = [(p, f"{tag}-r{i + 1}.csv") for i, p in enumerate(csvs[name])]
         runs += [(p, f"{tag.rsplit('/', 1)[0]}/{t.baseline}-r{i + 1}.csv") for i, p in enumerate(csvs[t.baseline])]
@@ -260,7 +273,10 @@ def run_treatment(
     write_csv(stem.parent / f"{stem.name}.csv", res.records)
     if res.records:
         plot_timeline(stem.parent / f"{stem.name}.png", res.records, title, marks)
-    return TreatmentResult(treatment, res, per_job, overall, interleaving_iteration(res.records))
+    engaged = [s.time - t0 for s in switches if s.engaged]
+    return TreatmentResult(
+        treatment, res, per_job, overall, interleaving_iteration(res.records), min(engaged) if engaged else None
+    )
 
 
 def _treatment_table(mix: Mix, treatment: Treatment, res: StackRun, per_job, overall) -> list[str]:
@@ -361,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     preexisting = set(leftovers())  # not ours: only what this run leaves behind counts
-    published: list[dict] | None = [] if args.publish else None
+    published: dict[str, list] | None = {} if args.publish else None
     sections = [f"# mlfc end-to-end results ({time.strftime('%Y-%m-%d %H:%M')})", ""]
     for plane in planes:
         say(f"dataplane: {dataplanes.describe(plane)}")
@@ -381,10 +397,16 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             sections.append(section)
             (args.out / "summary.md").write_text("\n".join(sections))
-    if published:
-        rows, runs = zip(*published, strict=True)
+    for experiment, made in (published or {}).items():
+        if not made:
+            continue
+        rows, runs = zip(*made, strict=True)
         path = figures.publish(
-            "mltcp", list(rows), key=MLTCP_KEY, runs=[r for rs in runs for r in rs], meta={"schema": MLTCP_SCHEMA}
+            experiment,
+            list(rows),
+            key=figures.MLTCP_KEY,
+            runs=[r for rs in runs for r in rs],
+            meta={"schema": figures.SCHEMAS[experiment]},
         )
         say(f"published {len(rows)} row(s) to {path}; `make figures` regenerates the docs' tables")
     left = sorted(set(leftovers()) - preexisting)

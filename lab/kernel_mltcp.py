@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlfc.hosts.kernel import KernelMltcpError, loader, namespaces
+from mlfc.lab import figures
 from mlfc.lab.results import IterationRecord, format_table, markdown_table, plot_timeline, summarise, write_csv
 from mlfc.lab.scenarios import ideal_iteration_times, interleaving_iteration, share_of_ideal_gain
 from mlfc.policy.mltcp import IterationDetection, MltcpParams
@@ -313,7 +314,9 @@ class Cell:
     family: str
     runs: list[RunResult] = field(default_factory=list)
     ideal_avgs: list[float] = field(default_factory=list)
+    ideal_p99s: list[float] = field(default_factory=list)  # the slowest job's ideal time, per round
     base_avgs: list[float] = field(default_factory=list)
+    csvs: list[Path] = field(default_factory=list)  # each round's per-iteration records
 
     def shares(self) -> list[float]:
         return [
@@ -389,20 +392,64 @@ def write_round_csv(path: Path, cells: list[Cell]) -> None:
                             sum(x.retransmits for x in r.records)])  # fmt: skip
 
 
-def targets(cells: list[Cell]) -> list[str]:
+def published_rows(cells: list[Cell], command: str) -> list[tuple[dict, list[tuple[Path, str]]]]:
+    """docs/data/mltcp rows (issue 24's schema, dataplane "kernel") of the MLTCP treatments, each with its
+    own and its baseline's per-round CSVs (same rounds)."""
+    by_key = {(c.mix, c.treatment): c for c in cells}
     out = []
-    for mix, goal in (("compat-2", 0.9), ("compat-4", 0.8)):
-        for c in cells:
-            if c.mix == mix and c.treatment not in FAMILIES:
-                vals = [v for v in c.shares() if not math.isnan(v)]
-                if vals:
-                    m = statistics.fmean(vals)
-                    verdict = "met" if m >= goal else "MISSED"
-                    out.append(
-                        f"{mix} {c.treatment}: {m:.0%} of the ideal gain, mean of {len(vals)} rounds "
-                        f"({min(vals):.0%}..{max(vals):.0%}; pooled {c.pooled_share():.0%}) "
-                        f"(target >= {goal:.0%}): {verdict}"
-                    )
+    for c in cells:
+        if c.treatment in FAMILIES:
+            continue
+        base = by_key[(c.mix, c.family)]
+        mean = statistics.fmean
+        b_avg, b_p99 = mean(r.avg for r in base.runs), mean(r.p99 for r in base.runs)
+        ideal_avg, ideal_p99 = mean(c.ideal_avgs), mean(c.ideal_p99s)
+        f = c.treatment.split(" ", 1)[1]
+        row = {
+            "mix": c.mix,
+            "cc": c.family,
+            "dataplane": "kernel",
+            "treatment": FAMILIES[c.family],
+            "jobs": len(MIXES[c.mix].profiles),
+            "rounds": len(c.runs),
+            "share_of_ideal": [None if math.isnan(v) else round(v, 4) for v in c.shares()],
+            "avg_speedup": round(b_avg / mean(r.avg for r in c.runs), 4),
+            "p99_speedup": round(b_p99 / mean(r.p99 for r in c.runs), 4),
+            "ideal_avg": round(b_avg / ideal_avg, 4),
+            "ideal_p99": round(b_p99 / ideal_p99, 4),
+            "interleaved_from": [r.interleaved_at for r in c.runs],
+            "f": f,
+            "command": command,
+            "baseline_avg_s": round(b_avg, 4),
+            "avg_s": round(mean(r.avg for r in c.runs), 4),
+            "pooled_share": None if math.isnan(c.pooled_share()) else round(c.pooled_share(), 4),
+            "retransmits": [sum(x.retransmits for x in r.records) for r in c.runs],
+            "baseline_retransmits": [sum(x.retransmits for x in r.records) for r in base.runs],
+            "measured": time.strftime("%Y-%m-%d"),
+            "ack_delay": None,
+        }
+        tag = f"{c.mix}/kernel"
+        runs = [(p, f"{tag}/{FAMILIES[c.family]}@{f.replace(':', '_')}-r{i + 1}.csv") for i, p in enumerate(c.csvs)]
+        runs += [(p, f"{tag}/{c.family}-r{i + 1}.csv") for i, p in enumerate(base.csvs)]
+        out.append((row, runs))
+    return out
+
+
+def targets(cells: list[Cell]) -> list[str]:
+    """Issue 24's kernel targets (lab/figures.py's table, the one the docs are generated with)."""
+    out = []
+    for row, _ in published_rows(cells, ""):
+        goal = figures.mltcp_target(row)
+        if goal == "-":
+            continue
+        vals = [v for v in row["share_of_ideal"] if v is not None]
+        m = statistics.fmean(vals) if vals else math.nan
+        out.append(
+            f"{row['mix']} {row['treatment']} {row['f']}: {m:.0%} of the ideal gain, mean of {len(vals)} rounds "
+            f"({min(vals, default=math.nan):.0%}..{max(vals, default=math.nan):.0%}; pooled "
+            f"{row['pooled_share'] if row['pooled_share'] is None else format(row['pooled_share'], '.0%')}) "
+            f"(target {goal.replace('>=', ' >= ')}): {'met' if figures.mltcp_meets(row) else 'MISSED'}"
+        )
     best = max((s for c in cells for s in c.ideal_speedups()), default=math.nan)
     out.append(
         f"largest ideal average gain of a run: {best:.2f}x (target >= 1.8x): {'met' if best >= 1.8 else 'MISSED'}"
@@ -444,7 +491,7 @@ def experiment(args: argparse.Namespace) -> int:
                 for mix_name in args.mixes.split(","):
                     mix = MIXES[mix_name]
                     for fam in families:
-                        ideal = _ideal(net, mix, fam, args, rate, out, rnd)
+                        ideal = _ideal(net, mix, fam, args, rate, out, rnd)  # (average, slowest job)
                         base = run_jobs(net, f"{mix.name}/{fam}", mix.profiles, fam, args.iterations, rate, args.flows)
                         _record(cells, mix.name, fam, fam, base, ideal, base.avg, out, rnd, t_start)
                         for params in grid:
@@ -495,11 +542,23 @@ def experiment(args: argparse.Namespace) -> int:
     for t in targets(list(cells.values())):
         say(t)
     say(f"results in {out}/ (summary.md, rounds.csv, per-run CSVs and timelines)")
+    if args.publish:
+        published = published_rows(list(cells.values()), args.command)
+        rows_, runs = zip(*published, strict=True) if published else ((), ())
+        path = figures.publish(
+            "mltcp",
+            list(rows_),
+            key=figures.MLTCP_KEY,
+            runs=[r for rs in runs for r in rs],
+            meta={"schema": figures.MLTCP_SCHEMA},
+        )
+        say(f"published {len(rows_)} row(s) to {path}; `make figures` regenerates the docs' tables")
     return 0
 
 
-def _ideal(net: Bottleneck, mix: Mix, fam: str, args, rate: float, out: Path, rnd: int) -> float:
-    """Each distinct profile alone under ``fam``: the ideal average iteration time of the mix."""
+def _ideal(net: Bottleneck, mix: Mix, fam: str, args, rate: float, out: Path, rnd: int) -> tuple[float, float]:
+    """Each distinct profile alone under ``fam``: the mix's ideal average iteration time and its slowest
+    job's."""
     solo_t, solo_comm = {}, {}
     by_profile: dict[Profile, RunResult] = {}
     for p in dict.fromkeys(mix.profiles):
@@ -513,17 +572,20 @@ def _ideal(net: Bottleneck, mix: Mix, fam: str, args, rate: float, out: Path, rn
     avg = sum(ideal.values()) / len(ideal)
     alone = ", ".join(f"{p.name} {r.avg:.3f} s" for p, r in by_profile.items())
     say(f"[round {rnd}] {mix.name} alone ({fam}): {alone}; ideal average {avg:.3f} s")
-    return avg
+    return avg, max(ideal.values())
 
 
-def _record(cells, mix: str, name: str, fam: str, res: RunResult, ideal: float, base_avg: float, out: Path, rnd: int,
-            t_start: float) -> None:  # fmt: skip
+def _record(cells, mix: str, name: str, fam: str, res: RunResult, ideals: tuple[float, float], base_avg: float,
+            out: Path, rnd: int, t_start: float) -> None:  # fmt: skip
+    ideal, ideal_slowest = ideals
     cell = cells.setdefault((mix, name), Cell(mix, name, fam))
     cell.runs.append(res)
     cell.ideal_avgs.append(ideal)
+    cell.ideal_p99s.append(ideal_slowest)
     cell.base_avgs.append(base_avg)
     stem = name.replace(" ", "_").replace(":", "_")
-    write_csv(out / mix / f"{stem}-r{rnd}.csv", res.records)
+    cell.csvs.append(out / mix / f"{stem}-r{rnd}.csv")
+    write_csv(cell.csvs[-1], res.records)
     plot_timeline(out / mix / f"{stem}-r{rnd}.png", res.records, f"{mix}: {name} (kernel TCP, round {rnd})")
     share = share_of_ideal_gain(base_avg, res.avg, ideal)
     gain = "" if name == fam or math.isnan(share) else f", {share:.0%} of the ideal gain"
@@ -558,7 +620,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="the workers' net.ipv4.tcp_slow_start_after_idle (Linux's default 1)")  # fmt: skip
     ap.add_argument("--rto-min", type=float, help="ms: the workers' route rto_min (Linux's default 200)")
     ap.add_argument("--keep-loaded", action="store_true", help="leave mltcp_* registered if this run loaded them")
+    ap.add_argument(
+        "--publish",
+        action="store_true",
+        help="merge the MLTCP rows (dataplane kernel) into docs/data/mltcp/summary.json for `make figures`",
+    )
     args = ap.parse_args(argv)
+    args.command = " ".join(["python -m mlfc.lab.kernel_mltcp", *(sys.argv[1:] if argv is None else argv)])
     unknown = [m for m in args.mixes.split(",") if m not in MIXES]
     if unknown:
         ap.error(f"unknown mix {unknown[0]!r}")

@@ -25,6 +25,7 @@ class TreatmentResult:
     per_job: list[JobSummary]
     overall: JobSummary
     interleaved_at: int | None
+    fallback_at: float | None = None  # seconds after the run's start the coordinator's fallback first engaged
 
     @property
     def avg(self) -> float:

@@ -73,7 +73,8 @@ def test_targets_follow_issue_24() -> None:
     assert figures.mltcp_meets(four)
     assert not figures.mltcp_meets({**four, "p99_speedup": 1.9})
     assert figures.mltcp_target(_row(cc="dcqcn")) == "share>=0.70"
-    assert figures.mltcp_target(_row(mix="four-compatible", dataplane="kernel")) == "share>=0.70"
+    assert figures.mltcp_target(_row(mix="compat-4", dataplane="kernel")) == "share>=0.70"
+    assert figures.mltcp_target(_row(mix="compat-2", dataplane="kernel")) == "share>=0.80"
     assert figures.mltcp_target(_row(mix="three-heavy")) == "share>=0.75"
 
 
@@ -214,3 +215,28 @@ def test_chaos_rows_render_against_issue_29s_targets(tmp_path: Path) -> None:
     )
     assert "| 1.310 |" in table[3] and table[3].endswith("| **no** |")
     assert "`python -m mlfc.lab.chaos --seed 2 --publish`" in table[-1]
+
+
+def test_the_coordinated_table_says_when_the_fallback_engaged(tmp_path: Path) -> None:
+    rows = [
+        _row(mix="circular", treatment="maif", f="-"),
+        _row(mix="circular", treatment="mltcp+fallback", fallback_engaged_s=[4.2, None]),
+    ]
+    figures.publish("coordinated", rows, key=KEY, data=tmp_path)
+    table = figures.render("coordinated", tmp_path)
+    assert "| circular | ref | mltcp+fallback | `2:0.5` | 2 | 92 % (90..95) |" in table
+    assert table.splitlines()[2].endswith("| 3/3 | - |")  # maif: no fallback, no column value
+    assert "| 3/3 | 4.2/never |" in table
+
+
+def test_e2e_publishes_mltcp_alone_and_the_coordinators_treatments_apart() -> None:
+    from mlfc.lab.e2e import PUBLISHED
+    from mlfc.lab.scenarios import TREATMENTS
+
+    def where(name: str) -> list[str]:
+        return [experiment for experiment, which in PUBLISHED.items() if which(TREATMENTS[name])]
+
+    assert where("mltcp-reno") == ["mltcp"] and where("mltcp-dcqcn") == ["mltcp"]
+    assert where("maif") == ["coordinated"] and where("mltcp+fallback") == ["coordinated"]
+    assert where("baseline") == [] and where("cubic") == []
+    assert set(PUBLISHED) <= set(figures.SCHEMAS) and set(PUBLISHED) <= set(figures.RENDERERS)

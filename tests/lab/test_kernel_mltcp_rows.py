@@ -1,0 +1,55 @@
+"""Kernel MLTCP's published rows: issue 24's schema, shares against the same round's plain algorithm, and the
+verdicts from lab/figures.py's one table of targets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mlfc.lab import figures, kernel_mltcp
+from mlfc.lab.kernel_mltcp import Cell, RunResult
+from mlfc.lab.results import IterationRecord
+
+
+def _run(avg: float, jobs: int = 2, iterations: int = 6) -> RunResult:
+    """Every job's iterations ``avg`` s long, back to back, all jobs communicating at once (not interleaved)."""
+    records = []
+    for j in range(1, jobs + 1):
+        for it in range(iterations):
+            start = it * avg
+            records.append(IterationRecord("s", j, f"w{j}", it, start, start + avg / 2, start + avg, start + avg, 1000))
+    return RunResult("s", "reno", records)
+
+
+def _cells(base: list[float], mltcp: list[float], ideal: list[float], mix: str = "compat-2") -> list[Cell]:
+    plain = Cell(
+        mix, "reno", "reno", [_run(b) for b in base], ideal, ideal, base, [Path(f"/b{i}") for i in range(len(base))]
+    )
+    treated = Cell(mix, "mltcp_reno 2:0.5", "reno", [_run(m) for m in mltcp], ideal, ideal, base,
+                   [Path(f"/m{i}") for i in range(len(mltcp))])  # fmt: skip
+    return [plain, treated]
+
+
+def test_a_row_per_mltcp_treatment_in_issue_24s_schema() -> None:
+    [(row, runs)] = kernel_mltcp.published_rows(_cells([1.0, 1.0], [0.9, 0.95], [0.8, 0.8]), "cmd")
+    assert {k: row[k] for k in ("mix", "cc", "dataplane", "treatment", "f", "jobs", "rounds", "command")} == {
+        "mix": "compat-2", "cc": "reno", "dataplane": "kernel", "treatment": "mltcp_reno", "f": "2:0.5",
+        "jobs": 2, "rounds": 2, "command": "cmd",
+    }  # fmt: skip
+    # of the ideal gain in speed: (1.0 / 0.9 - 1) / (1.0 / 0.8 - 1), (1.0 / 0.95 - 1) / 0.25
+    assert row["share_of_ideal"] == [0.4444, 0.2105]
+    assert row["ideal_avg"] == pytest.approx(1.25) and row["avg_speedup"] == pytest.approx(1 / 0.925, abs=1e-4)
+    assert set(figures.MLTCP_KEY) <= set(row)
+    names = [name for _, name in runs]
+    assert names[:2] == ["compat-2/kernel/mltcp_reno@2_0.5-r1.csv", "compat-2/kernel/mltcp_reno@2_0.5-r2.csv"]
+    assert names[2:4] == ["compat-2/kernel/reno-r1.csv", "compat-2/kernel/reno-r2.csv"]
+
+
+def test_the_verdict_is_the_docs_table_target() -> None:
+    [line, _largest] = kernel_mltcp.targets(_cells([1.0, 1.0], [0.9, 0.95], [0.8, 0.8]))
+    assert "target share >= 0.80" in line and line.endswith("MISSED")
+    [line, _largest] = kernel_mltcp.targets(_cells([1.0, 1.0], [0.82, 0.81], [0.8, 0.8]))
+    assert line.endswith("met")
+    # a mix without an issue-24 target gets no verdict line
+    assert len(kernel_mltcp.targets(_cells([1.0, 1.0], [0.9, 0.9], [0.8, 0.8], mix="partial-2"))) == 1
