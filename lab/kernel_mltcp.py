@@ -447,7 +447,7 @@ def targets(cells: list[Cell]) -> list[str]:
         out.append(
             f"{row['mix']} {row['treatment']} {row['f']}: {m:.0%} of the ideal gain, mean of {len(vals)} rounds "
             f"({min(vals, default=math.nan):.0%}..{max(vals, default=math.nan):.0%}; pooled "
-            f"{row['pooled_share'] if row['pooled_share'] is None else format(row['pooled_share'], '.0%')}) "
+            f"{'-' if row['pooled_share'] is None else format(row['pooled_share'], '.0%')}) "
             f"(target {goal.replace('>=', ' >= ')}): {'met' if figures.mltcp_meets(row) else 'MISSED'}"
         )
     best = max((s for c in cells for s in c.ideal_speedups()), default=math.nan)
