@@ -31,7 +31,8 @@ $(VENV)/.installed: pyproject.toml | debian-packages
 	$(PY) -m pip install -q -e '.[test,train,search]'
 	touch $@
 
-install: debian-packages $(VENV)/.installed  ## the Debian packages (root), .venv, mlfc with its test tools, PyTorch (CPU, the train extra) and Optuna (the search extra); `make bpf` where clang is
+install: debian-packages $(VENV)/.installed  ## the Debian packages (root), .venv, mlfc with its test tools, PyTorch (CPU, the train extra) and Optuna (the search extra); the transport's compiled loops; `make bpf` where clang is
+	@$(VENV)/bin/mlfc-transport build || echo "make install: the transport runs its numpy paths (docs/transport.md)"
 	@if command -v clang >/dev/null && [ -e /sys/kernel/btf/vmlinux ]; then $(MAKE) --no-print-directory bpf; \
 	else echo "make install: no clang or no kernel BTF: eBPF MLTCP not built (docs/kernel-mltcp.md)"; fi
 

@@ -5,6 +5,7 @@ Prints tables; nothing is asserted.
     python bench/transport_bench.py                    # reno, cubic, dcqcn at MTU 1500 (1400 B chunks), 5 trials
     python bench/transport_bench.py --cc cubic --trials 3 --out results/bench
     python bench/transport_bench.py --no-gso           # the transport one datagram per chunk (UDP_SEGMENT/GRO off)
+    python bench/transport_bench.py --no-compiled      # the numpy paths (not mlfc.hosts.fastpath's C loops)
     python bench/transport_bench.py --jumbo            # also MTU 9000 with 8900 B chunks
     python bench/transport_bench.py --flows 4          # also 4 concurrent flows (aggregate) beside iperf3 -P 4
 
@@ -34,6 +35,7 @@ from pathlib import Path
 from summary import Row, record
 from summary import verdict as verdict_of
 
+from mlfc.hosts import fastpath
 from mlfc.testing.netns import NetnsLab
 
 CLI = [sys.executable, "-m", "mlfc.hosts.transport_cli"]
@@ -53,13 +55,16 @@ def run_in(lab: NetnsLab, ns: str) -> list[str]:
 
 
 def mlfc_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int, nbytes: int, tensors: int,
-               gso: bool) -> dict:  # fmt: skip
+               gso: bool, compiled: bool = True) -> dict:  # fmt: skip
     recv = ["recv", "--bind", f"{RX_IP}:{PORT}", "--count", str(tensors), "--ready", "--json", "--idle-exit", "10"]
     send = ["send", "--to", f"{RX_IP}:{PORT}", "--bind", TX_IP, "--bytes", str(nbytes), "--json", "--tensors",
             str(tensors), "--job", "1", "--cc", cc, "--chunk", str(chunk), "--line-rate", "10e9"]  # fmt: skip
     if not gso:
         recv.append("--no-gro")
         send.append("--no-gso")
+    if not compiled:
+        recv.append("--no-compiled")
+        send.append("--no-compiled")
     rx = subprocess.Popen([*run_in(lab, rx_ns), *CLI, *recv], stdout=subprocess.PIPE, text=True)
     try:
         if rx.stdout.readline().strip() != "ready":
@@ -83,14 +88,14 @@ def mlfc_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int, nbyte
 
 
 def multi_flow_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int, nbytes: int, tensors: int,
-                     flows: int, together: bool = True) -> dict:  # fmt: skip
+                     flows: int, together: bool = True, compiled: bool = True) -> dict:  # fmt: skip
     """``flows`` concurrent mlfc flows (a sender and a receiver process each, own ports, jobs 1..N): the
     aggregate goodput is every receiver's bytes over the span from the first packet to the last delivery."""
     rxs, txs = [], []
     try:
         for k in range(flows):
             recv = ["recv", "--bind", f"{RX_IP}:{PORT + k}", "--count", str(tensors), "--ready", "--json",
-                    "--idle-exit", "10"]  # fmt: skip
+                    "--idle-exit", "10", *([] if compiled else ["--no-compiled"])]  # fmt: skip
             rx = subprocess.Popen([*run_in(lab, rx_ns), *CLI, *recv], stdout=subprocess.PIPE, text=True)
             rxs.append(rx)
             if rx.stdout.readline().strip() != "ready":
@@ -98,7 +103,8 @@ def multi_flow_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int,
         for k in range(flows):
             send = ["send", "--to", f"{RX_IP}:{PORT + k}", "--bind", TX_IP, "--bytes", str(nbytes), "--json",
                     "--tensors", str(tensors), "--job", str(k + 1), "--cc", cc, "--chunk", str(chunk),
-                    "--line-rate", "10e9", *(["--ready"] if together else [])]  # fmt: skip
+                    "--line-rate", "10e9", *(["--ready"] if together else []),
+                    *([] if compiled else ["--no-compiled"])]  # fmt: skip
             txs.append(subprocess.Popen([*run_in(lab, tx_ns), *CLI, *send], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))  # fmt: skip
         # All flows start together, as iperf3 -P starts its streams: the span then measures the flows
@@ -216,9 +222,11 @@ def run_setting(args: argparse.Namespace, mtu: int, chunk: int, iperf: bool) -> 
                     r = iperf_trial(lab, a, b, False, args.iperf_seconds, streams=args.flows)
                 elif what.startswith("multi:"):
                     r = multi_flow_trial(lab, a, b, what.split(":", 1)[1], chunk, args.bytes // args.flows,
-                                         args.tensors, args.flows, together=not args.staggered_start)  # fmt: skip
+                                         args.tensors, args.flows, together=not args.staggered_start,
+                                         compiled=not args.no_compiled)  # fmt: skip
                 else:
-                    r = mlfc_trial(lab, a, b, what, chunk, args.bytes, args.tensors, not args.no_gso)
+                    r = mlfc_trial(lab, a, b, what, chunk, args.bytes, args.tensors, not args.no_gso,
+                                   not args.no_compiled)  # fmt: skip
                 results.setdefault(name, []).append(r)
                 print(f"  trial {trial + 1}/{args.trials} mtu {mtu} {name}: {r['gbps']:.2f} Gb/s", flush=True)
     return [summarise(name, trials) | {"mtu": mtu, "chunk": chunk} for name, trials in results.items()]
@@ -249,6 +257,8 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=5, help="trials per method (the median is reported)")
     ap.add_argument("--iperf-seconds", type=float, default=3.0)
     ap.add_argument("--no-gso", action="store_true", help="transport without UDP GSO/GRO (one datagram per chunk)")
+    ap.add_argument("--no-compiled", action="store_true",
+                    help="the transport's numpy paths, not its C loops (mlfc.hosts.fastpath)")  # fmt: skip
     ap.add_argument("--jumbo", action="store_true", help="also run with MTU 9000 and 8900 B chunks")
     ap.add_argument("--flows", type=int, default=1,
                     help="also this many flows at once (--bytes / N per tensor each), beside iperf3 -P N")  # fmt: skip
@@ -269,6 +279,7 @@ def main() -> int:
         print("iperf3 not found (apt-get install -y iperf3): the iperf3 anchors are skipped")
     print(f"cores: {os.cpu_count()}, load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     gso = "off" if args.no_gso else "on"
+    print(f"compiled loops: {'off (--no-compiled)' if args.no_compiled else fastpath.status()}")
     print(f"mlfc: {args.tensors} tensors x {args.bytes / 1e6:.0f} MB per trial, GSO/GRO {gso}; iperf3: "
           f"{args.iperf_seconds:g} s per trial; {args.trials} trials; endpoints at nice {args.nice}")  # fmt: skip
     settings = [(1500, 1400)] + ([(9000, 8900)] if args.jumbo else [])

@@ -2,6 +2,7 @@
 
     mlfc-transport recv --bind 10.77.1.2:19728 --count 10
     mlfc-transport send --to 10.77.1.2:19728 --bytes 25000000 --job 7 --cc cubic --mltcp --tensors 10
+    mlfc-transport build        # the per-chunk loops in C (mlfc.hosts.fastpath; `make install` runs it)
 
 Tensors are float32 random gradients (importance from magnitude, see mlfc.hosts.importance). Each
 run sends ``--iterations`` iterations of ``--tensors`` tensors of ``--bytes`` bytes; with --mltcp the
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from mlfc.hosts import fastpath
 from mlfc.hosts.cc import ALGORITHMS
 from mlfc.hosts.transport import (
     DEFAULT_CHUNK,
@@ -46,7 +48,13 @@ def _emit(summary: dict[str, Any], as_json: bool) -> None:
 
 
 def cmd_recv(args: argparse.Namespace) -> int:
-    cfg = ReceiverConfig(deadline=args.deadline, cnp_interval=args.cnp_interval, jobs=_jobs(args.jobs), gro=args.gro)
+    cfg = ReceiverConfig(
+        deadline=args.deadline,
+        cnp_interval=args.cnp_interval,
+        jobs=_jobs(args.jobs),
+        gro=args.gro,
+        compiled=args.compiled,
+    )
     cpu0 = time.process_time()
     got = 0
     nbytes = 0
@@ -106,7 +114,7 @@ def cmd_recv(args: argparse.Namespace) -> int:
 def cmd_send(args: argparse.Namespace) -> int:
     mltcp = MltcpParams(args.slope, args.intercept) if args.mltcp else None
     cfg = SenderConfig(chunk_size=args.chunk, cc=args.cc, mltcp=mltcp, line_rate=args.line_rate,
-                       peer_timeout=args.peer_timeout, gso=args.gso)  # fmt: skip
+                       peer_timeout=args.peer_timeout, gso=args.gso, compiled=args.compiled)  # fmt: skip
     rng = np.random.default_rng(args.seed)
     tensor = rng.standard_normal(max(1, args.bytes // 4)).astype(np.float32).tobytes()[: args.bytes]
     bind = parse_endpoint(args.bind, 0)
@@ -162,6 +170,16 @@ def cmd_send(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_build(args: argparse.Namespace) -> int:
+    try:
+        path = fastpath.build(force=args.force)
+    except fastpath.FastPathError as exc:
+        print(f"mlfc-transport: {exc}", file=sys.stderr)
+        return 1
+    print(f"mlfc-transport: compiled loops in {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mlfc-transport", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -174,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cnp-interval", type=float, default=ReceiverConfig.cnp_interval, help="s between CNPs per flow")
     r.add_argument("--jobs", help="comma-separated accepted job ids (default: any)")
     r.add_argument("--no-gro", dest="gro", action="store_false", help="one datagram per read (no UDP GRO)")
+    r.add_argument("--no-compiled", dest="compiled", action="store_false",
+                   help="the numpy paths even where mlfc.hosts.fastpath is built")  # fmt: skip
     r.add_argument("--ready", action="store_true", help="print 'ready' once bound")
     r.add_argument("--verbose", action="store_true")
     r.add_argument("--json", action="store_true")
@@ -196,10 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=float, help="per-tensor timeout (s)")
     s.add_argument("--peer-timeout", type=float, default=SenderConfig.peer_timeout)
     s.add_argument("--no-gso", dest="gso", action="store_false", help="one datagram per send (no UDP GSO)")
+    s.add_argument("--no-compiled", dest="compiled", action="store_false",
+                   help="the numpy paths even where mlfc.hosts.fastpath is built")  # fmt: skip
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--ready", action="store_true", help="print 'ready' once set up, then send on a 'go' line on stdin")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_send)
+    b = sub.add_parser("build", help="compile the per-chunk loops (mlfc.hosts.fastpath; make install does this)")
+    b.add_argument("--force", action="store_true", help="rebuild even if this source version is built")
+    b.set_defaults(func=cmd_build)
     return p
 
 

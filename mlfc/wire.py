@@ -180,6 +180,15 @@ class Layout:
             raise TruncatedShim(f"{self.size} bytes needed, got {max(0, len(data) - offset)}")
         return dict(zip(self.names, self.unpack_from(data, offset), strict=True))
 
+    def locate(self, name: str) -> tuple[int, int, int, int]:
+        """Where field ``name`` sits: (byte offset of its slot, slot bytes, shift within the slot, width),
+        the slot big-endian; for code outside Python (hosts/fastpath.c) that reads or writes it."""
+        i = self._slot_of[name]
+        offset = sum(bits for bits, _ in self.slots[:i]) // 8
+        bits, members = self.slots[i]
+        shift, width = next((s, w) for m, s, w in members if m == name)
+        return offset, bits // 8, shift, width
+
     # -- many headers at once (numpy), for batches of segments ------------------------------------------
 
     @functools.cached_property

@@ -45,6 +45,9 @@ class SenderConfig:
     # refuses it (no checksum offload on the egress device, a chunk above the path MTU)
     gso: bool = True
     gso_burst: float = 0.001  # s of the flow's rate one GSO send may carry (at most 64 KB; see Sender._autosize)
+    # the per-chunk loops (importance magnitudes, batches of new chunks) in C where mlfc.hosts.fastpath is
+    # built (`make install`); False, or not built: the numpy paths, which give the same packets
+    compiled: bool = True
 
     def __post_init__(self) -> None:
         if not 1 <= self.chunk_size <= MAX_CHUNK_PAYLOAD:
@@ -84,6 +87,7 @@ class ReceiverConfig:
     completed_memory: int = 4096  # finished tensors remembered to re-send their FIN
     rcvbuf: int = 8 << 20
     gro: bool = True  # UDP GRO: take coalesced datagrams of a flow in one read where the kernel offers it
+    compiled: bool = True  # runs of chunks checked and placed in C where mlfc.hosts.fastpath is built
 
     def __post_init__(self) -> None:
         if self.ack_every < 1:

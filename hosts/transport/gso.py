@@ -16,6 +16,7 @@ back to one datagram per chunk for good (``GSO_REFUSED``).
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import math
 import socket
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlfc.hosts import fastpath
 from mlfc.hosts.transport.packet import DATA_B0, DATA_HEADER, HEADER_LEN, DataHeader
 from mlfc.hosts.transport.recovery import Scoreboard
 from mlfc.policy import loss
@@ -110,9 +112,10 @@ class SegmentBatch:
     """The sender's memory for one GSO send: ``capacity`` segments of one header + ``chunk`` payload bytes.
 
     ``rows`` is the structured view of the segments' DATA headers; ``payload`` the (capacity, chunk) view of
-    their payloads. ``set_tensor`` writes the fields that stay the same for a whole tensor once."""
+    their payloads. ``set_tensor`` writes the fields that stay the same for a whole tensor once. With
+    ``fast`` (mlfc.hosts.fastpath), a run of new chunks is written by one C call."""
 
-    def __init__(self, chunk: int, capacity: int) -> None:
+    def __init__(self, chunk: int, capacity: int, fast: fastpath.FastPath | None = None) -> None:
         self.chunk = chunk
         self.segment = HEADER_LEN + chunk
         self.capacity = capacity
@@ -121,6 +124,8 @@ class SegmentBatch:
         self.rows = DATA_HEADER.rows(self.buf, capacity, self.segment)
         self.payload = np.frombuffer(self.buf, dtype=np.uint8).reshape(capacity, self.segment)[:, HEADER_LEN:]
         self._columns = DATA_HEADER.columns(self.rows)
+        self._fast = fast
+        self._address = fastpath.address(self.buf)
 
     def set_tensor(self, **fields: int) -> None:
         DATA_HEADER.pack_rows(self.rows, **fields)
@@ -130,6 +135,12 @@ class SegmentBatch:
         """Write the segments for retransmissions ``retx`` then new chunks ``first .. first + count - 1``
         (``progress``: their buckets) into the batch. Returns the bytes to send."""
         r, k, n = len(retx), len(retx) + count, board.n
+        if not r and self._fast is not None:
+            same = progress[0] == progress[-1]  # buckets never fall within a run: one bucket throughout
+            buckets = None if same else np.array(progress, dtype=np.uint8)
+            return self._fast.fill_run(self._address, self.segment, HEADER_LEN, chunks.address, chunks.total,
+                                       self.chunk, n, first, count, chunks.classes_address,
+                                       None if same else buckets.ctypes.data, progress[0], _VARYING, _LAST)  # fmt: skip
         if r:
             seqs = np.array(retx + list(range(first, first + count)))
             classes = chunks.classes[seqs]
@@ -170,6 +181,8 @@ class Chunks:
         self.full = data[: n_full * chunk].reshape(n_full, chunk)
         self.tail = data[n_full * chunk :]
         self.classes = np.frombuffer(classes, dtype=np.uint8)
+        self.total = len(data)
+        self.address, self.classes_address = data.ctypes.data, self.classes.ctypes.data  # for fastpath
 
 
 def _constant_mask() -> bytes:
@@ -183,8 +196,12 @@ def _constant_mask() -> bytes:
     return bytes(mask)
 
 
-_CONSTANT = np.frombuffer(_constant_mask(), dtype=np.uint8)
+RUN_CONSTANT = _constant_mask()  # what the segments of a run must share (RunParser, fastpath's place_run)
+_CONSTANT = np.frombuffer(RUN_CONSTANT, dtype=np.uint8)
 _PER_SEGMENT = DATA_HEADER.row_packer("chunk_seq", "flags", "importance", "progress")
+_VARYING_FIELDS = fastpath.fields(DATA_HEADER, "chunk_seq", "flags", "importance", "progress")  # kept alive
+_VARYING = ctypes.addressof(_VARYING_FIELDS)
+_LAST = int(Flags.LAST)
 
 
 @dataclass(frozen=True)

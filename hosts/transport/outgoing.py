@@ -98,7 +98,8 @@ def prepare(cfg: SenderConfig, job: int, iteration: int, tensor_id: int, buffer,
         bound_bp = loss.to_basis_points(loss_bound)
         if importance is None:
             classes = bytearray(assign_importance(mv, cfg.chunk_size, layer_index=layer_index,
-                                                  num_layers=num_layers, gradients=nbytes % 4 == 0))  # fmt: skip
+                                                  num_layers=num_layers, gradients=nbytes % 4 == 0,
+                                                  compiled=cfg.compiled))  # fmt: skip
         else:
             classes = expand_importance(importance, num_chunks(nbytes, cfg.chunk_size))
     except (PolicyError, ValueError) as exc:

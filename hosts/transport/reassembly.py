@@ -4,13 +4,21 @@ mlfc.policy.loss once the deadline after the last chunk has passed)."""
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import numpy as np
 
+from mlfc.hosts import fastpath
 from mlfc.hosts.importance import num_chunks
-from mlfc.hosts.transport.packet import sack_blocks
+from mlfc.hosts.transport.gso import RUN_CONSTANT
+from mlfc.hosts.transport.packet import DATA_HEADER, HEADER_LEN, sack_blocks
 from mlfc.policy import loss
+from mlfc.wire import IMPORTANCE_PROTECTED
+
+_FIELDS = fastpath.fields(DATA_HEADER, "chunk_seq", "importance")  # kept alive: the C code reads them
+_SEQ, _IMPORTANCE = ctypes.addressof(_FIELDS[0]), ctypes.addressof(_FIELDS[1])
+_SAME_ADDRESS = fastpath.address(RUN_CONSTANT)
 
 
 @dataclass(frozen=True)
@@ -35,7 +43,7 @@ class Reassembly:
 
     __slots__ = ("bound_bp", "buf", "ce", "ce_pending", "chunk", "count", "cum", "dups", "first", "last_packet")
     __slots__ += ("last_seen", "latest", "mv", "n", "nprot", "prot_received", "received", "total", "unacked")
-    __slots__ += ("_rows",)
+    __slots__ += ("_addresses", "_rows")
 
     def __init__(self, total: int, chunk: int, bound_bp: int, nprot: int, now: float) -> None:
         self.total, self.chunk, self.bound_bp, self.nprot = total, chunk, bound_bp, nprot
@@ -49,6 +57,7 @@ class Reassembly:
         self.first = self.last_packet = now
         self.last_seen: float | None = None  # when the LAST chunk first arrived
         self._rows: np.ndarray | None = None  # (whole chunks, chunk) view of buf, made by the first place_run
+        self._addresses: tuple[int, int] | None = None  # of buf and received, made by the first take_run
 
     def same_descriptor(self, total: int, chunk: int, bound_bp: int, nprot: int) -> bool:
         return (total, chunk, bound_bp, nprot) == (self.total, self.chunk, self.bound_bp, self.nprot)
@@ -101,9 +110,32 @@ class Reassembly:
         if whole_rows < count:
             off = (end - 1) * self.chunk
             self.buf[off : off + last_len] = payload[-1, :last_len].tobytes()
+        self.received[first:end] = b"\x01" * count
+        return self._placed_run(first, count, protected, ack_every, now)
+
+    def take_run(self, fast: fastpath.FastPath, read: int, nbytes: int, segment: int, first: int, ack_every: int,
+                 now: float) -> tuple[int, bool] | None:  # fmt: skip
+        """``place_run`` for a whole GRO read (at address ``read``, ``nbytes`` in ``segment``-byte segments,
+        the first carrying this tensor's descriptor and chunk ``first``), checked and copied in one C call
+        (mlfc.hosts.fastpath, by gso.RunParser's rule): (chunks placed, acknowledge at once), or None when the
+        read is not a run of new chunks (nothing placed; the caller goes segment by segment)."""
+        if self._addresses is None:
+            self._addresses = (fastpath.address(self.buf), fastpath.address(self.received))
+        dst, received = self._addresses
+        protected = ctypes.c_size_t()
+        count = fast.place_run(read, nbytes, segment, HEADER_LEN, _SAME_ADDRESS, _SEQ, _IMPORTANCE,
+                               IMPORTANCE_PROTECTED, dst, self.total, self.chunk, received, self.n,
+                               ctypes.byref(protected))  # fmt: skip
+        if not count:
+            return None
+        return count, self._placed_run(first, count, protected.value, ack_every, now)
+
+    def _placed_run(self, first: int, count: int, protected: int, ack_every: int, now: float) -> bool:
+        """The state after chunks ``first .. first + count - 1``, none seen before, were placed and marked
+        received: ``place``'s rule over the run (True: acknowledge at once)."""
+        end = first + count
         self.last_packet = now
         self.latest = end - 1
-        self.received[first:end] = b"\x01" * count
         self.count += count
         self.prot_received += protected
         ack_now = False

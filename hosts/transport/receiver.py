@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from mlfc.hosts import fastpath
 from mlfc.hosts.importance import num_chunks
 from mlfc.hosts.transport.config import ReceiverConfig
 from mlfc.hosts.transport.errors import TransportError
@@ -78,6 +79,8 @@ class Receiver:
         self._sock.setblocking(False)
         self.gro = cfg.gro and enable_gro(self._sock)  # the kernel may hand over coalesced datagrams
         self._runs: RunParser | None = None  # made with the receive buffer, in the receive thread
+        self._fast = fastpath.load() if cfg.compiled else None  # runs checked and placed in C
+        self._read_address = 0  # of the receive buffer, for the C calls
         self._clock = clock
         self.stats = ReceiverStats()
         self._active: dict[Key, Reassembly] = {}
@@ -145,6 +148,7 @@ class Receiver:
         mv = memoryview(buf)
         bufs = [mv]
         self._runs = RunParser(buf)
+        self._read_address = fastpath.address(buf)
         anc = gro_ancillary_size()
         next_sweep = self._clock() + 1.0
         while not self._stop.is_set():
@@ -231,9 +235,13 @@ class Receiver:
         segment by segment. ACKs the segments call for go out once the whole read is handled."""
         self.stats.datagrams += 1
         if segment and n > segment:
-            run = self._runs.parse(n, segment)
-            if run is not None and self._on_run(run, addr, tos):
-                return
+            if self._fast is not None:
+                if self._on_run_compiled(buf, n, segment, addr, tos):
+                    return
+            else:
+                run = self._runs.parse(n, segment)
+                if run is not None and self._on_run(run, addr, tos):
+                    return
         acks: set[Key] = set()
         for off, ln in segment_spans(n, segment):
             self._on_packet(mv[off : off + ln], ln, addr, tos, acks)
@@ -258,17 +266,42 @@ class Receiver:
         ):
             return False  # fmt: skip
         now = self._clock()
+        ack_now = tr.place_run(run.first, run.payload, run.last_len, run.protected, self.config.ack_every, now)
+        self._after_run(key, tr, h, addr, tos, run.count, (run.count - 1) * tr.chunk + run.last_len, ack_now, now)
+        return True
+
+    def _on_run_compiled(self, buf: bytearray, n: int, segment: int, addr: tuple[str, int], tos: int) -> bool:
+        """``_on_run`` for a read checked and placed by one C call (mlfc.hosts.fastpath, RunParser's rule):
+        False (nothing done) when the read is not a run of new chunks of an active tensor."""
+        if n < HEADER_LEN or buf[0] != DATA_B0:
+            return False
+        h = DataHeader._make(DATA_HEADER.unpack_from(buf))
+        if segment != HEADER_LEN + h.chunk_size:
+            return False
+        key = (addr, h.job_id, h.iteration, h.tensor_id)
+        tr = self._active.get(key)
+        if tr is None or not tr.same_descriptor(h.total_len, h.chunk_size, h.loss_bound_bp, h.n_protected):
+            return False
+        now = self._clock()
+        placed = tr.take_run(self._fast, self._read_address, n, segment, h.chunk_seq, self.config.ack_every, now)
+        if placed is None:
+            return False
+        count, ack_now = placed
+        self._after_run(key, tr, h, addr, tos, count, n - count * HEADER_LEN, ack_now, now)
+        return True
+
+    def _after_run(self, key: Key, tr: Reassembly, h: DataHeader, addr: tuple[str, int], tos: int, count: int,
+                   nbytes: int, ack_now: bool, now: float) -> None:  # fmt: skip
+        """Counters, CE and what follows placing a run of ``count`` chunks (``nbytes`` of payload)."""
         st = self.stats
         st.runs += 1
-        st.packets += run.count
-        st.data_bytes += (run.count - 1) * tr.chunk + run.last_len
-        ack_now = tr.place_run(run.first, run.payload, run.last_len, run.protected, self.config.ack_every, now)
+        st.packets += count
+        st.data_bytes += nbytes
         if tr.waiting:
             self._waiting.add(key)
         if tos & ECN_MASK == ECN_CE:
-            self._on_ce(tr, h, addr, now, run.count)
+            self._on_ce(tr, h, addr, now, count)
         self._after_placing(key, tr, ack_now, now, None)
-        return True
 
     def _on_packet(self, pkt: memoryview, n: int, addr: tuple[str, int], tos: int, acks: set[Key]) -> None:
         st = self.stats

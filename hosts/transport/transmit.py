@@ -10,6 +10,7 @@ import socket
 from bisect import bisect_left
 from itertools import accumulate
 
+from mlfc.hosts import fastpath
 from mlfc.hosts.cc import CongestionControl
 from mlfc.hosts.progress import IterationProgress
 from mlfc.hosts.transport.config import SenderConfig
@@ -47,7 +48,8 @@ class Transmitter:
         segment = HEADER_LEN + cfg.chunk_size
         self.per_send = max_segments(segment)  # segments one GSO send carries
         self.max_batch = self.per_send * GSO_SENDS_PER_BATCH if cfg.gso else 1
-        self.batch = SegmentBatch(cfg.chunk_size, self.max_batch) if self.max_batch > 1 else None
+        fast = fastpath.load() if cfg.compiled else None
+        self.batch = SegmentBatch(cfg.chunk_size, self.max_batch, fast) if self.max_batch > 1 else None
         self._gso_cmsg = gso_ancillary(segment)
         self._pkt = bytearray(segment)  # one chunk's packet, for the unbatched path
         self._pktmv = memoryview(self._pkt)
