@@ -55,7 +55,10 @@ def run_in(lab: NetnsLab, ns: str) -> list[str]:
 
 
 def mlfc_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int, nbytes: int, tensors: int,
-               gso: bool, compiled: bool = True) -> dict:  # fmt: skip
+               gso: bool, compiled: bool = True, env: dict[str, str] | None = None) -> dict:  # fmt: skip
+    """One flow of ``tensors`` tensors; ``env``: the endpoints' environment (transport_designs.py points
+    PYTHONPATH at another version of mlfc; they then start outside the source tree)."""
+    where = {"env": env, "cwd": "/"} if env is not None else {}
     recv = ["recv", "--bind", f"{RX_IP}:{PORT}", "--count", str(tensors), "--ready", "--json", "--idle-exit", "10"]
     send = ["send", "--to", f"{RX_IP}:{PORT}", "--bind", TX_IP, "--bytes", str(nbytes), "--json", "--tensors",
             str(tensors), "--job", "1", "--cc", cc, "--chunk", str(chunk), "--line-rate", "10e9"]  # fmt: skip
@@ -65,11 +68,12 @@ def mlfc_trial(lab: NetnsLab, tx_ns: str, rx_ns: str, cc: str, chunk: int, nbyte
     if not compiled:
         recv.append("--no-compiled")
         send.append("--no-compiled")
-    rx = subprocess.Popen([*run_in(lab, rx_ns), *CLI, *recv], stdout=subprocess.PIPE, text=True)
+    rx = subprocess.Popen([*run_in(lab, rx_ns), *CLI, *recv], stdout=subprocess.PIPE, text=True, **where)
     try:
         if rx.stdout.readline().strip() != "ready":
             raise RuntimeError("receiver did not start")
-        tx = subprocess.run([*run_in(lab, tx_ns), *CLI, *send], capture_output=True, text=True, timeout=300)
+        tx = subprocess.run([*run_in(lab, tx_ns), *CLI, *send], capture_output=True, text=True, timeout=300,
+                            **where)  # fmt: skip
         if tx.returncode != 0:
             raise RuntimeError(f"sender failed: {tx.stderr.strip()}")
         out, _ = rx.communicate(timeout=30)
