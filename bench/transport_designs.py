@@ -3,13 +3,15 @@ iperf3 TCP on the same veth pair, so designs are compared under the same machine
 virtual machine's own rate moves by a third between runs). Needs root.
 
     python bench/transport_designs.py --design vectorised=6aa7e79 --design acks=3671f8c --design compiled=HEAD \\
-        --trials 5 --csv docs/data/bench/runs/transport-designs.csv
+        --trials 5 --publish    # docs/data/transport-designs (summary.json + every trial); make figures
 
 Each design is a commit checked out as a git worktree (in a temporary directory, removed at the end) and
 run through PYTHONPATH with pyproject's folder mapping (mlfc.hosts = hosts/, ...), from outside the
 source tree; `mlfc-transport build` compiles the C loops where the commit has them. Prints per design
 and controller the median goodput, its range, CPU per Gb at both ends and the median ratio to iperf3
-TCP measured in the same trial; the CSV has every trial.
+TCP measured in the same trial; the CSV has every trial. ``--publish`` writes one row per design and
+controller (every trial's goodput and ratio) to docs/data/transport-designs, which docs/results.md's
+table is generated from.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from pathlib import Path
 
-from transport_bench import RX_IP, TX_IP, iperf_trial, mlfc_trial
+from transport_bench import RX_IP, TARGET_GBPS, TARGET_OF_TCP, TX_IP, iperf_trial, mlfc_trial
 
+from mlfc.lab import figures
 from mlfc.testing.netns import NetnsLab
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,6 +63,7 @@ def main() -> int:
     ap.add_argument("--tensors", type=int, default=16)
     ap.add_argument("--iperf-seconds", type=float, default=3.0)
     ap.add_argument("--csv", type=Path, help="write every trial here")
+    ap.add_argument("--publish", action="store_true", help="rows and trials into docs/data/transport-designs")
     args = ap.parse_args()
     designs = [d.split("=", 1) for d in args.design]
     if len(designs) < 2 or any(len(d) != 2 or not d[0] or not d[1] for d in designs):
@@ -68,6 +73,7 @@ def main() -> int:
         return 1
     ccs = args.cc or ["reno", "cubic", "dcqcn"]
     rows: list[dict] = []
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="mlfc-designs-") as tmp:
         staged = {}
         try:
@@ -111,13 +117,33 @@ def main() -> int:
                   f"{statistics.median(r['of_tcp'] for r in mine):.2f} | "
                   f"{statistics.median(r['tx_cpu_s_per_gbit'] for r in mine):.3f} / "
                   f"{statistics.median(r['rx_cpu_s_per_gbit'] for r in mine):.3f} |")  # fmt: skip
-    if args.csv:
-        args.csv.parent.mkdir(parents=True, exist_ok=True)
-        with args.csv.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-        print(f"\n{len(rows)} trials in {args.csv}")
+    csv_path = args.csv or (Path(tempfile.gettempdir()) / f"transport-designs-{os.getpid()}.csv")
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    with csv_path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"\n{len(rows)} trials in {csv_path}")
+    if args.publish:
+        day = time.strftime("%Y-%m-%d")
+        published = [
+            {"design": name, "position": position, "commit": staged[name][0], "cc": cc,
+             "gbps": [r["gbps"] for r in rows if (r["cc"], r["design"]) == (cc, name)],
+             "of_tcp": [r["of_tcp"] for r in rows if (r["cc"], r["design"]) == (cc, name)],
+             "tx_cpu_s_per_gbit": statistics.median(r["tx_cpu_s_per_gbit"] for r in rows
+                                                    if (r["cc"], r["design"]) == (cc, name)),
+             "rx_cpu_s_per_gbit": statistics.median(r["rx_cpu_s_per_gbit"] for r in rows
+                                                    if (r["cc"], r["design"]) == (cc, name)),
+             "target_gbps": TARGET_GBPS, "target_of_tcp": TARGET_OF_TCP}
+            for position, (name, _) in enumerate(designs) for cc in ccs
+        ]  # fmt: skip
+        meta = {"schema": figures.SCHEMAS["transport-designs"], "date": day, "trials": args.trials,
+                "bytes": args.bytes, "tensors": args.tensors, "load_before": [round(x, 2) for x in load_before],
+                "load_after": [round(x, 2) for x in os.getloadavg()],
+                "command": "python bench/transport_designs.py " + " ".join(sys.argv[1:])}  # fmt: skip
+        path = figures.publish("transport-designs", published, key=("design", "cc"),
+                               runs=[(csv_path, f"trials-{day}.csv")], meta=meta)  # fmt: skip
+        print(f"published {len(published)} rows to {path}; `make figures` regenerates docs/results.md's table")
     return 0
 
 

@@ -126,6 +126,9 @@ SCHEMAS = {
     "mltcp": MLTCP_SCHEMA,
     "coordinated": "issue 24's fields: one row per mix, dataplane and treatment of the coordinator's against its "
     "baseline in the same rounds; fallback_engaged_s per round (null: never engaged)",
+    "transport-designs": "issue 28 item 2: one row per design (a commit) and controller, run trial by trial in one "
+    "run; gbps and of_tcp (the ratio to the iperf3 TCP stream of the same trial) per trial; position: the "
+    "design's place on the command line",
 }
 
 # Issue 24's targets, by (dataplane, mix, cc); the first match wins ("*" matches anything).
@@ -271,6 +274,32 @@ def render_bench(summary: Mapping[str, Any]) -> str:
         )
     headers = ["figure", "value", "anchor (same run)", "anchor value", "ratio", "target", "verdict", "command"]
     return markdown_table(headers, body)
+
+
+def render_transport_designs(summary: Mapping[str, Any]) -> str:
+    """Issue 28 item 2: versions of the transport run trial by trial in one run, each trial's ratio to the
+    iperf3 TCP stream measured just before it; the target is judged on the medians."""
+    body = []
+    ccs = ("reno", "cubic", "dcqcn")
+    for r in sorted(summary["rows"], key=lambda r: (ccs.index(r["cc"]) if r["cc"] in ccs else 9, r["position"])):
+        gbps, ratio = statistics.median(r["gbps"]), statistics.median(r["of_tcp"])
+        met = gbps >= r["target_gbps"] and ratio >= r["target_of_tcp"]
+        body.append([
+            r["cc"],
+            f"{r['design']} ({r['commit'][:7]})",
+            f"{gbps:.2f} ({min(r['gbps']):.2f}..{max(r['gbps']):.2f})",
+            ", ".join(f"{x:.2f}" for x in r["of_tcp"]),
+            f"{ratio:.2f}",
+            f"{r['tx_cpu_s_per_gbit']:.3f} / {r['rx_cpu_s_per_gbit']:.3f}",
+            f">= {r['target_gbps']:g} Gb/s and >= {r['target_of_tcp']:g} of TCP: {'met' if met else 'missed'}",
+        ])  # fmt: skip
+    headers = ["controller", "design (commit)", "goodput Gb/s, median (range)", "of iperf3 TCP by trial",
+               "median", "CPU s/Gb sender / receiver", "target (medians)"]  # fmt: skip
+    how = (f"{summary.get('trials', '?')} trials of {summary.get('tensors', '?')} x "
+           f"{summary.get('bytes', 0) / 1e6:g} MB per design and controller, {summary.get('date', '')}; load "
+           f"average {summary.get('load_before', '?')} before, {summary.get('load_after', '?')} after. "
+           f"Command: `{summary.get('command', '')}`")  # fmt: skip
+    return markdown_table(headers, body) + "\n\n" + how
 
 
 def render_dataplane(summary: Mapping[str, Any]) -> str:
@@ -560,6 +589,7 @@ RENDERERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "coordinated": render_coordinated,
     "bench": render_bench,
     "dataplane": render_dataplane,
+    "transport-designs": render_transport_designs,
     "hpsearch": render_hpsearch,
     "approx": render_approx,
     "sim-scale": render_sim_scale,

@@ -119,6 +119,27 @@ def test_dataplane_designs_render_with_their_work_per_packet_and_each_round(tmp_
     assert "5 alternating trials of 5 s" in table and "`python bench/x.py`" in table
 
 
+def test_transport_designs_render_in_command_line_order_judged_on_medians(tmp_path: Path) -> None:
+    def row(design: str, position: int, cc: str, gbps, of_tcp) -> dict:
+        return {"design": design, "position": position, "commit": f"{position}" * 40, "cc": cc, "gbps": gbps,
+                "of_tcp": of_tcp, "tx_cpu_s_per_gbit": 0.1, "rx_cpu_s_per_gbit": 0.12, "target_gbps": 3.0,
+                "target_of_tcp": 0.35}  # fmt: skip
+
+    rows = [row("zeta", 0, "cubic", [5.0, 5.5, 6.0], [0.30, 0.34, 0.36]),  # median ratio 0.34: missed
+            row("alpha", 1, "cubic", [7.0, 2.0, 8.0], [0.50, 0.20, 0.55]),  # medians 7.0 Gb/s, 0.50: met
+            row("alpha", 1, "reno", [7.0, 7.5, 8.0], [0.45, 0.46, 0.47])]  # fmt: skip
+    figures.publish("transport-designs", rows, key=("design", "cc"), data=tmp_path,
+                    meta={"trials": 3, "tensors": 16, "bytes": 25e6, "command": "python bench/x.py"})  # fmt: skip
+    lines = [ln for ln in figures.render("transport-designs", tmp_path).splitlines() if ln.startswith("| ")][1:]
+    assert [ln.split(" | ")[:2] for ln in lines] == [["| reno", "alpha (1111111)"], ["| cubic", "zeta (0000000)"],
+                                                     ["| cubic", "alpha (1111111)"]]  # fmt: skip
+    assert (
+        lines[1].endswith("0.34 of TCP: missed |".replace("0.34 of TCP", "0.35 of TCP"))
+        and "0.30, 0.34, 0.36" in lines[1]
+    )
+    assert lines[2].endswith("met |") and "7.00 (2.00..8.00)" in lines[2]
+
+
 def test_the_committed_docs_are_what_the_committed_data_says() -> None:
     assert figures.main(["--check"]) == 0
 
