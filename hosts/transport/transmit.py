@@ -6,9 +6,8 @@ refuses GSO, GSO is off for good. When to send and how much is the sender's loop
 
 from __future__ import annotations
 
+import math
 import socket
-from bisect import bisect_left
-from itertools import accumulate
 
 from mlfc.hosts import fastpath
 from mlfc.hosts.cc import CongestionControl
@@ -29,16 +28,27 @@ _LAST, _RETX = int(Flags.LAST), int(Flags.RETX)
 def count_sent(progress: IterationProgress, cc: CongestionControl, sizes: list[int], now: float) -> None:
     """Count new chunks of ``sizes`` payload bytes, sent at ``now``, as if one by one (progress, then the
     controller, per chunk) but in one step per stretch that ends at a chunk reaching the controller's next
-    event: between events neither reads the other, so the sums are all that matter."""
-    wire = list(accumulate(HEADER_LEN + s for s in sizes))
-    payload = list(accumulate(sizes))
+    event: between events neither reads the other, so the sums are all that matter. ``sizes`` is a run
+    (Scoreboard.run_sizes): every chunk but the last has the same size, so the chunk that reaches an event
+    is found by arithmetic, not by summing chunk by chunk."""
+    n = len(sizes)
+    size, last = sizes[0], sizes[-1]
+    seg = HEADER_LEN + size
+
+    def wire(j: int) -> int:  # wire bytes of chunks 0..j
+        return (j + 1) * seg if j < n - 1 else (n - 1) * seg + HEADER_LEN + last
+
+    def payload(j: int) -> int:
+        return (j + 1) * size if j < n - 1 else (n - 1) * size + last
+
     done_wire = done_payload = 0
-    i, n = 0, len(sizes)
+    i = 0
     while i < n:
-        j = min(bisect_left(wire, done_wire + cc.bytes_to_event(), i), n - 1)  # the chunk that reaches it
-        progress.on_sent(payload[j] - done_payload, now)
-        cc.on_sent(wire[j] - done_wire, now)
-        done_wire, done_payload, i = wire[j], payload[j], j + 1
+        need = done_wire + cc.bytes_to_event()  # the first chunk whose running total reaches it
+        j = min(max(i, math.ceil(need / seg) - 1), n - 1)
+        progress.on_sent(payload(j) - done_payload, now)
+        cc.on_sent(wire(j) - done_wire, now)
+        done_wire, done_payload, i = wire(j), payload(j), j + 1
 
 
 class Transmitter:

@@ -214,7 +214,7 @@ def test_the_flow_further_into_its_iteration_wins_the_contention():
     assert lead + late == pytest.approx(a + b, rel=0.1)  # the link stays about as used as without MLTCP
 
 
-@pytest.mark.parametrize("byte_counter", [3_000.0, 20_000.0, 10e6])
+@pytest.mark.parametrize("byte_counter", [3_000.0, 20_000.0, 10e6, 3 * (HEADER_LEN + 1400.0), 1428.0 * 7 + 333])
 def test_a_batch_counted_between_events_is_the_same_as_chunk_by_chunk(byte_counter):
     """count_sent (the sender's batched count) leaves progress and the controller, F included, where
     counting each chunk would: several events per batch, one, none."""
