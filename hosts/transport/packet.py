@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from mlfc.policy.loss import LOSS_BOUND_SCALE
 from mlfc.wire import (
+    ACK_HEAD_FIELDS,
     SHIM_FIELDS,
     SHIM_LEN,
     SHIM_VERSION,
@@ -105,6 +106,26 @@ class Feedback:
     @property
     def fin(self) -> bool:
         return bool(self.flags & _FIN)
+
+
+# A plain ACK: shim + an ACK head with no SACK blocks, no flags (ECE, FIN). A sender reads thousands per
+# second; ``plain_ack`` reads one with a single struct call, and everything else goes to parse_feedback.
+_PLAIN_ACK = Layout(SHIM_FIELDS + ACK_HEAD_FIELDS)
+PLAIN_ACK_LEN = _PLAIN_ACK.size
+_V, _T, _F, _B, _J, _I, _TID, _SEQ = (_PLAIN_ACK.names.index(n) for n in (
+    "version", "msg_type", "flags", "num_blocks", "job_id", "iteration", "tensor_id", "chunk_seq"))  # fmt: skip
+_ACK = int(MsgType.ACK)
+
+
+def plain_ack(data: bytes | bytearray | memoryview, n: int) -> tuple[int, int, int, int] | None:
+    """(job_id, iteration, tensor_id, cumulative ack) when the ``n`` bytes of ``data`` are a plain ACK,
+    else None (parse_feedback then says what they are)."""
+    if n != PLAIN_ACK_LEN:
+        return None
+    v = _PLAIN_ACK.unpack_from(data)
+    if v[_V] != SHIM_VERSION or v[_T] != _ACK or v[_F] or v[_B]:
+        return None
+    return v[_J], v[_I], v[_TID], v[_SEQ]
 
 
 def parse_feedback(data: bytes | memoryview) -> Feedback:

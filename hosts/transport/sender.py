@@ -29,6 +29,7 @@ from mlfc.hosts.transport.packet import (
     Feedback,
     PacketError,
     parse_feedback,
+    plain_ack,
 )
 from mlfc.hosts.transport.recovery import FlowRecovery, RttEstimator
 from mlfc.hosts.transport.sockets import ECT0, UDP_IP_OVERHEAD, bind_shim_socket
@@ -298,11 +299,12 @@ class Sender:
         ECE or FIN) are handled as the last of them, which acknowledges everything the earlier ones did:
         loss recovery, the delivery rate and the congestion controllers count acknowledged bytes, not
         ACKs, so the outcome is the same for a fraction of the work (a few ACKs wait per read at high
-        rates). Any other feedback first settles the ACK held back."""
+        rates). A plain ACK is read with one struct call (packet.plain_ack); any other feedback is decoded
+        whole and first settles the ACK held back."""
         got = progressed = False
         sock = self._sock
         st = self.stats
-        held: Feedback | None = None  # the latest plain ACK not yet handled
+        held = -1  # the cumulative ack of the latest plain ACK not yet handled (-1: none)
         merged = 0  # plain ACKs it stands for
         for _ in range(1024):
             try:
@@ -312,47 +314,58 @@ class Sender:
             except OSError:  # e.g. ECONNREFUSED from an ICMP port unreachable: the peer may not be up yet
                 st.socket_errors += 1
                 break
-            try:
-                fb = parse_feedback(self._fbmv[:n])
-            except (ShimError, PacketError):
+            plain = plain_ack(self._fbuf, n)
+            if plain is not None:
+                job, iteration, tensor_id, cum = plain
+                fb = None
+            else:
                 try:
-                    unpack_shim(self._fbmv[:n])
-                    st.foreign += 1
-                except ShimError:
-                    st.malformed += 1
-                continue
-            if fb.job_id != t.job:
+                    fb = parse_feedback(self._fbmv[:n])
+                except (ShimError, PacketError):
+                    try:
+                        unpack_shim(self._fbmv[:n])
+                        st.foreign += 1
+                    except ShimError:
+                        st.malformed += 1
+                    continue
+                job, iteration, tensor_id = fb.job_id, fb.iteration, fb.tensor_id
+            if job != t.job:
                 st.foreign += 1
                 continue
             now = self._clock()
-            if fb.msg_type == MsgType.CNP:
+            if fb is not None and fb.msg_type == MsgType.CNP:
                 got = True
                 st.cnps += 1
                 self.cc.on_cnp(now)
                 continue
-            if (fb.iteration, fb.tensor_id) != (t.iteration, t.tensor_id):
+            if (iteration, tensor_id) != (t.iteration, t.tensor_id):
                 st.stale += 1
                 continue
             got = True
-            plain = not fb.blocks and not fb.flags
-            if held is not None and plain and fb.cum_ack > held.cum_ack:
-                held, merged = fb, merged + 1
+            if fb is None and held >= 0 and cum > held:
+                held, merged = cum, merged + 1
                 continue
-            if held is not None:
-                progressed |= self._on_ack(t, held, now, merged)
-                held = None
+            if held >= 0:
+                progressed |= self._on_ack(t, self._plain(t, held), now, merged)
+                held = -1
                 if t.done:
                     break
-            if plain and fb.cum_ack > t.board.cum:
-                held, merged = fb, 1
-                continue
+            if fb is None:
+                if cum > t.board.cum:
+                    held, merged = cum, 1
+                    continue
+                fb = self._plain(t, cum)
             if self._on_ack(t, fb, now):
                 progressed = True
             if t.done:
                 break
-        if held is not None and not t.done:
-            progressed |= self._on_ack(t, held, self._clock(), merged)
+        if held >= 0 and not t.done:
+            progressed |= self._on_ack(t, self._plain(t, held), self._clock(), merged)
         return got, progressed
+
+    @staticmethod
+    def _plain(t: Transfer, cum: int) -> Feedback:
+        return Feedback(MsgType.ACK, t.job, t.iteration, t.tensor_id, cum, 0, ())
 
     def _on_ack(self, t: Transfer, fb: Feedback, now: float, acks: int = 1) -> bool:
         """Loss recovery first, then the counters, then the congestion controller; True if data was newly acked.

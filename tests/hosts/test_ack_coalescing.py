@@ -9,7 +9,7 @@ from collections import deque
 import pytest
 
 from mlfc.hosts.transport import Sender, SenderConfig, outgoing
-from mlfc.hosts.transport.packet import build_ack
+from mlfc.hosts.transport.packet import build_ack, build_cnp, plain_ack
 from mlfc.wire import Flags
 
 PEER = ("127.0.0.1", 19712)
@@ -99,3 +99,17 @@ def test_a_fin_ends_the_transfer_after_the_held_ack() -> None:
     sock.queue.extend([_ack(10), _ack(20), _ack(CHUNKS, flags=Flags.FIN), _ack(CHUNKS)])
     sender._drain_feedback(t)
     assert t.done and t.fin and sender.stats.acks == 3  # the ACK after the FIN is left unread
+
+
+def test_plain_ack_reads_exactly_the_acks_without_flags_or_blocks():
+    ack = build_ack(3, 9, 7, 1234, (), 0)
+    assert plain_ack(ack, len(ack)) == (3, 9, 7, 1234)
+    assert plain_ack(ack + b"\0", len(ack) + 1) is None  # trailing bytes: decoded whole
+    for other in (
+        build_ack(3, 9, 7, 1234, (), Flags.ECE),
+        build_ack(3, 9, 7, 1234, (), Flags.FIN),
+        build_ack(3, 9, 7, 12, ((14, 15),), 0),
+        build_cnp(3, 9, 7, 5) + bytes(4),  # a CNP padded to an ACK's length
+        bytes([0x20 | ack[0] & 0x0F]) + ack[1:],  # another shim version
+    ):
+        assert plain_ack(other, len(other)) is None
