@@ -71,6 +71,8 @@ def parser() -> argparse.ArgumentParser:
         help="scales: comma-separated factors swept (default 0.005,0.01,0.02,0.05,0.1,0.2,0.5,1)",
     )
     ap.add_argument("--publish", action="store_true", help="scales: also write docs/data/sim-scale/")
+    ap.add_argument("--hosts", choices=("jumbo", "tso", "stretch-acks"), default="jumbo",
+                    help="scale, scales, bench: the hosts' TCP model (sim/experiments/common.py)")  # fmt: skip
     return ap
 
 
@@ -107,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         resume=args.resume,
         scales=args.scales,
         publish=args.publish,
+        hosts=args.hosts,
     )
     print(f"mlfc.sim: seeds {', '.join(map(str, ctx.seeds))}; results in {args.out}/", file=sys.stderr)
     print("mlfc.sim: loading ns-3 and compiling the C++ parts (~10-40 s) ...", file=sys.stderr, flush=True)

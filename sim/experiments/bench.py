@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from mlfc.sim.experiments.common import FABRIC, JUMBO, Context, col, md_table, run_saved, summary, write_table
+from mlfc.sim.experiments.common import HOST_MODELS, Context, col, fabric, md_table, run_saved, summary, write_table
 from mlfc.sim.experiments.scale import SCALE_MODELS, scale_fabric, scale_jobs
 from mlfc.sim.simulation import SimConfig
 
@@ -49,11 +49,11 @@ def measure(ctx: Context, jobs_n: int = 16, iterations: int = 50) -> tuple[Bench
     exp = "bench"
     scale = ctx.scale or 0.02
     topo = scale_fabric()
-    tcp = JUMBO
+    tcp = HOST_MODELS[ctx.hosts]
     jobs = scale_jobs(topo, jobs_n, scale)
     t0 = time.monotonic()
     r = run_saved(ctx, exp, SimConfig(f"bench-{jobs_n}x{iterations}", topo, jobs, iterations, mltcp=True, tcp=tcp,
-                                      seed=ctx.seeds[0], **FABRIC))  # fmt: skip
+                                      seed=ctx.seeds[0], **fabric(tcp)))  # fmt: skip
     total = time.monotonic() - t0
     s = r.stats
     full = full_size(total, s.wall_s, scale)
@@ -76,7 +76,8 @@ def measure(ctx: Context, jobs_n: int = 16, iterations: int = 50) -> tuple[Bench
     write_table(ctx.dir(exp) / "bench.csv", BenchRow, [row])
     body = [
         f"{topo.description}; {jobs_n} PS jobs (2 workers + PS, models {', '.join(SCALE_MODELS)} cycled) x "
-        f"{iterations} iterations at 100 Gb/s, MTU 9000, MLTCP-Reno; model bytes and compute x {scale:g}. "
+        f"{iterations} iterations at 100 Gb/s, hosts {ctx.hosts} (MTU {tcp.mtu}), MLTCP-Reno; model bytes and "
+        f"compute x {scale:g}. "
         f"Target: 16 jobs x 50 iterations at full model bytes under {TARGET_S / 60:.0f} minutes ({TARGET_S} s) "
         "on 2 cores; the full-size time is the run's simulation time divided by the scale, plus its set-up.",
         "",

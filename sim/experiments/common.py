@@ -37,6 +37,7 @@ class Context:
     resume: bool = False  # reuse the iteration records of runs already saved under out/
     scales: tuple[float, ...] | None = None  # scales: the factors swept (None: the experiment's)
     publish: bool = False  # experiments that publish: also write docs/data/<experiment>/
+    hosts: str = "jumbo"  # scale, scales, bench: how the hosts' TCP sends (HOST_MODELS)
     log: Callable[[str], None] = field(default=lambda s: print(s, file=sys.stderr, flush=True))
 
     def dir(self, name: str) -> Path:
@@ -132,11 +133,32 @@ def against_baseline(base: SimResult, mltcp: SimResult, ideal_avg: float) -> dic
 # (importance 0), and the default levels (16/32/48 packets, sized for BMv2's 64-packet queues) would
 # drop them early, costing TCP a retransmission timeout each. `incast` studies selective drop.
 NO_SELECTIVE_DROP = DropPolicy(min_importance=(0, 0, 0, 0))
-# DCQCN's 100 Gb/s marking profile (HPCC simulator: Kmin 400 KB, Kmax 1600 KB, Pmax 0.2) in 9000-byte packets.
-SCALE_ECN = EcnProfile(kmin=44, kmax=178, pmax=0.2)
-# Switch settings of the 100 Gb/s fabric experiments: 1,000-packet class queues (9 MB).
-FABRIC = {"queue_limit": 1000, "ecn": SCALE_ECN, "drop": NO_SELECTIVE_DROP}
+# DCQCN's 100 Gb/s marking profile (HPCC simulator: Kmin 400 KB, Kmax 1600 KB, Pmax 0.2) and 9 MB class
+# queues, in bytes; the switches count packets, so fabric() converts them for the frames in use.
+ECN_KMIN_BYTES, ECN_KMAX_BYTES, ECN_PMAX = 400_000, 1_600_000, 0.2
+QUEUE_BYTES = 9_000_000
 JUMBO = TcpSettings(mtu=9000, mss=8948)  # the fabric experiments' frames
+# Faster models of the hosts, for runs at full model bytes (issue 28 item 4; --hosts), each checked against
+# jumbo at the scales both ran (docs/results.md, "Faster host models") before any figure relies on it:
+# "tso": the hosts hand the fabric 64 KB segments, TCP segmentation offload's unit, as if the NIC never
+#   cut them: ~6.5x fewer events per byte, at coarser window, queue and marking steps; the initial window
+#   keeps its bytes (10 jumbo segments: ~1.4 of these);
+# "stretch-acks": jumbo frames, one ACK per 8 segments (as GRO's 64 KB aggregates make Linux ACK).
+TSO = TcpSettings(mtu=65000, mss=64948, initial_cwnd=2)
+STRETCH_ACKS = TcpSettings(mtu=9000, mss=8948, delayed_ack=8)
+HOST_MODELS = {"jumbo": JUMBO, "tso": TSO, "stretch-acks": STRETCH_ACKS}
+
+
+def fabric(tcp: TcpSettings) -> dict:
+    """Switch settings of the 100 Gb/s fabric experiments for ``tcp``'s frames: the byte sizes above in
+    its packets (jumbo frames: 1,000-packet class queues, marking from 44 to 178 packets)."""
+    size = tcp.mtu
+    ecn = EcnProfile(kmin=round(ECN_KMIN_BYTES / size), kmax=round(ECN_KMAX_BYTES / size), pmax=ECN_PMAX)
+    return {"queue_limit": round(QUEUE_BYTES / size), "ecn": ecn, "drop": NO_SELECTIVE_DROP}
+
+
+SCALE_ECN = fabric(JUMBO)["ecn"]
+FABRIC = fabric(JUMBO)  # the experiments that always run jumbo frames (circular, incast, maif)
 
 
 def fabric_solo(ctx: Context, exp: str, topo: SimTopology, jobs: Sequence[SimJob], its: int, cc: str, seed: int,
@@ -149,7 +171,7 @@ def fabric_solo(ctx: Context, exp: str, topo: SimTopology, jobs: Sequence[SimJob
                metrics.flows(j)))  # fmt: skip
         if key not in cache:
             r = run_saved(ctx, exp, SimConfig(f"solo-{cc}-{j.name}", topo, (replace(j, jitter=0.0),), its, cc=cc,
-                                              tcp=tcp, seed=seed, **FABRIC))  # fmt: skip
+                                              tcp=tcp, seed=seed, **fabric(tcp)))  # fmt: skip
             cache[key] = summarise(r.records)[1].avg
         out[j.job_id] = cache[key]
     return out

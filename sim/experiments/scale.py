@@ -11,11 +11,11 @@ from pathlib import Path
 
 from mlfc.sim import metrics
 from mlfc.sim.experiments.common import (
-    FABRIC,
-    JUMBO,
+    HOST_MODELS,
     Context,
     against_baseline,
     col,
+    fabric,
     fabric_solo,
     md_table,
     run_saved,
@@ -96,13 +96,14 @@ def compare(ctx: Context, exp: str, topo: SimTopology, n: int, cc: str, seed: in
     both against the jobs' ideal on the fabric; the row and the two runs."""
     jobs = scale_jobs(topo, n, scale)
     groups = metrics.shared_groups(topo, jobs)
-    solo = fabric_solo(ctx, exp, topo, jobs, min(iterations, 5), cc, seed, JUMBO)
+    tcp = HOST_MODELS[ctx.hosts]
+    solo = fabric_solo(ctx, exp, topo, jobs, min(iterations, 5), cc, seed, tcp)
     ideal = metrics.fabric_ideal(topo, jobs, solo)
     ideal_avg = statistics.fmean(ideal.values())
-    base = run_saved(ctx, exp, SimConfig(f"{cc}-{n}jobs/base", topo, jobs, iterations, cc=cc, tcp=JUMBO, seed=seed,
-                                         **FABRIC))  # fmt: skip
-    ml = run_saved(ctx, exp, SimConfig(f"{cc}-{n}jobs/mltcp", topo, jobs, iterations, cc=cc, mltcp=True, tcp=JUMBO,
-                                       seed=seed, **FABRIC))  # fmt: skip
+    base = run_saved(ctx, exp, SimConfig(f"{cc}-{n}jobs/base", topo, jobs, iterations, cc=cc, tcp=tcp, seed=seed,
+                                         **fabric(tcp)))  # fmt: skip
+    ml = run_saved(ctx, exp, SimConfig(f"{cc}-{n}jobs/mltcp", topo, jobs, iterations, cc=cc, mltcp=True, tcp=tcp,
+                                       seed=seed, **fabric(tcp)))  # fmt: skip
     ib = metrics.fabric_interleaving(base.records, groups)
     im = metrics.fabric_interleaving(ml.records, groups)
     row = ScaleRow(
@@ -121,12 +122,12 @@ def compare(ctx: Context, exp: str, topo: SimTopology, n: int, cc: str, seed: in
 
 
 def at_scale(ctx: Context, counts: Sequence[int] = (4, 8, 16, 32), ccs: Sequence[str] = ("reno", "cubic")) -> str:
-    exp = "scale"
+    exp = "scale" if ctx.hosts == "jumbo" else f"scale-{ctx.hosts}"
     counts = ctx.jobs or counts
     ccs = ctx.ccs or ccs
     iterations = ctx.iterations or 30
     scale = ctx.scale or 0.02
-    tcp = JUMBO
+    tcp = HOST_MODELS[ctx.hosts]
     topo = scale_fabric()
     rows: list[ScaleRow] = []
     for cc in ccs:
@@ -143,7 +144,7 @@ def at_scale(ctx: Context, counts: Sequence[int] = (4, 8, 16, 32), ccs: Sequence
     plot_scale(ctx.dir(exp) / "scale.png", rows)
     a = {m: metrics.comm_fraction(topo, model_job(1, m, ("l1h1", "l2h1"), "l3h1", scale=scale)) for m in MODELS}
     body = [
-        f"{topo.description}; jumbo frames (MTU {tcp.mtu}); {iterations} iterations; models cycled "
+        f"{topo.description}; hosts {ctx.hosts} (MTU {tcp.mtu}); {iterations} iterations; models cycled "
         f"{', '.join(SCALE_MODELS)} group by group, bytes and compute times x {scale:g} (printed factor; a alone: "
         + ", ".join(f"{k} {v:.2f}" for k, v in a.items())
         + f"); 2 workers + 1 PS per job, groups of {SCALE_GROUP} jobs of one model share their PS host; "

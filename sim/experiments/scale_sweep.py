@@ -31,11 +31,12 @@ class SweepRow(ScaleRow):
     iterations: int = col("iterations")
     events: int = col("events (both runs)")
     wall_s: float = col("wall s (both runs)")
+    hosts: str = col("hosts")  # common.HOST_MODELS: how the hosts' TCP sends
 
 
-def sweep_row(row: ScaleRow, iterations: int, runs: Sequence[SimResult]) -> SweepRow:
+def sweep_row(row: ScaleRow, iterations: int, runs: Sequence[SimResult], hosts: str) -> SweepRow:
     return SweepRow(**asdict(row), iterations=iterations, events=sum(r.stats.events for r in runs),
-                    wall_s=sum(r.stats.wall_s for r in runs))  # fmt: skip
+                    wall_s=sum(r.stats.wall_s for r in runs), hosts=hosts)  # fmt: skip
 
 
 def settled_scale(rows: Sequence[SweepRow], tolerance: float = TOLERANCE) -> float | None:
@@ -73,14 +74,15 @@ def scale_sweep(ctx: Context, scales: Sequence[float] = SCALES, counts: Sequence
         for cc in ccs:
             for n in counts:
                 for seed in ctx.seeds:
-                    ctx.log(f"== scales: x{s:g}, {cc}, {n} jobs, seed {seed}")
-                    row, base, ml = compare(ctx, f"{exp}/x{s:g}", topo, n, cc, seed, s, iterations)
-                    rows.append(sweep_row(row, iterations, (base, ml)))
+                    ctx.log(f"== scales: x{s:g}, {cc}, {n} jobs, seed {seed}, hosts {ctx.hosts}")
+                    row, base, ml = compare(ctx, run_dir(exp, s, ctx.hosts), topo, n, cc, seed, s, iterations)
+                    rows.append(sweep_row(row, iterations, (base, ml), ctx.hosts))
     write_table(ctx.dir(exp) / "scales.csv", SweepRow, rows)
     plot_sweep(ctx.dir(exp) / "scales.png", rows)
     meta = _publish(ctx, exp, rows) if ctx.publish else conclusion(rows)
     body = [
-        f"{topo.description}; the scale experiment's jobs and switch settings; {iterations} iterations; "
+        f"{topo.description}; the scale experiment's jobs and switch settings, hosts {ctx.hosts}; {iterations} "
+        "iterations; "
         f"scales {', '.join(f'{s:g}' for s in sorted(scales))}; seeds {seeds_text(ctx)}. Two scales agree when "
         f"the seed means of {', '.join(COMPARED)} differ by at most {TOLERANCE}.",
         "",
@@ -90,14 +92,22 @@ def scale_sweep(ctx: Context, scales: Sequence[float] = SCALES, counts: Sequence
             f"- {k}: figures settled from scale {'-' if v is None else f'{v:g}'}"
             for k, v in meta["settled_from"].items()
         ),
-        f"- events per job-iteration per unit of scale: {meta['events_per_job_iteration_per_scale'] or '-'}",
+        *(
+            f"- events per job-iteration per unit of scale, hosts {hosts}: {v or '-'}"
+            for hosts, v in meta["events_per_job_iteration_per_scale"].items()
+        ),
         "",
         "![scales](scales.png)",
     ]
     return summary(ctx, exp, "The smallest scale that stands for full model bytes", body)
 
 
-KEY = ("scale", "cc", "jobs", "seed", "iterations")
+KEY = ("scale", "cc", "jobs", "seed", "iterations", "hosts")
+
+
+def run_dir(exp: str, scale: float, hosts: str) -> str:
+    """Where a scale's runs are saved (jumbo hosts where they always were)."""
+    return f"{exp}/x{scale:g}" + ("" if hosts == "jumbo" else f"-{hosts}")
 
 
 def _publish(ctx: Context, exp: str, rows: Sequence[SweepRow]) -> dict[str, Any]:
@@ -120,10 +130,10 @@ def _publish(ctx: Context, exp: str, rows: Sequence[SweepRow]) -> dict[str, Any]
                 row.update(events=old["events"], wall_s=old["wall_s"])
         out.append(row)
     runs = [
-        (p, f"x{r.scale:g}_{p.name}")
+        (p, f"{run_dir('', r.scale, r.hosts).strip('/')}_{p.name}")
         for r in rows
         for pattern in (f"{r.cc}-{r.jobs}jobs_*_s{r.seed}.csv", f"solo-{r.cc}-*_s{r.seed}.csv")
-        for p in sorted((ctx.dir(f"{exp}/x{r.scale:g}") / "runs").glob(pattern))
+        for p in sorted((ctx.dir(run_dir(exp, r.scale, r.hosts)) / "runs").glob(pattern))
     ]
     # the conclusion of every row the summary will hold (publish replaces a row by its key), in one write
     names = {f.name for f in fields(SweepRow)}
@@ -134,18 +144,20 @@ def _publish(ctx: Context, exp: str, rows: Sequence[SweepRow]) -> dict[str, Any]
 
 
 def conclusion(rows: Sequence[SweepRow]) -> dict[str, Any]:
-    """Per (cc, jobs, iterations): the scale the figures settle from; and the events per unit of work."""
-    groups = sorted({(r.cc, r.jobs, r.iterations) for r in rows})
+    """Per (cc, jobs, iterations, host model): the scale the figures settle from; per host model, the
+    events per unit of work."""
+    groups = sorted({(r.cc, r.jobs, r.iterations, r.hosts) for r in rows})
+    models = sorted({r.hosts for r in rows})
     return {
         "tolerance": TOLERANCE,
         "compared": list(COMPARED),
         "settled_from": {
-            f"{cc}, {n} jobs, {i} iterations": settled_scale(
-                [r for r in rows if (r.cc, r.jobs, r.iterations) == (cc, n, i)]
+            f"{cc}, {n} jobs, {i} iterations" + ("" if f == "jumbo" else f", hosts {f}"): settled_scale(
+                [r for r in rows if (r.cc, r.jobs, r.iterations, r.hosts) == (cc, n, i, f)]
             )
-            for cc, n, i in groups
+            for cc, n, i, f in groups
         },
-        "events_per_job_iteration_per_scale": events_per_unit(rows),
+        "events_per_job_iteration_per_scale": {f: events_per_unit([r for r in rows if r.hosts == f]) for f in models},
     }
 
 
