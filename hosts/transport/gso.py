@@ -136,7 +136,7 @@ class SegmentBatch:
         (``progress``: their buckets) into the batch. Returns the bytes to send."""
         r, k, n = len(retx), len(retx) + count, board.n
         if not r and self._fast is not None:
-            same = progress[0] == progress[-1]  # buckets never fall within a run: one bucket throughout
+            same = progress[0] == progress[-1]  # buckets only rise within a run: then one throughout
             buckets = None if same else np.array(progress, dtype=np.uint8)
             return self._fast.fill_run(self._address, self.segment, HEADER_LEN, chunks.address, chunks.total,
                                        self.chunk, n, first, count, chunks.classes_address,

@@ -32,6 +32,8 @@ def count_sent(progress: IterationProgress, cc: CongestionControl, sizes: list[i
     (Scoreboard.run_sizes): every chunk but the last has the same size, so the chunk that reaches an event
     is found by arithmetic, not by summing chunk by chunk."""
     n = len(sizes)
+    if not n:  # a batch of retransmissions only
+        return
     size, last = sizes[0], sizes[-1]
     seg = HEADER_LEN + size
 

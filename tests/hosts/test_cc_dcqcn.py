@@ -227,7 +227,7 @@ def test_a_batch_counted_between_events_is_the_same_as_chunk_by_chunk(byte_count
         cc.rc = cc.rt = 1e9
         return progress, cc
 
-    batches = [[1400] * 45, [1400] * 7 + [333], [1400], [1400] * 45]
+    batches = [[1400] * 45, [1400] * 7 + [333], [1400], [], [1400] * 45]  # []: a batch of retransmissions only
     a_progress, a = fresh_pair()
     b_progress, b = fresh_pair()
     for k, sizes in enumerate(batches):
