@@ -179,6 +179,21 @@ def test_losses_inside_batches_are_repaired_and_tolerated_as_unbatched():
         tx2.close()
 
 
+def test_a_byte_counting_controller_repairs_losses_in_batches():
+    """DCQCN counts sent bytes chunk by chunk (transmit.count_sent); a batch may hold retransmissions only."""
+    with Receiver((HOST, 0), ReceiverConfig(deadline=0.01)) as rx:
+        lost = {5, 40, 77, 97, 98}
+        tx, sock = sender_to(
+            rx, cc="dcqcn", line_rate=10e9, drop=lambda h, attempt: h.chunk_seq in lost and attempt == 0
+        )
+        data = grads(100 * CHUNK, 2)
+        r = tx.send_tensor(1, 0, 0, data, loss_bound=0.0, timeout=10)
+        d = rx.recv(timeout=2)
+        assert d.loss.complete and bytes(d.data) == data and r.retransmits >= len(lost)
+        assert {h.chunk_seq for h in sock.sent if h.flags & Flags.RETX} >= lost and tx.stats.gso_sends > 0
+        tx.close()
+
+
 def test_receiver_takes_coalesced_datagrams_run_by_run_or_segment_by_segment():
     with Receiver((HOST, 0), ReceiverConfig(ack_every=1000)) as rx:
         if not rx.gro:
