@@ -24,8 +24,8 @@ import summary
 from mlfc.lab import figures
 
 BENCH = Path(__file__).resolve().parent
-ORDER = ("dataplane", "controller", "controller_scale", "coordinator", "coordinator_scale", "transport", "refswitch",
-         "training", "sim")  # fmt: skip
+ORDER = ("dataplane", "controller", "controller_scale", "coordinator", "coordinator_scale", "transport", "importance",
+         "refswitch", "training", "sim")  # fmt: skip
 # Fewer trials and smaller sizes for --quick (each script's own options).
 QUICK = {
     "dataplane": ["--seconds", "3"],
@@ -34,6 +34,7 @@ QUICK = {
     "coordinator": ["--duration", "1", "--rounds", "20", "--restarts", "3"],
     "coordinator_scale": ["--quick"],
     "transport": ["--trials", "3", "--tensors", "8"],
+    "importance": ["--trials", "5"],
     "training": ["--rounds", "1"],
 }
 # Always passed: what issue 28's targets need beyond a script's defaults.
