@@ -105,9 +105,14 @@ def scale_sweep(ctx: Context, scales: Sequence[float] = SCALES, counts: Sequence
 KEY = ("scale", "cc", "jobs", "seed", "iterations", "hosts")
 
 
+def scale_label(scale: float, hosts: str) -> str:
+    """A scale's name in paths: x0.05, or x0.05-tso for another host model (jumbo's where it always was)."""
+    return f"x{scale:g}" + ("" if hosts == "jumbo" else f"-{hosts}")
+
+
 def run_dir(exp: str, scale: float, hosts: str) -> str:
-    """Where a scale's runs are saved (jumbo hosts where they always were)."""
-    return f"{exp}/x{scale:g}" + ("" if hosts == "jumbo" else f"-{hosts}")
+    """Where a scale's runs are saved."""
+    return f"{exp}/{scale_label(scale, hosts)}"
 
 
 def _publish(ctx: Context, exp: str, rows: Sequence[SweepRow]) -> dict[str, Any]:
@@ -130,7 +135,7 @@ def _publish(ctx: Context, exp: str, rows: Sequence[SweepRow]) -> dict[str, Any]
                 row.update(events=old["events"], wall_s=old["wall_s"])
         out.append(row)
     runs = [
-        (p, f"{run_dir('', r.scale, r.hosts).strip('/')}_{p.name}")
+        (p, f"{scale_label(r.scale, r.hosts)}_{p.name}")
         for r in rows
         for pattern in (f"{r.cc}-{r.jobs}jobs_*_s{r.seed}.csv", f"solo-{r.cc}-*_s{r.seed}.csv")
         for p in sorted((ctx.dir(run_dir(exp, r.scale, r.hosts)) / "runs").glob(pattern))
