@@ -254,17 +254,10 @@ class Receiver:
     def _on_run(self, run: Run, addr: tuple[str, int], tos: int) -> bool:
         """Place a run of new chunks of an active tensor in bulk; False (nothing done) when it is not one."""
         h = run.header
-        key = (addr, h.job_id, h.iteration, h.tensor_id)
-        tr = self._active.get(key)
+        key, tr = self._run_tensor(addr, h)
         end = run.first + run.count
-        if (
-            tr is None
-            or not tr.same_descriptor(h.total_len, h.chunk_size, h.loss_bound_bp, h.n_protected)
-            or end > tr.n
-            or run.last_len != tr.span(end - 1)[1]
-            or tr.received.find(1, run.first, end) >= 0
-        ):
-            return False  # fmt: skip
+        if tr is None or end > tr.n or run.last_len != tr.span(end - 1)[1] or tr.received.find(1, run.first, end) >= 0:
+            return False
         now = self._clock()
         ack_now = tr.place_run(run.first, run.payload, run.last_len, run.protected, self.config.ack_every, now)
         self._after_run(key, tr, h, addr, tos, run.count, (run.count - 1) * tr.chunk + run.last_len, ack_now, now)
@@ -278,9 +271,8 @@ class Receiver:
         h = DataHeader._make(DATA_HEADER.unpack_from(buf))
         if segment != HEADER_LEN + h.chunk_size:
             return False
-        key = (addr, h.job_id, h.iteration, h.tensor_id)
-        tr = self._active.get(key)
-        if tr is None or not tr.same_descriptor(h.total_len, h.chunk_size, h.loss_bound_bp, h.n_protected):
+        key, tr = self._run_tensor(addr, h)
+        if tr is None:
             return False
         now = self._clock()
         placed = tr.take_run(self._fast, self._read_address, n, segment, h.chunk_seq, self.config.ack_every, now)
@@ -289,6 +281,15 @@ class Receiver:
         count, ack_now = placed
         self._after_run(key, tr, h, addr, tos, count, n - count * HEADER_LEN, ack_now, now)
         return True
+
+    def _run_tensor(self, addr: tuple[str, int], h: DataHeader) -> tuple[Key, Reassembly | None]:
+        """The key of the tensor a run's first header names, and its reassembly if it is active with that
+        descriptor (a run never starts a tensor: its first packet goes the single-packet way)."""
+        key = (addr, h.job_id, h.iteration, h.tensor_id)
+        tr = self._active.get(key)
+        if tr is not None and not tr.same_descriptor(h.total_len, h.chunk_size, h.loss_bound_bp, h.n_protected):
+            tr = None
+        return key, tr
 
     def _after_run(self, key: Key, tr: Reassembly, h: DataHeader, addr: tuple[str, int], tos: int, count: int,
                    nbytes: int, ack_now: bool, now: float) -> None:  # fmt: skip
