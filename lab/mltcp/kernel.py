@@ -1,0 +1,507 @@
+"""Lab experiment (``make kernel-mltcp``): MLTCP in kernel TCP against plain Reno/CUBIC, in a regime.
+
+Lab code: it drives the product (``mlfc.hosts.kernel``: loader, namespace defaults, the ECN marker) and
+uses the lab's metric definitions (``mlfc.lab.results``, ``mlfc.lab.scenarios``). Root only. The
+network and the jobs are in :mod:`mlfc.lab.mltcp.kernel_net`.
+
+The regime (issue 45): the bottleneck's rate, its queue (``--buffer``, bytes; a comma-separated list
+sweeps it) and, with ``--mark-threshold K``, a tc/eBPF marker that sets CE above K bytes of the
+shaper's queue (the workers then ask for ECN). Every run counts its congestion signals per
+connection per communication phase (retransmitted segments + CE marks), so each figure says its
+regime; ``--publish`` writes the MLTCP rows (docs/data/mltcp) and the regime curve's rows
+(docs/data/mltcp-regime).
+
+Per queue, mix and round: each job profile alone (under each family: the ideal), then the plain
+algorithm and MLTCP with each F of the grid. Metrics are the lab's: average and p99 iteration time
+(first iteration left out), share of the ideal gain against the plain algorithm of the same family
+in the same round, the iteration from which the jobs stay interleaved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import signal
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlfc.hosts.kernel import KernelMltcpError, loader, namespaces
+from mlfc.lab import figures
+from mlfc.lab.mltcp import regime
+from mlfc.lab.mltcp.kernel_net import FAMILIES, MIXES, Bottleneck, Mix, Profile, RunResult, build_network, run_jobs
+from mlfc.lab.results import format_table, markdown_table, plot_timeline, summarise, write_csv
+from mlfc.lab.scenarios import ideal_iteration_times, share_of_ideal_gain
+from mlfc.policy.mltcp import IterationDetection, MltcpParams, format_params, parse_params
+from mlfc.testing.netns import NetnsLab
+
+# The lab's default regime (issue 45): a datacenter-like shallow queue, 1.2 ms at 200 Mbit/s, where every
+# connection sees several congestion signals per communication phase (docs/data/mltcp-regime).
+DEFAULT_RATE_MBPS = 200.0
+DEFAULT_BUFFER = 30_000
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# ---- the experiment -----------------------------------------------------------------------------
+
+
+@dataclass
+class Cell:
+    """One mix, one treatment: a result per round, with the round's ideal and baseline."""
+
+    mix: str
+    treatment: str  # "reno", "mltcp_reno 2:0.5", ...
+    family: str
+    runs: list[RunResult] = field(default_factory=list)
+    ideal_avgs: list[float] = field(default_factory=list)
+    ideal_p99s: list[float] = field(default_factory=list)  # the slowest job's ideal time, per round
+    base_avgs: list[float] = field(default_factory=list)
+    csvs: list[Path] = field(default_factory=list)  # each round's per-iteration records
+    queue_bytes: int = DEFAULT_BUFFER
+    mark_threshold_bytes: int | None = None
+    rate_bps: float = DEFAULT_RATE_MBPS * 1e6
+
+    def shares(self) -> list[float]:
+        return [
+            share_of_ideal_gain(b, r.avg, i) for b, r, i in zip(self.base_avgs, self.runs, self.ideal_avgs, strict=True)
+        ]
+
+    def pooled_share(self) -> float:
+        """The share of the ideal gain of the round-averaged times: robust when one round's baseline
+        happened to interleave by itself (that round's own share divides by almost nothing)."""
+        mean = statistics.fmean
+        return share_of_ideal_gain(mean(self.base_avgs), mean(r.avg for r in self.runs), mean(self.ideal_avgs))
+
+    def ideal_speedups(self) -> list[float]:
+        return [b / i for b, i in zip(self.base_avgs, self.ideal_avgs, strict=True)]
+
+
+def _mean_range(values: Sequence[float], fmt: str = "{:.3f}", pct: bool = False) -> str:
+    vals = [v for v in values if not math.isnan(v)]
+    if not vals:
+        return "-"
+    k = 100 if pct else 1
+    mean, lo, hi = statistics.fmean(vals) * k, min(vals) * k, max(vals) * k
+    if pct:
+        return f"{mean:.0f} % ({lo:.0f}..{hi:.0f})"
+    return f"{fmt.format(mean)} ({fmt.format(lo)}..{fmt.format(hi)})"
+
+
+def label(params: MltcpParams | None) -> str:
+    return "" if params is None else f" {format_params(params)}"
+
+
+def regime_label(queue_bytes: int, mark_threshold_bytes: int | None) -> str:
+    return f"q{queue_bytes}" + ("" if mark_threshold_bytes is None else f"-k{mark_threshold_bytes}")
+
+
+def summary_rows(cells: list[Cell]) -> list[list[object]]:
+    rows = []
+    for c in cells:
+        base = c.treatment in FAMILIES
+        rows.append([
+            regime_label(c.queue_bytes, c.mark_threshold_bytes), c.mix, c.treatment, len(c.runs),
+            _mean_range([r.avg for r in c.runs]), _mean_range([r.p99 for r in c.runs]),
+            _mean_range([b / r.avg for b, r in zip(c.base_avgs, c.runs, strict=True)]),
+            _mean_range(c.ideal_speedups()),
+            "-" if base else _mean_range(c.shares(), pct=True),
+            "-" if base or math.isnan(c.pooled_share()) else f"{c.pooled_share():.0%}",
+            "/".join("-" if r.interleaved_at is None else str(r.interleaved_at) for r in c.runs),
+            _mean_range([r.signals_per_phase for r in c.runs], fmt="{:.1f}"),
+        ])  # fmt: skip
+    return rows
+
+
+HEADERS = [
+    "regime",
+    "mix",
+    "treatment",
+    "rounds",
+    "avg s",
+    "p99 s",
+    "speed-up",
+    "ideal",
+    "of ideal gain",
+    "pooled",
+    "interleaved from iter",
+    "signals/phase",
+]
+
+
+def write_round_csv(path: Path, cells: list[Cell]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["queue_bytes", "mark_threshold_bytes", "mix", "treatment", "round", "avg_s", "p99_s",
+                    "baseline_avg_s", "ideal_avg_s", "speedup", "ideal_speedup", "share_of_ideal_gain",
+                    "interleaved_from", "retransmits", "ce_marks", "signals_per_phase"])  # fmt: skip
+        for c in cells:
+            for k, (r, b, i) in enumerate(zip(c.runs, c.base_avgs, c.ideal_avgs, strict=True)):
+                share = share_of_ideal_gain(b, r.avg, i)
+                w.writerow([c.queue_bytes, "" if c.mark_threshold_bytes is None else c.mark_threshold_bytes,
+                            c.mix, c.treatment, k + 1, f"{r.avg:.4f}", f"{r.p99:.4f}", f"{b:.4f}", f"{i:.4f}",
+                            f"{b / r.avg:.4f}", f"{b / i:.4f}", "" if math.isnan(share) else f"{share:.4f}",
+                            "" if r.interleaved_at is None else r.interleaved_at,
+                            sum(x.retransmits for x in r.records), r.marks,
+                            f"{r.signals_per_phase:.3f}"])  # fmt: skip
+
+
+def _pairs(cells: list[Cell]) -> list[tuple[Cell, Cell]]:
+    """(MLTCP cell, its baseline cell in the same regime and rounds) for every MLTCP treatment."""
+    by_key = {(c.queue_bytes, c.mark_threshold_bytes, c.mix, c.treatment): c for c in cells}
+    return [
+        (c, by_key[(c.queue_bytes, c.mark_threshold_bytes, c.mix, c.family)])
+        for c in cells
+        if c.treatment not in FAMILIES
+    ]
+
+
+def published_rows(cells: list[Cell], command: str) -> list[tuple[dict, list[tuple[Path, str]]]]:
+    """docs/data/mltcp rows (issue 24's schema with issue 45's regime fields, dataplane "kernel") of the MLTCP
+    treatments, each with its own and its baseline's per-round CSVs (same rounds)."""
+    out = []
+    for c, base in _pairs(cells):
+        mean = statistics.fmean
+        b_avg, b_p99 = mean(r.avg for r in base.runs), mean(r.p99 for r in base.runs)
+        ideal_avg, ideal_p99 = mean(c.ideal_avgs), mean(c.ideal_p99s)
+        f = c.treatment.split(" ", 1)[1]
+        row = {
+            "mix": c.mix,
+            "cc": c.family,
+            "dataplane": "kernel",
+            "treatment": FAMILIES[c.family],
+            "jobs": len(MIXES[c.mix].profiles),
+            "rounds": len(c.runs),
+            "share_of_ideal": [None if math.isnan(v) else round(v, 4) for v in c.shares()],
+            "avg_speedup": round(b_avg / mean(r.avg for r in c.runs), 4),
+            "p99_speedup": round(b_p99 / mean(r.p99 for r in c.runs), 4),
+            "ideal_avg": round(b_avg / ideal_avg, 4),
+            "ideal_p99": round(b_p99 / ideal_p99, 4),
+            "interleaved_from": [r.interleaved_at for r in c.runs],
+            "f": f,
+            "command": command,
+            "baseline_avg_s": round(b_avg, 4),
+            "avg_s": round(mean(r.avg for r in c.runs), 4),
+            "pooled_share": None if math.isnan(c.pooled_share()) else round(c.pooled_share(), 4),
+            "retransmits": [sum(x.retransmits for x in r.records) for r in c.runs],
+            "baseline_retransmits": [sum(x.retransmits for x in r.records) for r in base.runs],
+            "measured": time.strftime("%Y-%m-%d"),
+            "ack_delay": None,
+            "link_bps": c.rate_bps,
+            "queue_bytes": c.queue_bytes,
+            "mark_threshold_bytes": c.mark_threshold_bytes,
+            "signals_per_phase": round(mean(r.signals_per_phase for r in c.runs), 3),
+            "baseline_signals_per_phase": round(mean(r.signals_per_phase for r in base.runs), 3),
+            "avg_over_ideal": [round(r.avg / i, 4) for r, i in zip(c.runs, c.ideal_avgs, strict=True)],
+        }
+        tag = f"{c.mix}/kernel-{regime_label(c.queue_bytes, c.mark_threshold_bytes)}"
+        name = FAMILIES[c.family]
+        runs = [(p, f"{tag}/{name}@{f.replace(':', '_')}-r{i + 1}.csv") for i, p in enumerate(c.csvs)]
+        runs += [(p, f"{tag}/{c.family}-r{i + 1}.csv") for i, p in enumerate(base.csvs)]
+        out.append((row, runs))
+    return out
+
+
+def regime_rows(cells: list[Cell], command: str) -> list[dict]:
+    """docs/data/mltcp-regime rows (platform "kernel") of the MLTCP treatments."""
+    out = []
+    for c, base in _pairs(cells):
+        out.append(
+            regime.row(
+                platform="kernel",
+                mix=c.mix,
+                cc=c.family,
+                f=c.treatment.split(" ", 1)[1],
+                queue_bytes=c.queue_bytes,
+                mark_threshold_bytes=c.mark_threshold_bytes,
+                link_bps=c.rate_bps,
+                shares=c.shares(),
+                avg_over_ideal=[r.avg / i for r, i in zip(c.runs, c.ideal_avgs, strict=True)],
+                baseline_avg_over_ideal=[r.avg / i for r, i in zip(base.runs, base.ideal_avgs, strict=True)],
+                interleaved_from=[r.interleaved_at for r in c.runs],
+                signals=[r.signals_per_phase for r in c.runs],
+                baseline_signals=[r.signals_per_phase for r in base.runs],
+                command=command,
+            )
+        )
+    return out
+
+
+def targets(cells: list[Cell]) -> list[str]:
+    """Issue 24's kernel targets (lab/figures.py's table, the one the docs are generated with)."""
+    out = []
+    for row, _ in published_rows(cells, ""):
+        goal = figures.mltcp_target(row)
+        if goal == "-":
+            continue
+        vals = [v for v in row["share_of_ideal"] if v is not None]
+        m = statistics.fmean(vals) if vals else math.nan
+        out.append(
+            f"{row['mix']} {row['treatment']} {row['f']}: {m:.0%} of the ideal gain, mean of {len(vals)} rounds "
+            f"({min(vals, default=math.nan):.0%}..{max(vals, default=math.nan):.0%}; pooled "
+            f"{'-' if row['pooled_share'] is None else format(row['pooled_share'], '.0%')}) "
+            f"(target {goal.replace('>=', ' >= ')}): {'met' if figures.mltcp_meets(row) else 'MISSED'}"
+        )
+    best = max((s for c in cells for s in c.ideal_speedups()), default=math.nan)
+    out.append(
+        f"largest ideal average gain of a run: {best:.2f}x (target >= 1.8x): {'met' if best >= 1.8 else 'MISSED'}"
+    )
+    return out
+
+
+def _marker(net: Bottleneck, k_bytes: int):
+    """The tc/eBPF ECN marker on the bottleneck (mlfc.hosts.kernel.marker): CE above ``k_bytes`` of its queue."""
+    from mlfc.hosts.kernel import marker  # only runs with a threshold load it
+
+    return marker.attach(net.router, net.device, net.rate_bps, k_bytes, net.queue_bytes, mode="step")
+
+
+def _marks(marker, net: Bottleneck, jobs: int, before: dict[str, int]) -> int:
+    """CE marks on the first ``jobs`` workers' packets since ``before`` (the marker's counts by source)."""
+    if marker is None:
+        return 0
+    now = marker.stats().marks_by_source
+    return sum(now.get(net.worker_address(j), 0) - before.get(net.worker_address(j), 0) for j in range(jobs))
+
+
+def _measure_queue(args, lab: NetnsLab, queue: int, grid, detection, cells: dict, out: Path, t_start: float) -> None:
+    """Every round of every mix and family at one queue depth (and marking threshold)."""
+    rate = args.rate * 1e6
+    mark = args.mark_threshold
+    net = build_network(lab, rate, queue, slow_start_after_idle=args.slow_start_after_idle, rto_min_ms=args.rto_min,
+                        ecn=mark is not None)  # fmt: skip
+    marker = _marker(net, mark) if mark is not None else None
+    regime_tag = regime_label(queue, mark)
+    marking = "" if mark is None else f", CE above {mark} B (tc/eBPF marker)"
+    say(f"bottleneck: htb {args.rate:g} Mbit/s, bfifo {queue} B{marking}; {len(net.workers)} worker namespaces")
+    out = out / regime_tag
+    try:
+        for rnd in range(1, args.rounds + 1):
+            for mix_name in args.mixes.split(","):
+                mix = MIXES[mix_name]
+                jobs = len(mix.profiles)
+                for fam in [f for f in args.cc.split(",") if f]:
+                    ideal = _ideal(net, mix, fam, args, rate, out, rnd)  # (average, slowest job)
+                    runs: list[tuple[str, str, MltcpParams | None]] = [(fam, fam, None)]
+                    runs += [(FAMILIES[fam] + label(params), FAMILIES[fam], params) for params in grid]
+                    base_avg = math.nan
+                    for name, cc, params in runs:
+                        if params is not None:
+                            loader.set_params([loader.algorithm(fam)], params, detection)
+                        before = marker.stats().marks_by_source if marker is not None else {}
+                        res = run_jobs(net, f"{mix.name}/{name}", mix.profiles, cc, args.iterations, rate, args.flows)
+                        res.params = params
+                        res.marks = _marks(marker, net, jobs, before)
+                        if params is None:
+                            base_avg = res.avg
+                        cell = cells.setdefault((queue, mark, mix.name, name),
+                                                Cell(mix.name, name, fam, queue_bytes=queue, mark_threshold_bytes=mark,
+                                                     rate_bps=rate))  # fmt: skip
+                        _record(cell, res, ideal, base_avg, out, rnd, t_start, regime_tag)
+            say(f"== {regime_tag}, after round {rnd}\n" + format_table(HEADERS, summary_rows(list(cells.values()))))
+    finally:
+        if marker is not None:
+            marker.detach()
+
+
+def experiment(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.time_scale != 1:
+        for name, m in list(MIXES.items()):
+            scaled = (Profile(p.name, p.comm_s * args.time_scale, p.compute_s * args.time_scale) for p in m.profiles)
+            MIXES[name] = Mix(m.name, m.description, tuple(scaled))
+    grid = [parse_params(text) for text in args.grid.split(",")]
+    queues = [int(q) for q in args.buffer.split(",")]
+    detection = IterationDetection()
+    families = [f for f in args.cc.split(",") if f]
+    algs = [loader.algorithm(FAMILIES[f]) for f in families]
+    loaded_here = [a for a in algs if not loader.registered(a)]
+    if loaded_here:
+        loader.load(loaded_here, grid[0], detection, log=lambda m: say(f"  {m}"))
+    # The plain algorithms must be allowed as namespace defaults too (cubic is not when the host's default
+    # is something else); restored at the end.
+    allowed_before = namespaces.allowed()
+    missing = [f for f in families if f not in allowed_before]
+    if missing:
+        namespaces.set_allowed(allowed_before + missing)
+        say(f"  allowed {', '.join(missing)} as namespace defaults (net.ipv4.tcp_allowed_congestion_control)")
+    load0 = os.getloadavg()
+    cells: dict[tuple, Cell] = {}
+    t_start = time.time()
+    try:
+        for queue in queues:
+            with NetnsLab("kmltcp") as lab:
+                _measure_queue(args, lab, queue, grid, detection, cells, out, t_start)
+    finally:
+        if missing:
+            namespaces.set_allowed([c for c in namespaces.allowed() if c not in missing])
+        if loaded_here and not args.keep_loaded:
+            for w in loader.unload(loaded_here, log=lambda m: say(f"  {m}")):
+                say(f"  warning: {w}")
+    load1 = os.getloadavg()
+    _report(args, list(cells.values()), out, load0, load1, t_start)
+    if args.publish:
+        _publish(list(cells.values()), args.command)
+    return 0
+
+
+def _report(args, cells: list[Cell], out: Path, load0, load1, t_start: float) -> None:
+    rows = summary_rows(cells)
+    mark = "" if args.mark_threshold is None else f", CE marked above {args.mark_threshold} B"
+    lines = [
+        f"# Kernel MLTCP: {args.rounds} rounds, {args.iterations} iterations per run",
+        "",
+        f"htb {args.rate:g} Mbit/s over bfifo {args.buffer} B{mark} between network namespaces; {args.flows} "
+        f"connection(s) per job; workers' default congestion control set per namespace; F ({args.grid}); "
+        f"load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end; "
+        f"{(time.time() - t_start) / 60:.1f} min.",
+        "",
+        'Mean over the rounds with the range in brackets ("pooled": the share of the round-averaged times); '
+        "speed-up and share of the ideal gain are against the "
+        'plain algorithm of the same family in the same round; "ideal" is the speed-up if every job ran as fast '
+        'as alone (limited by the bottleneck\'s load); "signals/phase": retransmitted segments + CE marks per '
+        "connection per communication phase.",
+        "",
+        markdown_table(HEADERS, rows),
+        "",
+        *[f"- {t}" for t in targets(cells)],
+        "",
+        "Mixes: " + "; ".join(f"{m.name}: {m.description}" for m in MIXES.values() if m.name in args.mixes.split(",")),
+    ]
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    write_round_csv(out / "rounds.csv", cells)
+    say(format_table(HEADERS, rows))
+    for t in targets(cells):
+        say(t)
+    say(f"results in {out}/ (summary.md, rounds.csv, per-run CSVs and timelines)")
+
+
+def _publish(cells: list[Cell], command: str) -> None:
+    published = published_rows(cells, command)
+    rows, runs = zip(*published, strict=True) if published else ((), ())
+    path = figures.publish("mltcp", list(rows), key=figures.MLTCP_KEY, runs=[r for rs in runs for r in rs],
+                           meta={"schema": figures.MLTCP_SCHEMA})  # fmt: skip
+    say(f"published {len(rows)} row(s) to {path}")
+    curve = regime_rows(cells, command)
+    path = figures.publish(regime.EXPERIMENT, curve, key=regime.KEY, meta={"schema": regime.SCHEMA})
+    say(f"published {len(curve)} regime row(s) to {path}; `make figures` regenerates the docs' tables")
+
+
+def _ideal(net: Bottleneck, mix: Mix, fam: str, args, rate: float, out: Path, rnd: int) -> tuple[float, float]:
+    """Each distinct profile alone under ``fam``: the mix's ideal average iteration time and its slowest
+    job's."""
+    solo_t, solo_comm = {}, {}
+    by_profile: dict[Profile, RunResult] = {}
+    for p in dict.fromkeys(mix.profiles):
+        by_profile[p] = run_jobs(
+            net, f"{mix.name}/solo-{p.name}-{fam}", [p], fam, args.solo_iterations, rate, args.flows
+        )
+    for j, p in enumerate(mix.profiles):
+        overall = summarise(by_profile[p].records)[1]
+        solo_t[j + 1], solo_comm[j + 1] = overall.avg, overall.comm_avg
+    ideal = ideal_iteration_times(solo_t, solo_comm)
+    avg = sum(ideal.values()) / len(ideal)
+    alone = ", ".join(f"{p.name} {r.avg:.3f} s" for p, r in by_profile.items())
+    say(f"[round {rnd}] {mix.name} alone ({fam}): {alone}; ideal average {avg:.3f} s")
+    return avg, max(ideal.values())
+
+
+def _record(cell: Cell, res: RunResult, ideals: tuple[float, float], base_avg: float, out: Path, rnd: int,
+            t_start: float, regime_tag: str) -> None:  # fmt: skip
+    ideal, ideal_slowest = ideals
+    cell.runs.append(res)
+    cell.ideal_avgs.append(ideal)
+    cell.ideal_p99s.append(ideal_slowest)
+    cell.base_avgs.append(base_avg)
+    mix, name = cell.mix, cell.treatment
+    stem = name.replace(" ", "_").replace(":", "_")
+    cell.csvs.append(out / mix / f"{stem}-r{rnd}.csv")
+    write_csv(cell.csvs[-1], res.records)
+    plot_timeline(
+        out / mix / f"{stem}-r{rnd}.png", res.records, f"{mix}: {name} (kernel TCP, {regime_tag}, round {rnd})"
+    )
+    share = share_of_ideal_gain(base_avg, res.avg, ideal)
+    gain = "" if name == cell.family or math.isnan(share) else f", {share:.0%} of the ideal gain"
+    inter = res.interleaved_at
+    elapsed = (time.time() - t_start) / 60
+    say(f"[{regime_tag} round {rnd}, {elapsed:4.1f} min] {mix} {name}: avg {res.avg:.3f} s, p99 {res.p99:.3f} s, "
+        f"speed-up {base_avg / res.avg:.2f} (ideal {base_avg / ideal:.2f}){gain}, interleaved from "
+        f"{'-' if inter is None else inter}, {res.signals_per_phase:.1f} signals/phase "
+        f"(retransmits {sum(r.retransmits for r in res.records)}, marks {res.marks})")  # fmt: skip
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="results/kernel-mltcp")
+    ap.add_argument("--mixes", default=",".join(MIXES), help=f"comma-separated, from {', '.join(MIXES)}")
+    ap.add_argument("--cc", default="reno,cubic", help="families: reno, cubic")
+    ap.add_argument("--grid", default=format_params(MltcpParams()),
+                    help="MLTCP's F, comma-separated (mlfc.policy.mltcp's text form; default %(default)s)")  # fmt: skip
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--solo-iterations", type=int, default=12)
+    ap.add_argument("--time-scale", type=float, default=1.0, help="multiply every job's compute and communication time")
+    ap.add_argument(
+        "--flows", type=int, default=2, help="connections per job (its workers), all answered before it iterates"
+    )
+    ap.add_argument("--rate", type=float, default=DEFAULT_RATE_MBPS, help="bottleneck Mbit/s (%(default)g)")
+    ap.add_argument("--buffer", default=str(DEFAULT_BUFFER),
+                    help="bottleneck queue, bytes; comma-separated: one network per value, the regime curve "
+                    "(default %(default)s: 1.2 ms at 200 Mbit/s; the earlier labs ran 300000, 12 ms)")  # fmt: skip
+    ap.add_argument("--mark-threshold", type=int, metavar="BYTES",
+                    help="mark CE above this many bytes of the bottleneck's queue (tc/eBPF marker; the workers "
+                    "ask for ECN); default: no marking, drops are the only signal")  # fmt: skip
+    ap.add_argument("--slow-start-after-idle", type=int, choices=(0, 1), default=1,
+                    help="the workers' net.ipv4.tcp_slow_start_after_idle (Linux's default 1)")  # fmt: skip
+    ap.add_argument("--rto-min", type=float, help="ms: the workers' route rto_min (Linux's default 200)")
+    ap.add_argument("--keep-loaded", action="store_true", help="leave mltcp_* registered if this run loaded them")
+    ap.add_argument(
+        "--publish",
+        action="store_true",
+        help="merge the MLTCP rows (dataplane kernel) into docs/data/mltcp/summary.json for `make figures`",
+    )
+    args = ap.parse_args(argv)
+    args.command = " ".join(["python -m mlfc.lab.kernel_mltcp", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        if any(int(q) <= 0 for q in args.buffer.split(",")):
+            ap.error("--buffer: queue depths must be positive byte counts")
+        for text in args.grid.split(","):
+            parse_params(text)
+    except ValueError as exc:
+        ap.error(f"{exc}")
+    if args.mark_threshold is not None and args.mark_threshold <= 0:
+        ap.error("--mark-threshold must be a positive byte count")
+    unknown_cc = [f for f in args.cc.split(",") if f and f not in FAMILIES]
+    if unknown_cc:
+        ap.error(f"unknown family {unknown_cc[0]!r}: choose from {', '.join(FAMILIES)}")
+    unknown = [m for m in args.mixes.split(",") if m not in MIXES]
+    if unknown:
+        ap.error(f"unknown mix {unknown[0]!r}")
+    if os.geteuid() != 0:
+        print("kernel-mltcp: needs root (network namespaces, BPF)", file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return experiment(args)
+    except KernelMltcpError as exc:
+        print(f"kernel-mltcp: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("kernel-mltcp: interrupted; namespaces removed", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
