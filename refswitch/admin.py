@@ -2,8 +2,10 @@
 
 One command per line, one reply line per command: ``OK``, ``Error: <why>`` or the command's output.
 
-    set_queue_rate <rate_pps> [<egress_port> [<priority>]]
+    set_queue_rate <rate_pps> [<egress_port> [<priority>]]          packets per second (BMv2's unit)
+    set_queue_rate_bps <rate_bps> [<egress_port> [<priority>]]      bits per second: a link (not on BMv2)
     set_queue_depth <nb_pkts> [<egress_port> [<priority>]]
+    set_queue_depth_bytes <nb_bytes> [<egress_port> [<priority>]]   byte capacity besides nb_pkts; 0: none
     show_queues        queue occupancy, depth limits and rates
     stats              dataplane packet counts
     help
@@ -33,6 +35,15 @@ def _int(text: str, what: str) -> int:
         raise AdminError(f"invalid {what} {text!r}: not an integer") from None
 
 
+# command -> (its value's name, the TrafficManager method it calls)
+SETTERS: dict[str, tuple[str, Callable[[TrafficManager, int, int | None, int | None], None]]] = {
+    "set_queue_rate": ("rate_pps", TrafficManager.set_rate),
+    "set_queue_rate_bps": ("rate_bps", TrafficManager.set_rate_bps),
+    "set_queue_depth": ("nb_pkts", TrafficManager.set_depth),
+    "set_queue_depth_bytes": ("nb_bytes", TrafficManager.set_depth_bytes),
+}
+
+
 def execute(line: str, tm: TrafficManager, stats: Callable[[], str] | None = None) -> str:
     """Run one command line against the traffic manager; returns the reply line."""
     args = line.split()
@@ -40,25 +51,23 @@ def execute(line: str, tm: TrafficManager, stats: Callable[[], str] | None = Non
         return "OK"
     cmd, rest = args[0], args[1:]
     try:
-        if cmd in ("set_queue_rate", "set_queue_depth"):
+        if cmd in SETTERS:
+            what, setter = SETTERS[cmd]
             if not 1 <= len(rest) <= 3:
-                raise AdminError(f"usage: {cmd} <value> [<egress_port> [<priority>]]")
-            value = _int(rest[0], "rate_pps" if cmd == "set_queue_rate" else "nb_pkts")
+                raise AdminError(f"usage: {cmd} <{what}> [<egress_port> [<priority>]]")
+            value = _int(rest[0], what)
             port = _int(rest[1], "egress_port") if len(rest) > 1 else None
             prio = _int(rest[2], "priority") if len(rest) > 2 else None
             if port is not None and not 0 <= port < contract.MAX_PORTS:
                 raise AdminError(f"egress_port {port} out of range 0..{contract.MAX_PORTS - 1}")
-            if cmd == "set_queue_rate":
-                tm.set_rate(value, port, prio)
-            else:
-                tm.set_depth(value, port, prio)
+            setter(tm, value, port, prio)
             return "OK"
         if cmd == "show_queues":
             return " | ".join(tm.describe())
         if cmd == "stats":
             return stats() if stats else ""
         if cmd == "help":
-            return " | ".join(line.strip() for line in __doc__.splitlines()[3:] if line.strip())
+            return " | ".join(" ".join(line.split()) for line in __doc__.splitlines()[3:] if line.strip())
         raise AdminError(f"unknown command {cmd!r} (try help)")
     except (AdminError, QueueConfigError) as err:
         return f"Error: {err}"

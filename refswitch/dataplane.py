@@ -164,7 +164,8 @@ class Dataplane:
             self.stats[f"drop_{ing.drop_reason}"] += 1
             log.debug("port %d: dropped (%s)", port, ing.drop_reason)
             return
-        accepted, _depth = dev.tm.enqueue(ing.egress_port, ing.priority, (ing, dev.tables, dev.state), time.monotonic())
+        item = (ing, dev.tables, dev.state)
+        accepted, _depth = dev.tm.enqueue(ing.egress_port, ing.priority, item, time.monotonic(), ing.length)
         if not accepted:
             reason = pl.DROP_QUEUE_FULL if ing.priority < dev.tm.num_priorities else pl.DROP_PRIORITY_RANGE
             self.stats[f"drop_{reason}"] += 1

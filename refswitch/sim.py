@@ -21,6 +21,9 @@ class Emitted:
     decision: pl.Decision
     sent_at: float
     tag: object = None
+    size: int = 0  # bytes the traffic manager counted
+    enq_bytes: int = 0  # the queue's depth in bytes when the packet arrived / when it left (tm.Departure)
+    deq_bytes: int = 0
 
 
 @dataclass
@@ -43,7 +46,7 @@ class VirtualSwitch:
             dec = pl.dropped_decision(ing)
             self.dropped.append((self.now, dec, tag))
             return dec
-        accepted, _ = self.tm.enqueue(ing.egress_port, ing.priority, (ing, self.now, tag), self.now)
+        accepted, _ = self.tm.enqueue(ing.egress_port, ing.priority, (ing, self.now, tag), self.now, ing.length)
         if not accepted:
             reason = pl.DROP_QUEUE_FULL if ing.priority < self.tm.num_priorities else pl.DROP_PRIORITY_RANGE
             dec = pl.dropped_decision(ing, reason)
@@ -55,7 +58,7 @@ class VirtualSwitch:
         while (d := self.tm.dequeue(t)) is not None:
             ing, sent_at, tag = d.item
             dec = pl.egress(ing, d.enq_depth, d.deq_depth, self.tables, self.state, self.rng)
-            self.emitted.append(Emitted(d.time, dec, sent_at, tag))
+            self.emitted.append(Emitted(d.time, dec, sent_at, tag, d.size, d.enq_bytes, d.deq_bytes))
         self.now = max(self.now, t)
 
     def run_all(self) -> None:

@@ -8,12 +8,28 @@ Two rate models:
   at dequeue, so a rate change applies to packets already queued.
 * ``per-queue`` (BMv2's ``QueueingLogicPriRL``): every priority queue has its own limiter and there
   is no port limit. As in BMv2, a packet's departure time is fixed when it is enqueued
-  (``max(now, previous + 1/rate)``), so a later rate change does not move packets already queued.
+  (``max(now, previous + gap)``), so a later rate change does not move packets already queued.
 
-Depths are per priority queue in packets (BMv2 default 64); a full queue tail-drops. A rate of 0
-means unlimited. Time is passed in (``now``), so tests can drive the queues on a virtual clock and
-the switch on ``time.monotonic()``; departures come out in the order of their (virtual) times, as
-BMv2's egress would emit them with an infinitely fast egress pipeline.
+Every limiter has one rate in one of two units, the last command's:
+
+* packets per second (``set_rate``, simple_switch_CLI's ``set_queue_rate``, BMv2's only unit): every
+  packet costs ``1/rate`` whatever its length;
+* bits per second (``set_rate_bps``): a link. A packet of L bytes (the frame as the switch sends it,
+  Ethernet header to the end of the payload) keeps the limiter busy for ``L * 8 / rate`` seconds, so an
+  86-byte ACK costs 688/rate where a 1500-byte packet costs 12,000/rate.
+
+A packet's departure time is when it starts to leave; the limiter is then busy for the packet's gap
+(``1/rate``, or ``L * 8 / rate``) before the next one may start. A rate of 0 means unlimited.
+
+Depths are per priority queue in packets (BMv2 default 64); a full queue tail-drops. A queue may also
+have a byte capacity (``set_depth_bytes``; 0, the default, is none): a packet is tail-dropped when the
+queue's bytes plus its length would exceed it, as in a real switch's buffer. Both depths are reported:
+``enq_depth``/``deq_depth`` in packets (what the pipeline reads, BMv2's unit) and ``enq_bytes``/
+``deq_bytes`` in bytes.
+
+Time is passed in (``now``), so tests can drive the queues on a virtual clock and the switch on
+``time.monotonic()``; departures come out in the order of their (virtual) times, as BMv2's egress would
+emit them with an infinitely fast egress pipeline.
 """
 
 from __future__ import annotations
@@ -34,25 +50,52 @@ class QueueConfigError(ValueError):
     pass
 
 
+def _gap(rate_pps: int, rate_bps: int, size: int) -> float:
+    """Seconds a limiter at this rate is busy with a packet of ``size`` bytes (0: unlimited)."""
+    if rate_bps > 0:
+        return size * 8 / rate_bps
+    if rate_pps > 0:
+        return 1.0 / rate_pps
+    return 0.0
+
+
+def rate_text(rate_pps: int, rate_bps: int) -> str:
+    """A limiter's rate as ``show_queues`` prints it: packets/s bare (simple_switch_CLI's unit), bits/s
+    with their unit, ``-`` for unlimited."""
+    if rate_bps > 0:
+        return f"{rate_bps}bit/s"
+    return str(rate_pps) if rate_pps > 0 else "-"
+
+
+def _default_rate_text(rate_pps: int, rate_bps: int) -> str:
+    return "unlimited" if rate_pps <= 0 and rate_bps <= 0 else rate_text(rate_pps, rate_bps)
+
+
 @dataclass(slots=True)
 class Queued:
     item: Any
     enq_time: float
     enq_depth: int
     send_time: float  # per-queue mode: fixed at enqueue; shared mode: equals enq_time
+    size: int = 0  # bytes
+    enq_bytes: int = 0  # bytes already queued when it arrived
 
 
 @dataclass(slots=True)
 class PriorityQueue:
-    capacity: int
-    rate_pps: int = 0
+    capacity: int  # packets
+    rate_pps: int = 0  # at most one of rate_pps / rate_bps is non-zero
+    rate_bps: int = 0
+    capacity_bytes: int = 0  # 0: no byte limit
+    bytes: int = 0  # bytes queued
     last_departure: float = -math.inf  # shared mode: for this queue's own cap
+    last_departure_size: int = 0
     last_sent: float = -math.inf  # per-queue mode: departure time given to the last enqueued packet
+    last_sent_size: int = 0
     packets: deque = field(default_factory=deque)
 
-    @property
-    def delay(self) -> float:
-        return 1.0 / self.rate_pps if self.rate_pps > 0 else 0.0
+    def gap(self, size: int) -> float:
+        return _gap(self.rate_pps, self.rate_bps, size)
 
 
 @dataclass(slots=True)
@@ -60,20 +103,24 @@ class Departure:
     port: int
     priority: int
     item: Any
-    time: float  # logical departure time
-    enq_depth: int
-    deq_depth: int
+    time: float  # logical departure time (the packet starts to leave)
+    enq_depth: int  # packets
+    deq_depth: int  # packets
+    size: int = 0  # bytes
+    enq_bytes: int = 0
+    deq_bytes: int = 0
 
 
 @dataclass(slots=True)
 class PortQueues:
     queues: list[PriorityQueue]
-    rate_pps: int = 0  # shared mode: the port's one rate
+    rate_pps: int = 0  # shared mode: the port's one rate (at most one of rate_pps / rate_bps non-zero)
+    rate_bps: int = 0
     last_departure: float = -math.inf
+    last_size: int = 0  # bytes of the packet that left at last_departure
 
-    @property
-    def delay(self) -> float:
-        return 1.0 / self.rate_pps if self.rate_pps > 0 else 0.0
+    def gap(self, size: int) -> float:
+        return _gap(self.rate_pps, self.rate_bps, size)
 
 
 class TrafficManager:
@@ -85,19 +132,26 @@ class TrafficManager:
         self.mode = mode
         self.num_priorities = num_priorities
         self.default_depth = default_depth
-        self.default_rate = 0
+        self.default_depth_bytes = 0
+        self.default_rate = 0  # packets/s
+        self.default_rate_bps = 0
         self._ports: dict[int, PortQueues] = {}
         self.lock = threading.RLock()
 
-    # ---- configuration (simple_switch_CLI's set_queue_rate / set_queue_depth) -------------------
+    # ---- configuration (simple_switch_CLI's set_queue_rate / set_queue_depth, and their byte forms) ---
 
     def port(self, port: int) -> PortQueues:
         pq = self._ports.get(port)
         if pq is None:
-            queue_rate = self.default_rate if self.mode == PER_QUEUE else 0
-            port_rate = self.default_rate if self.mode == SHARED else 0
+            per_queue = self.mode == PER_QUEUE
+            queue_rate = (self.default_rate, self.default_rate_bps) if per_queue else (0, 0)
+            port_rate = (0, 0) if per_queue else (self.default_rate, self.default_rate_bps)
             pq = PortQueues(
-                [PriorityQueue(self.default_depth, queue_rate) for _ in range(self.num_priorities)], port_rate
+                [
+                    PriorityQueue(self.default_depth, *queue_rate, capacity_bytes=self.default_depth_bytes)
+                    for _ in range(self.num_priorities)
+                ],
+                *port_rate,
             )
             self._ports[port] = pq
         return pq
@@ -111,36 +165,53 @@ class TrafficManager:
         return list(self._ports.values()) if port is None else [self.port(port)]
 
     def set_rate(self, rate_pps: int, port: int | None = None, priority: int | None = None) -> None:
-        """Shared mode: without ``priority`` the port's one rate; with it a cap on that queue alone.
-        Per-queue mode: every addressed priority queue gets its own limiter at ``rate_pps``."""
-        if rate_pps < 0:
-            raise QueueConfigError(f"rate {rate_pps} must be >= 0 (0: unlimited)")
+        """A rate in packets per second (BMv2's unit). Shared mode: without ``priority`` the port's one
+        rate; with it a cap on that queue alone. Per-queue mode: every addressed priority queue gets its
+        own limiter at ``rate_pps``. Replaces a bits-per-second rate on the same limiters."""
+        self._set_rate(rate_pps, 0, rate_pps, port, priority)
+
+    def set_rate_bps(self, rate_bps: int, port: int | None = None, priority: int | None = None) -> None:
+        """``set_rate`` for a link of ``rate_bps`` bits per second: a packet of L bytes takes
+        ``L * 8 / rate_bps`` seconds. Replaces a packets-per-second rate on the same limiters."""
+        self._set_rate(0, rate_bps, rate_bps, port, priority)
+
+    def _set_rate(self, pps: int, bps: int, given: int, port: int | None, priority: int | None) -> None:
+        if given < 0:
+            raise QueueConfigError(f"rate {given} must be >= 0 (0: unlimited)")
         with self.lock:
+            if priority is not None:
+                self._check_priority(priority)
             if port is None:
-                self.default_rate = rate_pps
+                self.default_rate, self.default_rate_bps = pps, bps
             for pq in self._addressed(port):
                 if priority is not None:
-                    self._check_priority(priority)
-                    pq.queues[priority].rate_pps = rate_pps
+                    pq.queues[priority].rate_pps, pq.queues[priority].rate_bps = pps, bps
                 elif self.mode == SHARED:
-                    pq.rate_pps = rate_pps
+                    pq.rate_pps, pq.rate_bps = pps, bps
                 else:
                     for q in pq.queues:
-                        q.rate_pps = rate_pps
+                        q.rate_pps, q.rate_bps = pps, bps
 
     def set_depth(self, depth: int, port: int | None = None, priority: int | None = None) -> None:
-        if depth < 0:
-            raise QueueConfigError(f"depth {depth} must be >= 0")
+        """Queue capacity in packets (tail drop), the same in both modes."""
+        self._set_depth("capacity", depth, port, priority)
+
+    def set_depth_bytes(self, nbytes: int, port: int | None = None, priority: int | None = None) -> None:
+        """Queue capacity in bytes besides the packet capacity (0: no byte limit): a packet is dropped
+        when the queue's bytes plus its length would exceed it."""
+        self._set_depth("capacity_bytes", nbytes, port, priority)
+
+    def _set_depth(self, attr: str, value: int, port: int | None, priority: int | None) -> None:
+        if value < 0:
+            raise QueueConfigError(f"depth {value} must be >= 0")
         with self.lock:
+            if priority is not None:
+                self._check_priority(priority)
             if port is None:
-                self.default_depth = depth
+                setattr(self, "default_depth" if attr == "capacity" else "default_depth_bytes", value)
             for pq in self._addressed(port):
-                if priority is not None:
-                    self._check_priority(priority)
-                    pq.queues[priority].capacity = depth
-                else:
-                    for q in pq.queues:
-                        q.capacity = depth
+                for q in pq.queues if priority is None else [pq.queues[priority]]:
+                    setattr(q, attr, value)
 
     # ---- queueing --------------------------------------------------------------------------------
 
@@ -148,38 +219,45 @@ class TrafficManager:
         pq = self._ports.get(port)
         return len(pq.queues[priority].packets) if pq else 0
 
-    def enqueue(self, port: int, priority: int, item: Any, now: float) -> tuple[bool, int]:
-        """(accepted, depth of the queue before this packet). Full queue or bad priority: dropped."""
+    def depth_bytes(self, port: int, priority: int) -> int:
+        pq = self._ports.get(port)
+        return pq.queues[priority].bytes if pq else 0
+
+    def enqueue(self, port: int, priority: int, item: Any, now: float, size: int = 0) -> tuple[bool, int]:
+        """(accepted, depth in packets of the queue before this packet). ``size`` is the packet's length
+        in bytes (what a byte rate or a byte capacity counts). Full queue or bad priority: dropped."""
         with self.lock:
             if not 0 <= priority < self.num_priorities:
                 return (False, 0)
             q = self.port(port).queues[priority]
             depth = len(q.packets)
-            if depth >= q.capacity:
+            if depth >= q.capacity or (q.capacity_bytes and q.bytes + size > q.capacity_bytes):
                 return (False, depth)
             send = now
             if self.mode == PER_QUEUE:
-                send = max(now, q.last_sent + q.delay)
-                q.last_sent = send
-            q.packets.append(Queued(item, now, depth, send))
+                send = max(now, q.last_sent + q.gap(q.last_sent_size))
+                q.last_sent, q.last_sent_size = send, size
+            q.packets.append(Queued(item, now, depth, send, size, q.bytes))
+            q.bytes += size
             return (True, depth)
 
     def _port_candidate(self, pq: PortQueues) -> tuple[float, int] | None:
         """(departure time, priority) of the packet this port sends next, if any is queued."""
         earliest = math.inf
         ready: list[tuple[int, float]] = []
+        per_queue = self.mode == PER_QUEUE
         for prio in range(self.num_priorities - 1, -1, -1):
             q = pq.queues[prio]
             if not q.packets:
                 continue
             head = q.packets[0]
-            t = head.send_time if self.mode == PER_QUEUE else max(head.enq_time, q.last_departure + q.delay)
+            t = head.send_time if per_queue else max(head.enq_time, q.last_departure + q.gap(q.last_departure_size))
             ready.append((prio, t))
             earliest = min(earliest, t)
         if not ready:
             return None
         # Shared mode: the next slot is computed from the current rate, so a rate change takes effect at once.
-        when = earliest if self.mode == PER_QUEUE else max(earliest, pq.last_departure + pq.delay)
+        when = earliest if per_queue else max(earliest, pq.last_departure + pq.gap(pq.last_size))
         for prio, t in ready:  # highest priority first among the queues eligible at that time
             if t <= when:
                 return (when, prio)
@@ -209,10 +287,13 @@ class TrafficManager:
             pq = self._ports[port]
             q = pq.queues[prio]
             head = q.packets.popleft()
+            q.bytes -= head.size
             if self.mode == SHARED:
-                pq.last_departure = when
-                q.last_departure = when
-            return Departure(port, prio, head.item, when, head.enq_depth, len(q.packets))
+                pq.last_departure, pq.last_size = when, head.size
+                q.last_departure, q.last_departure_size = when, head.size
+            return Departure(
+                port, prio, head.item, when, head.enq_depth, len(q.packets), head.size, head.enq_bytes, q.bytes
+            )
 
     def drain(self, now: float) -> list[Departure]:
         out = []
@@ -221,13 +302,22 @@ class TrafficManager:
         return out
 
     def describe(self) -> list[str]:
+        """``show_queues``: per queue ``prio:queued/capacity[+bytes/byte capacity B]@rate``."""
         with self.lock:
-            lines = [
+            header = (
                 f"mode {self.mode}, {self.num_priorities} priority queues, default depth {self.default_depth}, "
-                f"default rate {self.default_rate or 'unlimited'}"
-            ]
+                f"default rate {_default_rate_text(self.default_rate, self.default_rate_bps)}"
+            )
+            if self.default_depth_bytes:
+                header += f", default byte depth {self.default_depth_bytes}"
+            lines = [header]
             for port in sorted(self._ports):
                 pq = self._ports[port]
-                qs = " ".join(f"{p}:{len(q.packets)}/{q.capacity}@{q.rate_pps or '-'}" for p, q in enumerate(pq.queues))
-                lines.append(f"port {port} rate {pq.rate_pps or '-'} queues {qs}")
+                qs = " ".join(
+                    f"{p}:{len(q.packets)}/{q.capacity}"
+                    + (f"+{q.bytes}/{q.capacity_bytes}B" if q.capacity_bytes else "")
+                    + f"@{rate_text(q.rate_pps, q.rate_bps)}"
+                    for p, q in enumerate(pq.queues)
+                )
+                lines.append(f"port {port} rate {rate_text(pq.rate_pps, pq.rate_bps)} queues {qs}")
             return lines
