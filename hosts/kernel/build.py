@@ -21,6 +21,8 @@ SOURCE_DIR = Path(__file__).resolve().parent / "bpf"
 BTF_PATH = Path("/sys/kernel/btf/vmlinux")
 BPF_HEADERS = Path("/usr/include/bpf/bpf_helpers.h")
 OBJECTS = ("mltcp_reno", "mltcp_cubic", "mltcp_ftest")
+# tc programs beside the congestion controls: the phantom-queue ECN marker (marker.py)
+OBJECTS += ("ecn_marker",)
 # The kernel's own struct_ops value type for congestion controls: present when the kernel can
 # register a tcp_congestion_ops written in BPF (CONFIG_BPF_JIT, CONFIG_BPF_SYSCALL, BTF).
 STRUCT_OPS_TYPE = "struct bpf_struct_ops_tcp_congestion_ops {"
