@@ -47,6 +47,10 @@ DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
 # the controller (docs/tofino.md); none: no queue adapter (e.g. a switch whose TM is managed elsewhere).
 TARGETS = ("bmv2", "refswitch", "tofino", "none")
 QUEUE_TARGETS = ("bmv2", "refswitch")  # targets whose queues the controller shapes through thrift_port
+# A port's (or defaults.queue's) keys. rate_bps and depth_bytes are the reference switch's: BMv2's queue
+# rates are packets per second and its depths packets, so a bmv2 switch refuses them.
+QUEUE_KEYS = ("rate_pps", "rate_bps", "depth_pkts", "depth_bytes")
+BYTE_QUEUE_TARGETS = ("refswitch",)
 # The P4 architecture each target runs: which compiled program (and P4Info) its switches get.
 ARCHITECTURES = {"bmv2": "v1model", "refswitch": "v1model", "none": "v1model", "tofino": "tna"}
 
@@ -146,9 +150,13 @@ def queue_settings(sw: SwitchConfig, default: QueueSettings) -> dict[int, QueueS
         return {}
     out = {}
     for p in sw.ports:
-        rate = p.queue.rate_pps if p.queue.rate_pps is not None else default.rate_pps
-        depth = p.queue.depth_pkts if p.queue.depth_pkts is not None else default.depth_pkts
-        out[p.port] = QueueSettings(rate, depth)
+        q = p.queue
+        # One rate per port, in one unit: the port's own (either unit) replaces the default's.
+        own_rate = q.rate_pps is not None or q.rate_bps is not None
+        rate_pps, rate_bps = (q.rate_pps, q.rate_bps) if own_rate else (default.rate_pps, default.rate_bps)
+        depth = q.depth_pkts if q.depth_pkts is not None else default.depth_pkts
+        depth_bytes = q.depth_bytes if q.depth_bytes is not None else default.depth_bytes
+        out[p.port] = QueueSettings(rate_pps, depth, rate_bps, depth_bytes)
     return out
 
 
@@ -190,6 +198,16 @@ def parse_config(data: Any, base_dir: Path | None = None, source: Path | None = 
                 raise ValidationError(
                     join(join("switches", i), "thrift_port"), "required: defaults.queue applies to its ports"
                 )
+    if defaults.queue.in_bytes:
+        for i, sw in enumerate(parsed):
+            if sw.target in QUEUE_TARGETS and sw.target not in BYTE_QUEUE_TARGETS:
+                key = "rate_bps" if defaults.queue.rate_bps is not None else "depth_bytes"
+                for port, q in queue_settings(sw, defaults.queue).items():
+                    if q.in_bytes:
+                        raise ValidationError(
+                            join("defaults.queue", key),
+                            f"applies to port {port} of {join('switches', i)}, a {sw.target} switch: " + _NO_BYTES,
+                        )
     return DeploymentConfig(
         switches=parsed,
         p4info=p4info,
@@ -252,7 +270,8 @@ def _switch(data: Any, path: str) -> SwitchConfig:
     if d.get("election_id") is not None:
         election_id = as_int(d["election_id"], join(path, "election_id"), 1, (1 << 64) - 1)
 
-    ports = tuple(_port(p, join(join(path, "ports"), i)) for i, p in enumerate(as_list(d.get("ports", []), path)))
+    port_list = as_list(d.get("ports", []), path)
+    ports = tuple(_port(p, join(join(path, "ports"), i), target) for i, p in enumerate(port_list))
     check_unique(ports, join(path, "ports"), lambda p: p.port, "port")
     port_numbers = {p.port for p in ports}
     routes = []
@@ -280,25 +299,39 @@ def _check_tofino_switch(d: dict[str, Any], path: str) -> None:
 
 def _has_queue_settings(ports: Any) -> bool:
     return isinstance(ports, list) and any(
-        isinstance(p, dict) and (p.get("rate_pps") is not None or p.get("depth_pkts") is not None) for p in ports
+        isinstance(p, dict) and any(p.get(k) is not None for k in QUEUE_KEYS) for p in ports
     )
 
 
-def _port(data: Any, path: str) -> PortConfig:
+_NO_BYTES = (
+    "BMv2 has no byte rate or byte depth (its queue rates are packets per second, its depths packets): "
+    "use rate_pps / depth_pkts, or target refswitch"
+)
+
+
+def _port(data: Any, path: str, target: str) -> PortConfig:
     if isinstance(data, int) and not isinstance(data, bool):
         return PortConfig(as_int(data, path, 0, contract.MAX_PORT))
-    d = as_mapping(data, path, {"port", "rate_pps", "depth_pkts"})
+    d = as_mapping(data, path, {"port", *QUEUE_KEYS})
     if "port" not in d:
         raise ValidationError(join(path, "port"), "required")
+    if target in QUEUE_TARGETS and target not in BYTE_QUEUE_TARGETS:
+        for key in ("rate_bps", "depth_bytes"):
+            if d.get(key) is not None:
+                raise ValidationError(join(path, key), f"a {target} switch: {_NO_BYTES}")
     return PortConfig(as_int(d["port"], join(path, "port"), 0, contract.MAX_PORT), _queue(d, path))
 
 
 def _queue(d: dict[str, Any], path: str) -> QueueSettings:
-    rate = d.get("rate_pps")
-    depth = d.get("depth_pkts")
+    rate, rate_bps = d.get("rate_pps"), d.get("rate_bps")
+    depth, depth_bytes = d.get("depth_pkts"), d.get("depth_bytes")
+    if rate is not None and rate_bps is not None:
+        raise ValidationError(join(path, "rate_bps"), "a port has one rate: rate_pps (packets/s) or rate_bps (bit/s)")
     return QueueSettings(
         None if rate is None else as_int(rate, join(path, "rate_pps"), 1, 100_000_000),
         None if depth is None else as_int(depth, join(path, "depth_pkts"), 1, 1 << 20),
+        None if rate_bps is None else as_int(rate_bps, join(path, "rate_bps"), 1, 10**12),
+        None if depth_bytes is None else as_int(depth_bytes, join(path, "depth_bytes"), 1, 1 << 32),
     )
 
 
@@ -327,7 +360,7 @@ def _defaults(data: Any, path: str) -> Defaults:
         kwargs = {k: tuple(as_list(v, join(join(path, "drop_policy"), k))) for k, v in p.items()}
         drop = _policy(lambda: DropPolicy(**kwargs), join(path, "drop_policy"))
     interleaving = as_bool(d.get("interleaving", False), join(path, "interleaving"))
-    queue = _queue(as_mapping(d.get("queue", {}), join(path, "queue"), {"rate_pps", "depth_pkts"}), join(path, "queue"))
+    queue = _queue(as_mapping(d.get("queue", {}), join(path, "queue"), set(QUEUE_KEYS)), join(path, "queue"))
     packet_bytes = d.get("packet_bytes", Defaults().packet_bytes)
     _policy(lambda: depth.cells_per_packet(packet_bytes), join(path, "packet_bytes"))
     return Defaults(ecn, drop, interleaving, queue, packet_bytes)
@@ -418,7 +451,7 @@ def write_config(cfg: DeploymentConfig, path: Path) -> Path:
 
 
 def _queue_document(q: QueueSettings) -> dict[str, int]:
-    return {k: v for k, v in (("rate_pps", q.rate_pps), ("depth_pkts", q.depth_pkts)) if v is not None}
+    return {k: v for k in QUEUE_KEYS if (v := getattr(q, k)) is not None}
 
 
 def _mac_text(mac: int) -> str:

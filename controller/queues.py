@@ -2,7 +2,10 @@
 its own channel behind one interface.
 
 ``QueueClient`` speaks simple_switch_CLI's command lines (``set_queue_rate <pps> [<port> [<prio>]]``,
-``set_queue_depth <pkts> [<port> [<prio>]]``) to one switch:
+``set_queue_depth <pkts> [<port> [<prio>]]``) to one switch, plus the reference switch's byte forms
+(``set_queue_rate_bps <bits/s> ...``: the port is a link, a packet of L bytes takes L*8/rate s;
+``set_queue_depth_bytes <bytes> ...``: a byte capacity), which BMv2 has not (its queue rates are packets
+per second): ``Bmv2ThriftQueues`` refuses them before starting its CLI.
 
 * ``Bmv2ThriftQueues``: ``simple_switch_CLI --thrift-port N``, all commands of a call in one CLI
   process (each CLI start costs a Python interpreter start-up);
@@ -36,12 +39,31 @@ class QueueConfigError(RuntimeError):
     """The target refused a queue setting or could not be reached."""
 
 
+# The reference switch's commands in bytes; BMv2's simple_switch_CLI has neither.
+BYTE_COMMANDS = ("set_queue_rate_bps", "set_queue_depth_bytes")
+
+
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
-    """Per-port queue shaping; None leaves the target's default (BMv2: no rate limit, 64 packets)."""
+    """Per-port queue shaping; None leaves the target's default (BMv2: no rate limit, 64 packets).
+
+    The rate is in packets per second (``rate_pps``, BMv2's unit) or, on the reference switch only, in
+    bits per second (``rate_bps``: the port is a link of that many bit/s), never both. ``depth_bytes``
+    (reference switch only) adds a byte capacity to the packet capacity ``depth_pkts``."""
 
     rate_pps: int | None = None
     depth_pkts: int | None = None
+    rate_bps: int | None = None
+    depth_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.rate_pps is not None and self.rate_bps is not None:
+            raise ValueError("a port's rate is rate_pps or rate_bps, not both")
+
+    @property
+    def in_bytes(self) -> bool:
+        """Whether these settings need a target with byte rates or byte depths (the reference switch)."""
+        return self.rate_bps is not None or self.depth_bytes is not None
 
 
 def queue_commands(ports: Mapping[int, QueueSettings]) -> list[str]:
@@ -52,8 +74,12 @@ def queue_commands(ports: Mapping[int, QueueSettings]) -> list[str]:
     for port, q in sorted(ports.items()):
         if q.rate_pps is not None:
             out.append(f"set_queue_rate {q.rate_pps} {port}")
+        if q.rate_bps is not None:
+            out.append(f"set_queue_rate_bps {q.rate_bps} {port}")
         if q.depth_pkts is not None:
             out.append(f"set_queue_depth {q.depth_pkts} {port}")
+        if q.depth_bytes is not None:
+            out.append(f"set_queue_depth_bytes {q.depth_bytes} {port}")
     return out
 
 
@@ -77,8 +103,16 @@ class QueueClient(ABC):
     def set_rate(self, pps: int, port: int | None = None, priority: int | None = None) -> None:
         self.run([f"set_queue_rate {pps}{_where(port, priority)}"])
 
+    def set_rate_bps(self, bps: int, port: int | None = None, priority: int | None = None) -> None:
+        """A link of ``bps`` bits per second (the reference switch; BMv2 refuses it)."""
+        self.run([f"set_queue_rate_bps {bps}{_where(port, priority)}"])
+
     def set_depth(self, packets: int, port: int | None = None, priority: int | None = None) -> None:
         self.run([f"set_queue_depth {packets}{_where(port, priority)}"])
+
+    def set_depth_bytes(self, nbytes: int, port: int | None = None, priority: int | None = None) -> None:
+        """A byte capacity besides the packet capacity (the reference switch; BMv2 refuses it)."""
+        self.run([f"set_queue_depth_bytes {nbytes}{_where(port, priority)}"])
 
     def configure(self, ports: Mapping[int, QueueSettings]) -> int:
         """Apply per-port settings (the controller calls this after every reconnection: a restarted
@@ -120,6 +154,13 @@ class Bmv2ThriftQueues(QueueClient):
         return f"bmv2 thrift {self.host}:{self.thrift_port}"
 
     def run(self, commands: Sequence[str]) -> list[str]:
+        in_bytes = [c for c in commands if c.split()[:1] and c.split()[0] in BYTE_COMMANDS]
+        if in_bytes:
+            raise QueueConfigError(
+                f"{self.describe()}: BMv2 has no byte rate or byte depth (its queue rates are packets per "
+                f"second, set_queue_rate; depths packets, set_queue_depth): {'; '.join(in_bytes)}; use rate_pps / "
+                "depth_pkts, or the reference switch (target refswitch)"
+            )
         exe = shutil.which(self.cli) or self.cli
         cmd = [*_netns_prefix(self.netns), exe, "--thrift-port", str(self.thrift_port), "--thrift-ip", self.host]
         try:
