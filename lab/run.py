@@ -3,6 +3,7 @@ controller daemon, coordinator, agents and two training jobs sharing a bottlenec
 MLTCP and MAIF priorities, prints live progress and a results table, and tears everything down.
 
     mlfc-run [--mix two-compatible] [--treatment mltcp+maif] [--iterations 10] [--dataplane auto|bmv2|ref]
+             [--bottleneck-bps R]
 
 Needs root, Mininet and a dataplane: BMv2 (simple_switch_grpc with Thrift) or, where BMv2 is
 missing, mlfc's reference switch. Exits non-zero, saying what is missing, when it cannot run.
@@ -57,7 +58,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataplane", default="auto", choices=("auto", "bmv2", "ref"))
     ap.add_argument("--out", type=Path, default=Path("results/run"))
     ap.add_argument("--training", action="store_true", help="real PyTorch training (digits) instead of the emulator")
+    ap.add_argument(
+        "--bottleneck-bps",
+        type=int,
+        default=None,
+        metavar="R",
+        help="on the reference switch, the bottleneck is a link of R bit/s (a packet of L bytes takes L*8/R s) "
+        "instead of a packet rate; BMv2 has packet rates only",
+    )
     args = ap.parse_args(argv)
+    if args.bottleneck_bps is not None and args.bottleneck_bps <= 0:
+        ap.error("--bottleneck-bps must be > 0")
 
     problems = missing_pieces(args.dataplane)
     if problems:
@@ -69,8 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     mix, treatment = MIXES[args.mix], TREATMENTS[args.treatment]
     if args.training:
         mix = with_training(mix)
-    cfg = stack_config(mix, treatment, args.iterations)
+    cfg = stack_config(mix, treatment, args.iterations, bottleneck_bps=args.bottleneck_bps)
     print(f"dataplane: {plane.label}")
+    if cfg.bytes_link(plane.target):
+        print(f"bottleneck: a link of {cfg.bottleneck_bps} bit/s")
+    elif args.bottleneck_bps is not None:
+        print(f"bottleneck: {cfg.bottleneck_pps} pkt/s (BMv2 has no byte rate: --bottleneck-bps is for refswitch)")
     print(
         f"scenario:  {mix.name} ({mix.description}); treatment {treatment.name}: cc {treatment.cc}, "
         f"MLTCP {'on' if treatment.mltcp else 'off'}, switch priorities {treatment.priorities}",

@@ -163,6 +163,7 @@ def stack_config(
     jobs: Sequence[JobSpec] | None = None,
     mltcp_params: MltcpParams | None = None,
     ack_delay: float | None = None,
+    bottleneck_bps: int | None = None,
 ) -> StackConfig:
     if treatment.fallback and treatment.priorities != "maif":
         raise ValueError(f"treatment {treatment.name}: the fallback needs priorities='maif' (the coordinator applies)")
@@ -176,6 +177,7 @@ def stack_config(
         mltcp_tune=treatment.tune,
         priorities=treatment.priorities,
         bottleneck_pps=bottleneck_pps,
+        bottleneck_bps=bottleneck_bps,
         ack_delay=ack_delay,
         coordinator_args=treatment.coordinator_args
         + (("--fallback", treatment.fallback) if treatment.fallback else ()),

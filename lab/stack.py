@@ -36,9 +36,17 @@ from mlfc.hosts.transport.recovery import DEFAULT_TOLERATED_LOSS
 from mlfc.lab.dataplanes import Dataplane
 from mlfc.lab.jobs import JobSpec, ProgressFn, RunningJob, Transport, WorkerLog, start_job
 from mlfc.lab.network import mininet_network
+from mlfc.lab.probe import PAYLOAD as PROBE_PAYLOAD
 from mlfc.lab.probe import ProbeResult
 from mlfc.lab.results import IterationRecord
-from mlfc.lab.validity import CpuMonitor, CpuUse, link_utilisation, probe_bottleneck, require_carried
+from mlfc.lab.validity import (
+    CpuMonitor,
+    CpuUse,
+    link_utilisation,
+    pps_equivalent,
+    probe_bottleneck,
+    require_carried,
+)
 from mlfc.launch.daemons import CommandProcess, ControllerProcess, tool
 from mlfc.launch.process import free_port
 from mlfc.launch.switches import SwitchProcess
@@ -68,6 +76,10 @@ class StackConfig:
     tolerated_loss: str = DEFAULT_TOLERATED_LOSS  # senders' reaction to a loss within the bound (SenderConfig)
     priorities: str = "none"  # none | maif | interleave
     bottleneck_pps: int = 1500
+    # The reference switch's bottleneck as a link of this many bit/s (its ``set_queue_rate_bps``: a packet of
+    # L bytes takes L*8/rate s, so an ACK costs less than a data packet). None: bottleneck_pps. BMv2 has no
+    # byte rate: a BMv2 network always uses bottleneck_pps.
+    bottleneck_bps: int | None = None
     queue_depth: int = 64
     ecn: EcnProfile = field(default_factory=EcnProfile)
     drop_policy: DropPolicy = field(default_factory=DropPolicy)
@@ -79,6 +91,16 @@ class StackConfig:
     # Seconds from launching the jobs to their common first iteration (None: 2 s + 0.5 s per job, enough for
     # the emulator; real training imports torch in every process, which takes far longer on a loaded machine).
     start_lead_s: float | None = None
+
+    def bytes_link(self, target: str) -> bool:
+        """Whether the bottleneck on switches of ``target`` is a link in bit/s (else packets/s)."""
+        return self.bottleneck_bps is not None and target == "refswitch"
+
+    def bottleneck_queue(self, target: str) -> QueueSettings:
+        """A bottleneck port's queue settings on a switch of ``target`` (deployment ``target``)."""
+        if self.bytes_link(target):
+            return QueueSettings(rate_bps=self.bottleneck_bps, depth_pkts=self.queue_depth)
+        return QueueSettings(self.bottleneck_pps, self.queue_depth)
 
     @property
     def transport(self) -> Transport:
@@ -97,7 +119,8 @@ class StackRun:
     # switch -> table -> the most entries seen while the jobs ran (sampled every second)
     switch_entries: dict[str, dict[str, int]] = field(default_factory=dict)
     cpu: CpuUse | None = None
-    utilisation: float = float("nan")  # pushes' packet rate while any push ran / the configured rate
+    # pushes' packet rate while any push ran / the configured rate (on a link in bit/s: their frames' bits)
+    utilisation: float = float("nan")
     # Seconds after the start when the run's ``until`` condition held and the jobs were stopped (None: every
     # job ran to its last iteration).
     stopped_at: float | None = None
@@ -130,11 +153,9 @@ def deployment_for(
     bottlenecks = set(topo.bottleneck_ports())
     out = []
     for name, sw in switches.items():
+        plain, bottleneck = QueueSettings(None, cfg.queue_depth), cfg.bottleneck_queue(sw.target)
         ports = tuple(
-            PortConfig(
-                port, QueueSettings(cfg.bottleneck_pps if (name, port) in bottlenecks else None, cfg.queue_depth)
-            )
-            for port in sorted(sw.interfaces)
+            PortConfig(port, bottleneck if (name, port) in bottlenecks else plain) for port in sorted(sw.interfaces)
         )
         routes = tuple(
             Route(ipaddress.IPv4Network(r.prefix), r.port, _mac(r.src_mac), _mac(r.dst_mac)) for r in topo.routes(name)
@@ -176,12 +197,31 @@ def network_with_control(topo: Topology, cfg: StackConfig, run_dir: Path, plane:
             except TimeoutError as exc:
                 raise StackError(f"{exc}\n{ctl.tail()}") from None
             check_queues(ctl.client.status())
-            probe = probe_bottleneck(net, topo, cfg.bottleneck_pps)
+            probe = probe_bottleneck(net, topo, probe_rate_pps(cfg, switches))
             if cfg.check_bottleneck:
                 require_carried(probe)
             yield Control(net, switches, ctl, run_dir, probe)
         finally:
             ctl.stop()
+
+
+def _bytes_link(cfg: StackConfig, switches: dict[str, SwitchProcess]) -> bool:
+    return bool(switches) and all(cfg.bytes_link(sw.target) for sw in switches.values())
+
+
+def probe_rate_pps(cfg: StackConfig, switches: dict[str, SwitchProcess]) -> int:
+    """The calibration burst's reference rate: bottleneck_pps, or the probe's frames per second on a link in
+    bit/s (lab/probe.py: PAYLOAD bytes of UDP, + 28 UDP/IPv4 + 14 Ethernet)."""
+    if _bytes_link(cfg, switches):
+        return max(1, round(pps_equivalent(cfg.bottleneck_bps or 0, PROBE_PAYLOAD + 28 + 14)))
+    return cfg.bottleneck_pps
+
+
+def utilisation(records: list[IterationRecord], cfg: StackConfig, switches: dict[str, SwitchProcess]) -> float:
+    """``link_utilisation`` in the bottleneck's unit: bytes on a link in bit/s, packets otherwise."""
+    if _bytes_link(cfg, switches):
+        return link_utilisation(records, rate_bps=cfg.bottleneck_bps)
+    return link_utilisation(records, cfg.bottleneck_pps)
 
 
 def check_queues(status: ipb.StatusReply) -> None:
@@ -273,7 +313,7 @@ def run_jobs(
         time.time() - t0,
         peak,
         cpu.result(),
-        link_utilisation(records, cfg.bottleneck_pps),
+        utilisation(records, cfg, ctl.switches),
         stopped_at,
     )
 

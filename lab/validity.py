@@ -6,8 +6,9 @@
    the cause and the remedies.
 2. After each run (``link_utilisation``): while any push is on the wire, the pushes together must have
    moved at least ``MIN_SHARE`` of the configured rate (bytes pushed / chunk size over the union of the
-   push intervals). A software switch starved of CPU forwards below its configured rate exactly when
-   the jobs load the machine, which the idle probe cannot see. The figure goes into every table.
+   push intervals; on a link in bits per second, the bits of the pushes' frames). A software switch
+   starved of CPU forwards below its configured rate exactly when the jobs load the machine, which the
+   idle probe cannot see. The figure goes into every table.
 
 The CPU the run had to spare (``CpuMonitor``) is recorded beside them.
 """
@@ -31,6 +32,9 @@ from mlfc.topologies import Topology
 MIN_SHARE = 0.8  # a single Reno flow alone reaches ~0.9 of the rate over a push, slow start included
 OVERLOAD = 1.25  # the probe offers this much more than the configured rate
 CHUNK_BYTES = 1400  # payload per packet of the emulator's transport (hosts/transport DEFAULT_CHUNK)
+# The frame that carries one full chunk, as a switch counts it on a link in bits per second: the chunk, the
+# transport's DATA header (hosts/transport/packet.py HEADER_LEN, 28), UDP + IPv4 (28) and Ethernet (14).
+DATA_FRAME_BYTES = CHUNK_BYTES + 28 + 28 + 14
 
 
 class BottleneckNotCarried(RuntimeError):
@@ -87,14 +91,26 @@ def _union(spans: Sequence[tuple[float, float]]) -> float:
     return total
 
 
-def link_utilisation(records: Sequence[IterationRecord], rate_pps: int) -> float:
-    """Packets pushed per second while any push was on the wire, as a share of ``rate_pps`` (NaN when the
-    records do not split push from pull)."""
+def pps_equivalent(rate_bps: int, frame_bytes: int) -> float:
+    """The packets per second a link of ``rate_bps`` bit/s carries in frames of ``frame_bytes``."""
+    return rate_bps / (8 * frame_bytes)
+
+
+def link_utilisation(
+    records: Sequence[IterationRecord], rate_pps: int | None = None, *, rate_bps: int | None = None
+) -> float:
+    """Packets pushed per second while any push was on the wire, as a share of ``rate_pps``; or, for a link
+    of ``rate_bps`` bit/s (the reference switch's byte rate), the pushes' frames' bits per second as a share
+    of it (NaN when the records do not split push from pull). Give exactly one of the two rates."""
+    if (rate_pps is None) == (rate_bps is None):
+        raise ValueError("link_utilisation: give rate_pps or rate_bps")
     spans = [(r.comm_start, r.push_end) for r in records if r.push_end is not None and r.push_end > r.comm_start]
     busy = _union(spans)
     if not spans or busy <= 0:
         return float("nan")
     pushed = sum(r.bytes for r in records if r.push_end is not None) / CHUNK_BYTES
+    if rate_bps is not None:
+        return pushed * DATA_FRAME_BYTES * 8 / busy / rate_bps
     return pushed / busy / rate_pps
 
 
