@@ -1,13 +1,15 @@
 """``mlfc-mltcp``: MLTCP for kernel TCP.
 
     mlfc-mltcp build [--force]                      compile bpf/ against this kernel
-    mlfc-mltcp load [--cc reno,cubic] [F and detection options] [--netns NS --default mltcp_reno]
+    mlfc-mltcp load [--cc reno,cubic,dctcp] [F and detection options] [--netns NS --default mltcp_reno]
     mlfc-mltcp status [--json]                      registrations, parameters, per-connection state
     mlfc-mltcp set [F and detection options] [--netns NS --default CC]
-    mlfc-mltcp unload [--cc reno,cubic] [--fallback cubic]
+    mlfc-mltcp unload [--cc reno,cubic,dctcp] [--fallback cubic]
 
-Parameters not given keep their defaults (``load``: mlfc.policy.mltcp's MltcpParams() and
-IterationDetection(); ``set``: the values loaded now).
+F is mlfc.policy.mltcp's: --slope, --intercept and --f-shape (linear, power=E, step=K, sigmoid=K), or
+the whole of it in the text form with --f (e.g. 16:0.5:step=0.2). Parameters not given keep their
+defaults (``load``: mlfc.policy.mltcp's MltcpParams() and IterationDetection(); ``set``: the values
+loaded now).
 """
 
 from __future__ import annotations
@@ -18,13 +20,17 @@ import json
 import sys
 
 from mlfc.hosts.kernel import KernelMltcpError, build, loader, namespaces
-from mlfc.policy.mltcp import IterationDetection, MltcpParams
+from mlfc.policy.mltcp import IterationDetection, MltcpParams, format_params, parse_params, parse_shape
 
 
 def _policy_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("MLTCP (defaults: mlfc.policy.mltcp)")
     g.add_argument("--slope", type=float, help=f"F's slope (default {MltcpParams().slope})")
     g.add_argument("--intercept", type=float, help=f"F's intercept (default {MltcpParams().intercept})")
+    g.add_argument("--f-shape", dest="f_shape", metavar="SHAPE",
+                   help="F's shape: linear (default), power=EXPONENT, step=KNEE, sigmoid=KNEE")  # fmt: skip
+    g.add_argument("--f", dest="f_text", metavar="F", help="all of F in its text form, e.g. 2:0.5, "
+                   "16:0.5:step=0.2 (instead of --slope/--intercept/--f-shape)")  # fmt: skip
     d = IterationDetection()
     g.add_argument(
         "--idle-rtts", type=float, help=f"idle gap that starts an iteration, in RTTs (default {d.idle_rtts})"
@@ -45,10 +51,17 @@ def _policy(
     args: argparse.Namespace, base: tuple[MltcpParams, IterationDetection]
 ) -> tuple[MltcpParams, IterationDetection]:
     policy, detection = base
-    policy = MltcpParams(
-        args.slope if args.slope is not None else policy.slope,
-        args.intercept if args.intercept is not None else policy.intercept,
-    )
+    if args.f_text is not None:
+        if any(v is not None for v in (args.slope, args.intercept, args.f_shape)):
+            raise KernelMltcpError("--f gives all of F: leave out --slope, --intercept and --f-shape")
+        policy = parse_params(args.f_text)
+    else:
+        slope = args.slope if args.slope is not None else policy.slope
+        intercept = args.intercept if args.intercept is not None else policy.intercept
+        if args.f_shape is not None:  # a new shape: its argument given, the others' back to their defaults
+            policy = MltcpParams(slope, intercept, **parse_shape(args.f_shape))  # type: ignore[arg-type]
+        else:
+            policy = dataclasses.replace(policy, slope=slope, intercept=intercept)
     detection = IterationDetection(
         args.idle_rtts if args.idle_rtts is not None else detection.idle_rtts,
         args.idle_min if args.idle_min is not None else detection.idle_min,
@@ -57,9 +70,16 @@ def _policy(
     return policy, detection
 
 
+def _formula(p: MltcpParams) -> str:
+    if p.linear:
+        return f"{p.slope:g} * bytes_ratio + {p.intercept:g}"
+    g = {"power": f"bytes_ratio ** {p.exponent:g}", "step": f"step at {p.knee:g}", "sigmoid": f"sigmoid at {p.knee:g}"}
+    return f"{p.intercept:g} + {p.slope:g} * {g[p.shape]}"
+
+
 def _describe(p: MltcpParams, d: IterationDetection) -> str:
     return (
-        f"F = {p.slope:g} * bytes_ratio + {p.intercept:g}; iteration after "
+        f"F {format_params(p)} = {_formula(p)}; iteration after "
         f"max({d.idle_rtts:g} RTT, {d.idle_min * 1e3:g} ms) idle; EWMA {d.ewma_weight:g}"
     )
 
@@ -98,7 +118,10 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 def cmd_set(args: argparse.Namespace) -> int:
     algs = _cc_list(args.cc)
-    changing = any(v is not None for v in (args.slope, args.intercept, args.idle_rtts, args.idle_min, args.ewma))
+    changing = any(
+        v is not None
+        for v in (args.slope, args.intercept, args.f_shape, args.f_text, args.idle_rtts, args.idle_min, args.ewma)
+    )
     if changing:
         _policy(args, (MltcpParams(), IterationDetection()))  # reject bad values before touching the kernel
         current = [kp for a in algs for kp in loader.read_params(a) if kp.params]
@@ -107,7 +130,7 @@ def cmd_set(args: argparse.Namespace) -> int:
         n = loader.set_params(algs, policy, detection)
         print(f"parameters written to {n} map(s): {_describe(policy, detection)}")
     elif not args.netns:
-        raise KernelMltcpError("nothing to set: give parameters (--slope ...) and/or --netns NS --default CC")
+        raise KernelMltcpError("nothing to set: give parameters (--slope, --f ...) and/or --netns NS --default CC")
     _apply_namespaces(args)
     return 0
 
@@ -168,13 +191,13 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("build", help="compile the BPF programs for this kernel")
     p.add_argument("--force", action="store_true", help="rebuild even if up to date")
     p.set_defaults(fn=cmd_build)
-    p = sub.add_parser("load", help="register mltcp_reno / mltcp_cubic with parameters")
-    p.add_argument("--cc", help="comma-separated: reno, cubic (default both)")
+    p = sub.add_parser("load", help="register mltcp_reno / mltcp_cubic / mltcp_dctcp with parameters")
+    p.add_argument("--cc", help="comma-separated: reno, cubic, dctcp (default all)")
     _policy_args(p)
     _namespace_args(p)
     p.set_defaults(fn=cmd_load)
     p = sub.add_parser("set", help="change the parameters of what is loaded, or a namespace's default")
-    p.add_argument("--cc", help="comma-separated: reno, cubic (default both)")
+    p.add_argument("--cc", help="comma-separated: reno, cubic, dctcp (default all)")
     _policy_args(p)
     _namespace_args(p)
     p.set_defaults(fn=cmd_set)
@@ -182,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_status)
     p = sub.add_parser("unload", help="unregister (namespaces defaulting to it move to --fallback)")
-    p.add_argument("--cc", help="comma-separated: reno, cubic (default both)")
+    p.add_argument("--cc", help="comma-separated: reno, cubic, dctcp (default all)")
     p.add_argument("--fallback", default=loader.FALLBACK_CC, help="default for those namespaces (default cubic)")
     p.set_defaults(fn=cmd_unload)
     args = ap.parse_args(argv)

@@ -1,6 +1,22 @@
-"""The parameter map's value: ``struct mltcp_params`` of ``bpf/mltcp.h`` (8 little-endian u32),
-encoded from :class:`MltcpParams` and :class:`IterationDetection` — the one definition of F and of
-iteration detection — in the same fixed point the BPF code computes with."""
+"""The parameter map's value: ``struct mltcp_params`` of ``bpf/mltcp.h``, encoded from
+:class:`MltcpParams` and :class:`IterationDetection` — the one definition of F and of iteration
+detection — in the fixed point the BPF code computes with.
+
+F itself travels as a table: :func:`f_table` samples :func:`mlfc.policy.mltcp.mltcp_factor` at
+``F_KNOTS + 1`` evenly spaced bytes_ratio knots, and the BPF code (``mltcp_f_fp``) interpolates linearly
+between the two knots around a connection's ratio. Every shape runs in the kernel that way, from the
+same Python function the user-space transport calls. :func:`table_f_fp` is the interpolation in Python,
+bit for bit, so a test can hold the kernel's F against it exactly. What the table changes, by shape:
+
+* ``linear``: nothing but rounding (the line through the knots is the line);
+* ``power``, ``sigmoid``: the chord between knots instead of the curve (largest for a power with a small
+  exponent, in the first interval: 0.03 x slope for exponent 0.5 at ratio 1/256);
+* ``step``: a ramp over the 1/F_KNOTS of the iteration just before the first knot at or past the knee
+  (knee 0.2: F rises from intercept at ratio 12/64 = 0.1875 to intercept + slope at 13/64 = 0.203).
+
+The kernel changes only the additive increase (the paper's rule ``increase``); :func:`encode` refuses
+the ``bounded`` rules, which the user-space controllers implement.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +24,17 @@ import struct
 from dataclasses import dataclass
 
 from mlfc.hosts.kernel import KernelMltcpError
-from mlfc.policy.mltcp import IterationDetection, MltcpParams, format_params
+from mlfc.policy.mltcp import SHAPES, IterationDetection, MltcpParams, format_params, mltcp_factor
 
 FP_SHIFT = 16  # MLTCP_FP_SHIFT in bpf/mltcp.h
 FP_ONE = 1 << FP_SHIFT
-PARAMS_VERSION = 1  # MLTCP_PARAMS_VERSION in bpf/mltcp.h
-LAYOUT = struct.Struct("<8I")  # version, ready, slope, intercept, idle_rtts, idle_min_us, ewma, pad
+PARAMS_VERSION = 2  # MLTCP_PARAMS_VERSION in bpf/mltcp.h
+F_KNOTS_SHIFT = 6  # MLTCP_F_KNOTS_SHIFT
+F_KNOTS = 1 << F_KNOTS_SHIFT  # MLTCP_F_KNOTS: the table holds F at bytes_ratio i / F_KNOTS, i = 0..F_KNOTS
+# version, ready, idle_rtts_fp, idle_min_us, ewma_fp, shape; slope, intercept, exponent, knee (doubles,
+# for user space only); f_fp[F_KNOTS + 1]; pad
+HEAD = struct.Struct("<6I4d")
+LAYOUT = struct.Struct(f"<6I4d{F_KNOTS + 1}I4x")
 U32_MAX = 0xFFFFFFFF
 
 
@@ -28,19 +49,59 @@ def from_fp(fp: int) -> float:
     return fp / FP_ONE
 
 
+def f_table(params: MltcpParams) -> list[int]:
+    """F at bytes_ratio i / F_KNOTS, i = 0..F_KNOTS, in fixed point: what the kernel interpolates."""
+    out = []
+    for i in range(F_KNOTS + 1):
+        f = mltcp_factor(i / F_KNOTS, params)
+        fp = round(f * FP_ONE)
+        if not 0 <= fp <= U32_MAX:
+            raise KernelMltcpError(
+                f"F {format_params(params)} reaches {f:g} at bytes_ratio {i / F_KNOTS:g}: above the kernel's fixed "
+                f"point (slope + intercept <= {U32_MAX / FP_ONE:.0f})"
+            )
+        out.append(fp)
+    return out
+
+
+def table_f_fp(table: list[int] | tuple[int, ...], ratio_fp: int) -> int:
+    """``mltcp_f_fp`` of bpf/mltcp.h in Python, bit for bit: F in fixed point at ``ratio_fp``."""
+    if ratio_fp >= FP_ONE:
+        f = table[F_KNOTS]
+    else:
+        pos = ratio_fp << F_KNOTS_SHIFT
+        i = (pos >> FP_SHIFT) & (F_KNOTS - 1)
+        frac = pos & (FP_ONE - 1)
+        lo, hi = table[i], table[i + 1]
+        f = lo + (((hi - lo) * frac) >> FP_SHIFT) if hi >= lo else lo - (((lo - hi) * frac) >> FP_SHIFT)
+    return f or 1
+
+
+def kernel_factor(ratio: float, params: MltcpParams) -> float:
+    """F as the kernel computes it at ``ratio`` (table and fixed point), as a float."""
+    r = max(0.0, min(1.0, ratio))
+    return from_fp(table_f_fp(f_table(params), int(r * FP_ONE)))
+
+
 def encode(params: MltcpParams, detection: IterationDetection, *, ready: bool = True) -> bytes:
-    if not params.linear:  # the eBPF programs compute slope * ratio + intercept
-        raise KernelMltcpError(f"kernel MLTCP has a linear F (slope, intercept), not {format_params(params)}")
+    if params.rule != "increase":
+        raise KernelMltcpError(
+            f"kernel MLTCP scales only the additive increase (rule 'increase'); {format_params(params)} has rule "
+            f"{params.rule!r}, which only mlfc's user-space controllers implement"
+        )
     idle_min_us = round(detection.idle_min * 1e6)
     return LAYOUT.pack(
         PARAMS_VERSION,
         1 if ready else 0,
-        to_fp("slope", params.slope),
-        to_fp("intercept", params.intercept),
         to_fp("idle_rtts", detection.idle_rtts),
         idle_min_us,
         to_fp("ewma_weight", detection.ewma_weight),
-        0,
+        SHAPES.index(params.shape),
+        params.slope,
+        params.intercept,
+        params.exponent,
+        params.knee,
+        *f_table(params),
     )
 
 
@@ -50,15 +111,22 @@ class KernelParams:
 
     version: int
     ready: bool
-    params: MltcpParams | None  # None when the map holds no valid values (not ready, zero intercept)
+    # None when the map holds no valid values (not ready, zeroed, or another version's layout)
+    params: MltcpParams | None
     detection: IterationDetection | None
+    table: tuple[int, ...] = ()  # F at the knots, fixed point
 
 
 def decode(raw: bytes) -> KernelParams:
-    version, ready, slope, intercept, idle_rtts, idle_min_us, ewma, _ = LAYOUT.unpack(raw[: LAYOUT.size])
+    version, ready = struct.unpack_from("<2I", raw) if len(raw) >= 8 else (0, 0)
+    if version != PARAMS_VERSION or len(raw) < LAYOUT.size:
+        return KernelParams(version, bool(ready), None, None)
+    _, _, idle_rtts, idle_min_us, ewma, shape, slope, intercept, exponent, knee, *table = LAYOUT.unpack(
+        raw[: LAYOUT.size]
+    )
     try:
-        params = MltcpParams(from_fp(slope), from_fp(intercept))
+        params = MltcpParams(slope, intercept, SHAPES[shape], exponent=exponent, knee=knee)
         detection = IterationDetection(from_fp(idle_rtts), idle_min_us / 1e6, from_fp(ewma))
-    except ValueError:  # PolicyError: e.g. the zeroed map of an instance whose loader never filled it
+    except (ValueError, IndexError):  # PolicyError: e.g. the zeroed map of an instance whose loader never filled it
         params, detection = None, None
-    return KernelParams(version, bool(ready), params, detection)
+    return KernelParams(version, bool(ready), params, detection, tuple(table))

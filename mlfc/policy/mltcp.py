@@ -84,8 +84,8 @@ class MltcpParams:
 # Each controller's default F: the best point of `make sweep` for it (docs/results.md, "MLTCP-Reno/CUBIC to
 # 90 % and many jobs"). Reno and CUBIC take the step: the first flow past 20 % of its iteration grows 33x
 # faster than one below, so colliding jobs separate within one iteration. DCQCN keeps MltcpParams()'s line
-# (its rule puts F in the cut exponent too, measured with 2:0.5 only), and so do kernel MLTCP and ns-3,
-# which compute only the line.
+# (its rule puts F in the cut exponent too, measured with 2:0.5 only), and so do ns-3, which computes only
+# the line, and kernel MLTCP, which takes every shape (a table of this module's F) but was measured with lines.
 _CC_DEFAULTS = {
     "reno": MltcpParams(16.0, 0.5, "step", knee=0.2),
     "cubic": MltcpParams(16.0, 0.5, "step", knee=0.2),

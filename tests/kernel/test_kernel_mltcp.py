@@ -45,11 +45,47 @@ needs_kernel = pytest.mark.skipif(bool(_missing()), reason=f"[kernel] {_missing(
 # ---- no kernel needed ---------------------------------------------------------------------------
 
 
-def test_params_encode_decode_round_trip():
-    p, d = MltcpParams(2.0, 0.5), IterationDetection(4.0, 0.005, 0.5)
-    kp = params.decode(params.encode(p, d))
+@pytest.mark.parametrize(
+    "p",
+    [MltcpParams(2.0, 0.5), MltcpParams(1 / 3, 0.1), MltcpParams(16.0, 0.5, "step", knee=0.2),
+     MltcpParams(2.0, 0.5, "power", exponent=0.5), MltcpParams(4.0, 0.25, "sigmoid", knee=0.3)],
+    ids=str,
+)  # fmt: skip
+def test_params_encode_decode_round_trip(p):
+    d = IterationDetection(4.0, 0.005, 0.5)
+    raw = params.encode(p, d)
+    assert len(raw) == params.LAYOUT.size == 320  # sizeof(struct mltcp_params)
+    kp = params.decode(raw)
     assert kp.version == params.PARAMS_VERSION and kp.ready
-    assert kp.params == p and kp.detection == d
+    assert kp.params == p and kp.detection == d  # exactly: the policy's numbers travel as doubles
+    assert list(kp.table) == params.f_table(p)
+    assert kp.table[0] == round(p.intercept * params.FP_ONE)
+    assert kp.table[-1] == round((p.intercept + p.slope) * params.FP_ONE)
+
+
+def test_params_table_samples_the_policy_at_the_knots():
+    p = MltcpParams(2.0, 0.5, "power", exponent=0.5)
+    table = params.f_table(p)
+    assert len(table) == params.F_KNOTS + 1
+    for i, fp in enumerate(table):
+        assert fp == round(mltcp_factor(i / params.F_KNOTS, p) * params.FP_ONE)
+    # the interpolation's mirror: a knot is its own value, a midpoint the mean of its neighbours
+    assert params.table_f_fp(table, 16 * params.FP_ONE // params.F_KNOTS) == table[16]
+    mid = (2 * 16 + 1) * params.FP_ONE // (2 * params.F_KNOTS)
+    assert params.table_f_fp(table, mid) == table[16] + (table[17] - table[16]) // 2
+    assert params.table_f_fp(table, params.FP_ONE) == params.table_f_fp(table, 5 * params.FP_ONE) == table[-1]
+
+
+def test_params_refuse_the_bounded_rules():
+    for rule in ("bounded", "bounded-start"):
+        with pytest.raises(KernelMltcpError, match="only the additive increase"):
+            params.encode(MltcpParams(7.0, 1.0, rule=rule), IterationDetection())
+
+
+def test_params_decode_another_version_as_unset():
+    old = struct.pack("<8I", 1, 1, 2 * params.FP_ONE, params.FP_ONE // 2, 4 * params.FP_ONE, 5000, 32768, 0)
+    kp = params.decode(old)
+    assert kp.version == 1 and kp.params is None and kp.detection is None
 
 
 def test_params_out_of_fixed_point_range_are_refused():
@@ -101,35 +137,89 @@ def test_builds_from_scratch(tmp_path, monkeypatch):
     assert build.up_to_date()
 
 
-FTEST = struct.Struct("<8IQQII")  # struct mltcp_ftest_ctx
+FTEST_TAIL = struct.Struct("<QQII")  # struct mltcp_ftest_ctx after its struct mltcp_params
+# Every shape, with arguments on both sides of the defaults; slopes from flat to the step's 16.
+F_GRID = [
+    *(MltcpParams(s, i) for s in (0.0, 1.0, 2.0, 4.0, 16.0) for i in (0.125, 0.5, 1.0)),
+    *(MltcpParams(s, 0.5, "power", exponent=e) for s in (2.0, 16.0) for e in (0.25, 0.5, 2.0, 3.0)),
+    *(MltcpParams(s, i, "step", knee=k) for s, i in ((16.0, 0.5), (4.0, 0.25)) for k in (0.2, 0.25, 0.5, 0.9)),
+    *(MltcpParams(s, 0.5, "sigmoid", knee=k) for s in (2.0, 16.0) for k in (0.2, 0.5, 0.8)),
+]
+BPI = 10_000_000
+
+
+def _ftest_points() -> list[int]:
+    """Byte counts for an iteration of BPI bytes: every knot, the midpoint of every interval, both sides
+    of every knee in F_GRID, beyond the iteration, and a deterministic scatter."""
+    knots = [BPI * i // params.F_KNOTS for i in range(params.F_KNOTS + 1)]
+    mids = [BPI * (2 * i + 1) // (2 * params.F_KNOTS) for i in range(params.F_KNOTS)]
+    knees = [round(BPI * k) + d for k in (0.2, 0.25, 0.5, 0.8, 0.9) for d in (-1, 0, 1)]
+    scatter = [(i * 2_654_435_761) % BPI for i in range(1, 97)]
+    return sorted({0, 1, 999, *knots, *mids, *knees, *scatter, BPI - 1, BPI, 2 * BPI})
+
+
+def _run_ftest(fd: int, head: bytes, acked: int, per_iter: int) -> tuple[int, int]:
+    ctx = bytearray(params.LAYOUT.size + FTEST_TAIL.size)
+    ctx[: params.LAYOUT.size] = head
+    struct.pack_into("<QQ", ctx, params.LAYOUT.size, acked, per_iter)
+    assert libbpf.prog_test_run(fd, ctx) == 0
+    _, _, ratio_fp, f_fp = FTEST_TAIL.unpack_from(ctx, params.LAYOUT.size)
+    return ratio_fp, f_fp
 
 
 @needs_kernel
-def test_kernel_f_matches_the_python_policy_over_a_grid():
+def test_kernel_f_matches_the_python_policy_for_every_shape():
+    """The BPF code's F (the table the loader writes, interpolated by mltcp_f_fp) is the Python mirror
+    params.table_f_fp bit for bit, equals mltcp_factor at the knots, lies between the knots' values
+    between them, and is mltcp_factor within rounding for the line."""
     build.ensure_built()
-    grid = [MltcpParams(s, i) for s in (0.0, 1.0, 2.0, 4.0, 16.0) for i in (0.125, 0.5, 1.0)]
-    bpi = 10_000_000
-    points = [0, 1, 999, 1_000_000, 2_500_000, 3_333_333, 5_000_000, 9_999_999, 10_000_000, 25_000_000]
+    points = _ftest_points()
     with libbpf.BpfObject(str(build.object_path("mltcp_ftest"))) as obj:
         obj.load()
         fd = obj.prog_fd("mltcp_ftest")
         checked = 0
-        for p in grid:
+        for p in F_GRID:
             head = params.encode(p, IterationDetection())
+            table = params.f_table(p)
             for acked in points:
-                for per_iter in (bpi, 0):
-                    ctx = bytearray(FTEST.size)
-                    ctx[: params.LAYOUT.size] = head
-                    struct.pack_into("<QQ", ctx, params.LAYOUT.size, acked, per_iter)
-                    assert libbpf.prog_test_run(fd, ctx) == 0
-                    ratio_fp, f_fp = struct.unpack_from("<II", ctx, params.LAYOUT.size + 16)
+                for per_iter in (BPI, 0):
+                    ratio_fp, f_fp = _run_ftest(fd, head, acked, per_iter)
                     want_ratio = bytes_ratio(acked, per_iter)
-                    want_f = mltcp_factor(want_ratio, p)
                     assert abs(params.from_fp(ratio_fp) - want_ratio) <= 2 / params.FP_ONE
-                    # fixed point: slope and intercept rounded to 2^-16, ratio and product floored
-                    assert abs(params.from_fp(f_fp) - want_f) <= (p.slope + 2) / params.FP_ONE, (p, acked, per_iter)
+                    assert f_fp == params.table_f_fp(table, ratio_fp), (p, acked, per_iter)
+                    f = params.from_fp(f_fp)
+                    # the knots around the ratio: F there is the policy's, and F between them lies between
+                    pos = min(ratio_fp, params.FP_ONE) * params.F_KNOTS / params.FP_ONE
+                    lo, hi = int(pos), min(int(pos) + 1, params.F_KNOTS)
+                    f_lo, f_hi = (mltcp_factor(k / params.F_KNOTS, p) for k in (lo, hi))
+                    ulp = 1 / params.FP_ONE
+                    if pos == lo:  # on a knot
+                        assert abs(f - f_lo) <= ulp, (p, acked, per_iter)
+                    assert min(f_lo, f_hi) - ulp <= f <= max(f_lo, f_hi) + ulp, (p, acked, per_iter)
+                    if p.linear:
+                        assert abs(f - mltcp_factor(want_ratio, p)) <= (p.slope + 2) * ulp, (p, acked, per_iter)
                     checked += 1
-    assert checked == len(grid) * len(points) * 2
+    assert checked == len(F_GRID) * len(points) * 2
+
+
+@needs_kernel
+def test_kernel_step_is_a_ramp_of_one_interval_at_the_knee():
+    """16:0.5:step=0.2 in the kernel: intercept up to knot 12/64 = 0.1875, intercept + slope from
+    knot 13/64 = 0.203 on (the first knot at or past the knee), linear in between."""
+    build.ensure_built()
+    p = MltcpParams(16.0, 0.5, "step", knee=0.2)
+    head = params.encode(p, IterationDetection())
+    with libbpf.BpfObject(str(build.object_path("mltcp_ftest"))) as obj:
+        obj.load()
+        fd = obj.prog_fd("mltcp_ftest")
+
+        def f(ratio: float) -> float:
+            return params.from_fp(_run_ftest(fd, head, round(ratio * BPI), BPI)[1])
+
+        assert f(0.0) == f(0.1875) == 0.5
+        assert f(13 / 64) == f(0.5) == f(1.0) == 16.5
+        assert f(0.1953125) == pytest.approx(8.5, abs=1e-3)  # half-way up the ramp
+        assert 0.5 < f(0.199) < f(0.2) < 16.5  # Python's step is still 0.5 just below the knee
 
 
 @pytest.fixture(scope="module")
@@ -245,11 +335,26 @@ def test_status_and_set_report_the_parameters(loaded, capsys):
     assert cli.main(["status"]) == 0
     out = capsys.readouterr().out
     assert "mltcp_reno: registered" in out and "mltcp_cubic: registered" in out
-    assert "F = 2 * bytes_ratio + 0.5; iteration after max(4 RTT, 50 ms) idle" in out
+    assert "F 2:0.5 = 2 * bytes_ratio + 0.5; iteration after max(4 RTT, 50 ms) idle" in out
     assert cli.main(["set", "--cc", "reno", "--slope", "4"]) == 0
     current = [kp.params for kp in loader.read_params(loader.algorithm("reno")) if kp.params]
     assert MltcpParams(4.0, 0.5) in current
-    assert cli.main(["set", "--cc", "reno", "--slope", "2"]) == 0
+    # every shape reaches the kernel: the table of the policy's F, and status shows its text form
+    assert cli.main(["set", "--cc", "reno", "--f", "16:0.5:step=0.2"]) == 0
+    step = MltcpParams(16.0, 0.5, "step", knee=0.2)
+    kps = [kp for kp in loader.read_params(loader.algorithm("reno")) if kp.params == step]
+    assert kps and list(kps[0].table) == params.f_table(step)
+    assert cli.main(["set", "--cc", "reno", "--f-shape", "power=0.5", "--slope", "3"]) == 0
+    assert MltcpParams(3.0, 0.5, "power", exponent=0.5) in [
+        kp.params for kp in loader.read_params(loader.algorithm("reno"))
+    ]
+    capsys.readouterr()
+    assert cli.main(["status"]) == 0
+    assert "F 3:0.5:power=0.5 = 0.5 + 3 * bytes_ratio ** 0.5;" in capsys.readouterr().out
+    assert cli.main(["set", "--cc", "reno", "--f", "2:0.5:bounded"]) == 1  # the kernel changes only the increase
+    assert "only the additive increase" in capsys.readouterr().err
+    assert cli.main(["set", "--cc", "reno", "--f", "2:0.5"]) == 0
+    assert MltcpParams(2.0, 0.5) in [kp.params for kp in loader.read_params(loader.algorithm("reno"))]
 
 
 @needs_kernel

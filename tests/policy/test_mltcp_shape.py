@@ -1,6 +1,6 @@
 """MLTCP's F shapes (mlfc.policy.mltcp): every shape spans [intercept, intercept + slope], rises with
 bytes_ratio, has the form it is named for, and round-trips through its text form; the boundaries that
-only compute a linear F (kernel map, simulator, real-training jobs) refuse the others."""
+only compute a linear F (simulator, real-training jobs) refuse the others; the kernel takes every shape."""
 
 from __future__ import annotations
 
@@ -140,15 +140,15 @@ def test_the_shape_reaches_the_emulator_and_its_sender() -> None:
     assert _sender_config(ns).mltcp == params
 
 
-def test_linear_only_boundaries_refuse_other_shapes() -> None:
+def test_kernel_takes_every_shape_but_only_the_increase_rule() -> None:
     from mlfc.hosts.kernel import KernelMltcpError
-    from mlfc.hosts.kernel.params import encode
+    from mlfc.hosts.kernel.params import decode, encode
     from mlfc.policy.mltcp import IterationDetection
 
     step = MltcpParams(4.0, 0.25, "step", knee=0.2)
-    with pytest.raises(KernelMltcpError, match="linear F"):
-        encode(step, IterationDetection())
-    assert encode(MltcpParams(), IterationDetection())  # the line still encodes
+    assert decode(encode(step, IterationDetection())).params == step  # a table of F, any shape
+    with pytest.raises(KernelMltcpError, match="only the additive increase"):
+        encode(MltcpParams(7.0, 1.0, rule="bounded"), IterationDetection())
 
 
 def test_the_shape_reaches_real_training_jobs() -> None:

@@ -1,18 +1,21 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * MLTCP for kernel TCP: what mltcp_reno and mltcp_cubic share.
+ * MLTCP for kernel TCP: what mltcp_reno, mltcp_cubic and mltcp_dctcp share.
  *
- *   F = slope * bytes_ratio + intercept,  bytes_ratio = clamp(bytes acked this iteration /
+ *   F = intercept + slope * g(bytes_ratio),  bytes_ratio = clamp(bytes acked this iteration /
  *   bytes per iteration, 0, 1)  (mlfc/policy/mltcp.py, arXiv 2402.09589)
  *
- * F multiplies the congestion-avoidance increase. Everything here is integer arithmetic:
- * F, bytes_ratio and the parameters carry MLTCP_FP_SHIFT fractional bits.
+ * F multiplies the congestion-avoidance increase. F's shape g (linear, power, step, sigmoid) is not
+ * computed here: the loader samples mlfc.policy.mltcp.mltcp_factor at MLTCP_F_KNOTS + 1 evenly spaced
+ * bytes_ratio knots into the parameter map, and mltcp_f_fp interpolates linearly between them. So the
+ * kernel runs whatever F the Python policy defines, with integer arithmetic only: F, bytes_ratio and
+ * the parameters carry MLTCP_FP_SHIFT fractional bits.
  *
  * Iterations are cut from the connection's own behaviour: CA_EVENT_TX_START (the kernel sends
  * new data with nothing in flight) after the pipe was empty for longer than
  * max(idle_rtts * srtt, idle_min_us) starts a new iteration. The bytes of the iteration that
  * just ended (tcp_sock.bytes_acked since its start) feed an EWMA, the bytes-per-iteration
- * estimate; until one iteration has ended there is no estimate and bytes_ratio is 0 (F = intercept),
+ * estimate; until one iteration has ended there is no estimate and bytes_ratio is 0 (F = F(0)),
  * as in the user-space MltcpTracker.
  *
  * The parameters come from an ARRAY map filled by the loader (mlfc.hosts.kernel.loader) from
@@ -29,7 +32,9 @@
 
 #define MLTCP_FP_SHIFT 16
 #define MLTCP_FP_ONE (1U << MLTCP_FP_SHIFT)
-#define MLTCP_PARAMS_VERSION 1
+#define MLTCP_PARAMS_VERSION 2
+#define MLTCP_F_KNOTS_SHIFT 6
+#define MLTCP_F_KNOTS (1U << MLTCP_F_KNOTS_SHIFT) /* table intervals; F at i / MLTCP_F_KNOTS, i = 0..64 */
 #define MLTCP_MAX_FLOWS 4096
 #define TCP_CONG_NON_RESTRICTED 0x1 /* include/net/tcp.h */
 #define AF_INET 2
@@ -38,11 +43,18 @@
 struct mltcp_params {
 	__u32 version;      /* MLTCP_PARAMS_VERSION of the loader that wrote it */
 	__u32 ready;        /* 0 until the loader has written the values: F = 1 (the plain algorithm) */
-	__u32 slope_fp;
-	__u32 intercept_fp;
 	__u32 idle_rtts_fp; /* idle gap that starts an iteration, in smoothed RTTs ... */
 	__u32 idle_min_us;  /* ... and at least this long */
 	__u32 ewma_fp;      /* weight of the iteration that just ended in the bytes-per-iteration EWMA */
+	__u32 shape;        /* for user space only (status): 0 linear, 1 power, 2 step, 3 sigmoid */
+	/* The policy's numbers as IEEE 754 doubles, for user space only (status, set): the programs
+	 * never read them, they read the table. */
+	__u64 slope_f64;
+	__u64 intercept_f64;
+	__u64 exponent_f64;
+	__u64 knee_f64;
+	/* F(i / MLTCP_F_KNOTS) = mltcp_factor(i / MLTCP_F_KNOTS) in fixed point, i = 0..MLTCP_F_KNOTS */
+	__u32 f_fp[MLTCP_F_KNOTS + 1];
 	__u32 pad;
 };
 
@@ -60,14 +72,30 @@ static __always_inline __u32 mltcp_ratio_fp(__u64 acked, __u64 bytes_per_iter)
 	return (__u32)((acked << MLTCP_FP_SHIFT) / bytes_per_iter);
 }
 
+/* F from the table: linear interpolation between the two knots around ratio_fp (the last knot from
+ * ratio 1 on). The index is masked to the table's range, so the verifier sees every read in bounds. */
 static __always_inline __u32 mltcp_f_fp(const struct mltcp_params *p, __u32 ratio_fp)
 {
-	__u64 f = (((__u64)p->slope_fp * ratio_fp) >> MLTCP_FP_SHIFT) + p->intercept_fp;
+	__u32 pos, i, frac, lo, hi;
+	__u64 f;
 
+	if (ratio_fp >= MLTCP_FP_ONE) {
+		f = p->f_fp[MLTCP_F_KNOTS];
+	} else {
+		pos = ratio_fp << MLTCP_F_KNOTS_SHIFT; /* < 2^22 */
+		i = pos >> MLTCP_FP_SHIFT;
+		barrier_var(i); /* keep the mask: clang would drop it as redundant, the verifier needs it */
+		i &= MLTCP_F_KNOTS - 1;
+		frac = pos & (MLTCP_FP_ONE - 1);
+		lo = p->f_fp[i];
+		hi = p->f_fp[i + 1];
+		if (hi >= lo)
+			f = lo + (((__u64)(hi - lo) * frac) >> MLTCP_FP_SHIFT);
+		else
+			f = lo - (((__u64)(lo - hi) * frac) >> MLTCP_FP_SHIFT);
+	}
 	if (f == 0)
 		f = 1; /* never a zero increase (the loader rejects intercept <= 0 anyway) */
-	if (f > 0xffffffffULL)
-		f = 0xffffffffULL;
 	return (__u32)f;
 }
 
