@@ -160,6 +160,25 @@ def test_strict_priority_behind_one_port_rate(fresh):
     assert elapsed >= (queued - 1) / 25 * 0.9, f"{queued} queued packets at 25 pkt/s took only {elapsed:.2f} s"
 
 
+def test_a_byte_rate_port_serialises_each_frames_length(fresh):
+    """set_queue_rate_bps on real packets: the switch counts each frame's bytes (at 150 kbit/s a 1500-byte
+    frame takes 80 ms, an 86-byte one 4.6 ms), so a held burst drains no faster than its bytes allow."""
+    sw, _conn, wire = fresh
+    rate = 150_000
+    sizes = [1500 if i % 4 == 0 else 86 for i in range(24)]
+    frames = [bytes(shim_packet(0, 1, job=1, seq=i, size=size)) for i, size in enumerate(sizes)]
+    early = hold_burst(sw, wire, frames)
+    start = time.monotonic()
+    sw.cli(f"set_queue_rate_bps {rate} 1")
+    got = early + wire.expect(len(frames) - len(early))
+    elapsed = time.monotonic() - start
+    assert [Ether(f)[MlfcShim].chunk_seq for _, f in got] == list(range(24)), "FIFO"
+    assert [len(f) for _, f in got] == sizes
+    least = sum(size * 8 / rate for size in sizes[len(early) : -1])
+    assert elapsed >= least * 0.9, f"{len(frames) - len(early)} queued frames took {elapsed:.3f} s < {least:.3f} s"
+    assert f"port 1 rate {rate}bit/s" in sw.cli("show_queues")
+
+
 def test_ecn_marks_from_real_queue_depths(fresh):
     sw, conn, wire = fresh
     profile = EcnProfile(kmin=2, kmax=5, pmax=0.5)
