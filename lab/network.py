@@ -1,7 +1,8 @@
 """Build a Mininet network from a Topology, with P4 switches (BMv2 or the reference switch).
 
 Hosts get IPv6 and NIC offloads turned off and static ARP. The bottleneck is set on the switch's
-queues (`set_queue_rate`), never with Mininet `bw=`: tc shaping sits after the switch, so its
+queues (`set_queue_rate`; `set_queue_rate_bps` on the reference switch with the stack's
+`bottleneck_bps`), never with Mininet `bw=`: tc shaping sits after the switch, so its
 queue would fill instead of the switch's and no packet would ever see a deep switch queue.
 Switch processes run in the root namespace; gRPC and Thrift/admin bind 127.0.0.1, one port each.
 """
