@@ -7,6 +7,7 @@ from :mod:`mlfc.policy.mltcp`, with iterations detected from the connection's ow
 * :mod:`.loader`: registers/unregisters them, fills their parameter maps, reads their state;
 * :mod:`.namespaces`: a network namespace's default congestion control and the sockets using it;
 * :mod:`.cli`: ``mlfc-mltcp build|load|status|set|unload``.
+* :mod:`.marker`: the phantom-queue ECN marker, a tc program that marks CE from a model of a shaper's queue.
 
 The experiments are lab code: ``mlfc.lab.kernel_mltcp`` (``make kernel-mltcp``) and
 ``mlfc.lab.kernel_gloo`` (``make kernel-mltcp-gloo``).

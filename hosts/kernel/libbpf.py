@@ -6,10 +6,14 @@ kernel keeps a registered struct_ops — and the programs and maps it uses — a
 until the struct_ops map's element is deleted (:func:`unregister_struct_ops`), which is what
 ``bpftool struct_ops register/unregister`` do too. The returned link object is deliberately never
 destroyed: destroying it would unregister.
+
+The ECN marker (``marker.py``) uses libbpf's tc API: clsact and the filter are created over netlink in
+the calling thread's network namespace.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -62,6 +66,35 @@ class _TestRunOpts(ctypes.Structure):
     ]
 
 
+class _TcHook(ctypes.Structure):
+    """``struct bpf_tc_hook``: where on a device (clsact ingress/egress) a tc program hangs."""
+
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("ifindex", ctypes.c_int),
+        ("attach_point", ctypes.c_int),
+        ("parent", ctypes.c_uint32),
+        ("_pad", ctypes.c_uint32),
+    ]
+
+
+class _TcOpts(ctypes.Structure):
+    """``struct bpf_tc_opts``: the filter (handle, priority) and its program."""
+
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("prog_fd", ctypes.c_int),
+        ("flags", ctypes.c_uint32),
+        ("prog_id", ctypes.c_uint32),
+        ("handle", ctypes.c_uint32),
+        ("priority", ctypes.c_uint32),
+        ("_pad", ctypes.c_uint32),
+    ]
+
+
+BPF_TC_INGRESS, BPF_TC_EGRESS = 1, 2  # enum bpf_tc_attach_point
+BPF_F_LOCK = 4  # map lookup/update under the value's bpf_spin_lock
+
 _lib: ctypes.CDLL | None = None
 
 
@@ -91,6 +124,14 @@ def lib() -> ctypes.CDLL:
             ("bpf_map_get_fd_by_id", i, [u32]),
             ("bpf_obj_get_info_by_fd", i, [i, vp, ctypes.POINTER(u32)]),
             ("bpf_prog_test_run_opts", i, [i, ctypes.POINTER(_TestRunOpts)]),
+            ("bpf_map_lookup_elem_flags", i, [i, vp, vp, ctypes.c_uint64]),
+            ("bpf_prog_get_fd_by_id", i, [u32]),
+            ("bpf_tc_hook_create", i, [ctypes.POINTER(_TcHook)]),
+            ("bpf_tc_hook_destroy", i, [ctypes.POINTER(_TcHook)]),
+            ("bpf_tc_attach", i, [ctypes.POINTER(_TcHook), ctypes.POINTER(_TcOpts)]),
+            ("bpf_tc_detach", i, [ctypes.POINTER(_TcHook), ctypes.POINTER(_TcOpts)]),
+            ("bpf_tc_query", i, [ctypes.POINTER(_TcHook), ctypes.POINTER(_TcOpts)]),
+            ("libbpf_set_print", vp, [vp]),
         ):
             f = getattr(handle, fn)
             f.restype, f.argtypes = res, args
@@ -234,3 +275,102 @@ def prog_test_run(prog_fd: int, ctx: bytearray) -> int:
     opts = _TestRunOpts(sz=ctypes.sizeof(_TestRunOpts), ctx_in=ctypes.addressof(buf), ctx_size_in=len(ctx))
     _check(lib().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts)), "BPF_PROG_TEST_RUN")
     return opts.retval
+
+
+def prog_test_run_skb(prog_fd: int, packet: bytes) -> tuple[int, bytes]:
+    """Run a tc (BPF_PROG_TYPE_SCHED_CLS) program once on an Ethernet frame; returns its verdict and the
+    frame as the program left it."""
+    data_in = ctypes.create_string_buffer(packet, len(packet))
+    data_out = ctypes.create_string_buffer(len(packet) + 256)
+    opts = _TestRunOpts(sz=ctypes.sizeof(_TestRunOpts), data_in=ctypes.addressof(data_in),
+                        data_size_in=len(packet), data_out=ctypes.addressof(data_out),
+                        data_size_out=len(data_out))  # fmt: skip
+    _check(lib().bpf_prog_test_run_opts(prog_fd, ctypes.byref(opts)), "BPF_PROG_TEST_RUN")
+    return opts.retval, data_out.raw[: opts.data_size_out]
+
+
+def map_lookup_locked(fd: int, key: bytes, value_size: int) -> bytes:
+    """A map value read under its ``bpf_spin_lock`` (BPF_F_LOCK): a consistent snapshot."""
+    k, v = ctypes.create_string_buffer(key, len(key)), ctypes.create_string_buffer(value_size)
+    _check(lib().bpf_map_lookup_elem_flags(fd, k, v, BPF_F_LOCK), "map lookup (locked)")
+    return v.raw
+
+
+def prog_map_ids(prog_id: int) -> tuple[int, list[int]]:
+    """A loaded program's fd (the caller closes it) and the ids of the maps it uses."""
+    fd = _check(lib().bpf_prog_get_fd_by_id(prog_id), f"program id {prog_id}")
+    # struct bpf_prog_info: nr_map_ids (u32) at offset 52, map_ids (u64 pointer) at 56
+    info = ctypes.create_string_buffer(80)
+    size = ctypes.c_uint32(80)
+    _check(lib().bpf_obj_get_info_by_fd(fd, info, ctypes.byref(size)), "program info")
+    count = ctypes.c_uint32.from_buffer(info, 52).value
+    ids = (ctypes.c_uint32 * max(count, 1))()
+    info = ctypes.create_string_buffer(80)
+    ctypes.c_uint32.from_buffer(info, 52).value = count
+    ctypes.c_uint64.from_buffer(info, 56).value = ctypes.addressof(ids)
+    size = ctypes.c_uint32(80)
+    _check(lib().bpf_obj_get_info_by_fd(fd, info, ctypes.byref(size)), "program info")
+    return fd, list(ids)[: ctypes.c_uint32.from_buffer(info, 52).value]
+
+
+def _tc(ifindex: int, handle: int, priority: int, prog_fd: int = 0) -> tuple[_TcHook, _TcOpts]:
+    hook = _TcHook(sz=ctypes.sizeof(_TcHook), ifindex=ifindex, attach_point=BPF_TC_EGRESS)
+    opts = _TcOpts(sz=ctypes.sizeof(_TcOpts), prog_fd=prog_fd, handle=handle, priority=priority)
+    return hook, opts
+
+
+_PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+_silent = _PRINT_FN(lambda level, fmt, args: 0)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """No libbpf messages meanwhile: for calls whose expected failures (no clsact yet, clsact already
+    there) the kernel reports with an extended-ack message libbpf would print."""
+    previous = lib().libbpf_set_print(ctypes.cast(_silent, ctypes.c_void_p))
+    try:
+        yield
+    finally:
+        lib().libbpf_set_print(previous)
+
+
+def tc_clsact_create(ifindex: int) -> bool:
+    """Add the clsact qdisc to a device of the calling thread's network namespace; False if it had one."""
+    hook = _TcHook(sz=ctypes.sizeof(_TcHook), ifindex=ifindex, attach_point=BPF_TC_EGRESS)
+    with _quiet():
+        rc = lib().bpf_tc_hook_create(ctypes.byref(hook))
+    if rc < 0 and -rc == errno.EEXIST:
+        return False
+    _check(rc, "creating clsact")
+    return True
+
+
+def tc_egress_attach(ifindex: int, prog_fd: int, handle: int, priority: int) -> int:
+    """Attach a tc program (direct action) at clsact egress as filter (handle, priority); returns its id."""
+    hook, opts = _tc(ifindex, handle, priority, prog_fd)
+    _check(lib().bpf_tc_attach(ctypes.byref(hook), ctypes.byref(opts)), "attaching at clsact egress")
+    return opts.prog_id
+
+
+def tc_egress_query(ifindex: int, handle: int, priority: int) -> int | None:
+    """The id of the program at clsact egress with this handle and priority, or None (also when the
+    device has no clsact)."""
+    hook, opts = _tc(ifindex, handle, priority)
+    with _quiet():
+        rc = lib().bpf_tc_query(ctypes.byref(hook), ctypes.byref(opts))
+    if rc < 0:
+        if -rc in (errno.ENOENT, errno.EINVAL):  # no such filter, or no clsact at all
+            return None
+        _check(rc, "querying clsact egress")
+    return opts.prog_id
+
+
+def tc_egress_detach(ifindex: int, handle: int, priority: int) -> None:
+    hook, opts = _tc(ifindex, handle, priority)
+    _check(lib().bpf_tc_detach(ctypes.byref(hook), ctypes.byref(opts)), "detaching from clsact egress")
+
+
+def tc_clsact_delete(ifindex: int) -> None:
+    """Delete the device's clsact qdisc (with every filter on it)."""
+    hook = _TcHook(sz=ctypes.sizeof(_TcHook), ifindex=ifindex, attach_point=BPF_TC_INGRESS | BPF_TC_EGRESS)
+    _check(lib().bpf_tc_hook_destroy(ctypes.byref(hook)), "deleting clsact")

@@ -1,0 +1,317 @@
+"""The phantom-queue ECN marker: a tc/eBPF program that sets CE from a model of a shaper's queue.
+
+The kernel lab's bottleneck is an ``htb`` of rate R over a ``bfifo`` of ``limit`` bytes; this kernel
+has no red, fq_codel or netem, so the only congestion signal it can give is a tail drop. The marker
+(``bpf/ecn_marker.bpf.c``) hangs at clsact egress of the same device, where it sees every packet
+before the shaper does, and keeps a virtual queue: drained at R since the previous packet, grown by
+the packet's wire length, never past ``limit`` (a packet the real queue would drop is not counted).
+An ECT(0)/ECT(1) IPv4 or IPv6 packet joining a virtual queue above K bytes is marked CE (``step``,
+DCTCP's switch); ``red`` marks with a probability rising from 0 at kmin to pmax at kmax, and always
+above kmax, like mlfc/policy/ecn.py's profile (here in bytes).
+
+    with marker.attach("ns-router", "v9a", 50e6, k_bytes=30_000, limit_bytes=300_000) as m:
+        ...
+        print(m.stats().marked, m.stats().marks_by_source)
+
+Each attach loads its own object instance (one config, one state per device), writes the
+parameters before the program is attached, and attaches with libbpf's tc API inside the namespace.
+The filter keeps the program and its maps alive if this process exits: :func:`find` reaches an
+attached marker again (through the filter's program id), and its ``detach`` removes it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ipaddress
+import os
+import socket
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from mlfc.hosts.kernel import KernelMltcpError, build, libbpf, namespaces
+
+OBJECT = "ecn_marker"
+PROGRAM = "ecn_marker"
+MARKER_VERSION = 1
+# The filter's place at clsact egress: one marker per device.
+TC_HANDLE = 0x4D4C
+TC_PRIORITY = 0x4D4C
+MODES = {"step": 0, "red": 1}
+MAX_BYTES = (1 << 31) - 1  # the BPF side keeps the queue in nanobits (bytes * 8e9) in 64 bits
+FP_ONE = 1 << 32
+
+CONFIG = struct.Struct("<IIQQQQQ")  # struct marker_config
+# struct marker_state: bpf_spin_lock, pad, vq (nanobits), last_ns, packets, bytes, ect, marked, ce,
+# overflow, overflow_bytes, max_vq_bytes
+STATE = struct.Struct("<II10Q")
+SOURCE_KEY = struct.Struct("<16s")
+SOURCE = struct.Struct("<QQ")  # packets, marks
+NANOBITS_PER_BYTE = 8 * 10**9
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class MarkerConfig:
+    """What the marker models and how it marks. ``step``: CE above ``k_bytes``; ``red``: no mark at or
+    below ``k_bytes`` (kmin), probability rising linearly to ``pmax`` at ``kmax_bytes``, always above."""
+
+    rate_bps: int
+    k_bytes: int
+    limit_bytes: int
+    mode: str = "step"
+    kmax_bytes: int | None = None
+    pmax: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise KernelMltcpError(f"marker mode {self.mode!r}: one of {', '.join(MODES)}")
+        if not 1 <= self.rate_bps <= 10**12:
+            raise KernelMltcpError(f"marker rate {self.rate_bps} bit/s: must be 1 .. 1e12")
+        if not 1 <= self.limit_bytes <= MAX_BYTES:
+            raise KernelMltcpError(f"marker limit {self.limit_bytes} B: must be 1 .. {MAX_BYTES}")
+        if not 0 <= self.k_bytes <= self.limit_bytes:
+            raise KernelMltcpError(f"marking threshold {self.k_bytes} B: must be 0 .. the limit {self.limit_bytes}")
+        if self.mode == "red":
+            if self.kmax_bytes is None or not self.k_bytes <= self.kmax_bytes <= MAX_BYTES:
+                raise KernelMltcpError(f"red needs kmax_bytes >= k_bytes ({self.k_bytes}), got {self.kmax_bytes}")
+            if not 0.0 <= self.pmax <= 1.0:
+                raise KernelMltcpError(f"pmax {self.pmax}: a probability in [0, 1]")
+
+    @property
+    def thresholds(self) -> tuple[int, int, int]:
+        """(kmin, kmax, pmax x 2^32) as the BPF side holds them; the step is kmin = kmax = K."""
+        if self.mode == "step":
+            return self.k_bytes, self.k_bytes, FP_ONE
+        assert self.kmax_bytes is not None
+        return self.k_bytes, self.kmax_bytes, round(self.pmax * FP_ONE)
+
+    def encode(self) -> bytes:
+        kmin, kmax, pmax_fp = self.thresholds
+        return CONFIG.pack(MARKER_VERSION, MODES[self.mode], self.rate_bps, self.limit_bytes, kmin, kmax, pmax_fp)
+
+    @classmethod
+    def decode(cls, raw: bytes) -> MarkerConfig:
+        version, mode, rate, limit, kmin, kmax, pmax_fp = CONFIG.unpack_from(raw)
+        if version != MARKER_VERSION:
+            raise KernelMltcpError(f"marker config version {version}, this loader knows {MARKER_VERSION}")
+        name = {v: k for k, v in MODES.items()}[mode]
+        if name == "step":
+            return cls(rate, kmin, limit)
+        return cls(rate, kmin, limit, "red", kmax, pmax_fp / FP_ONE)
+
+
+@dataclass(frozen=True)
+class MarkerStats:
+    """Counters since attach. ``seen``/``bytes``: every packet and its wire bytes; ``ect``: ECT(0)/ECT(1)
+    IP packets (markable); ``marked``: set CE here; ``ce``: arrived CE already; ``overflow``: packets
+    the real queue would have dropped (not counted in the queue, never marked); ``vq_bytes``: the
+    virtual queue after the last packet (not drained to now); ``marks_by_source``/``packets_by_source``:
+    per source address (``"10.80.1.1"``, IPv6 compressed)."""
+
+    seen: int
+    marked: int
+    marks_by_source: dict[str, int] = field(default_factory=dict)
+    bytes: int = 0
+    ect: int = 0
+    ce: int = 0
+    overflow: int = 0
+    overflow_bytes: int = 0
+    vq_bytes: float = 0.0
+    max_vq_bytes: int = 0
+    packets_by_source: dict[str, int] = field(default_factory=dict)
+
+
+def read_stats(fds: dict[str, int]) -> MarkerStats:
+    """The counters of a loaded marker object, from its maps' fds (``ecn_state``, ``ecn_sources``)."""
+    raw = libbpf.map_lookup_locked(fds["ecn_state"], struct.pack("<I", 0), STATE.size)
+    _, _, vq, _, packets, nbytes, ect, marked, ce, overflow, overflow_bytes, max_vq = STATE.unpack(raw)
+    marks: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    for key, value in libbpf.map_items(fds["ecn_sources"], SOURCE_KEY.size, SOURCE.size):
+        addr = _address(key)
+        seen[addr], marks[addr] = SOURCE.unpack(value)
+    return MarkerStats(packets, marked, marks, nbytes, ect, ce, overflow, overflow_bytes,
+                       vq / NANOBITS_PER_BYTE, max_vq, seen)  # fmt: skip
+
+
+def _address(raw: bytes) -> str:
+    addr = ipaddress.IPv6Address(raw)
+    return str(addr.ipv4_mapped or addr)
+
+
+def _in_namespace(path: str, fn: Callable[[], T]) -> T:
+    """``fn()`` on a thread that has entered the network namespace at ``path`` (libbpf's netlink
+    socket, like ``if_nametoindex``'s, lives in the calling thread's namespace)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                if libc.setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"setns({path}): {os.strerror(err)}")
+            finally:
+                os.close(fd)
+            box["result"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="mlfc-marker-netns")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["result"]  # type: ignore[return-value]
+
+
+def _ifindex(ns: namespaces.Namespace, dev: str) -> int:
+    try:
+        return socket.if_nametoindex(dev)
+    except OSError:
+        raise KernelMltcpError(f"no device {dev!r} in network namespace {ns.label}") from None
+
+
+class Marker:
+    """An attached marker; ``detach()`` (or leaving the ``with`` block) removes it and frees its maps."""
+
+    def __init__(self, ns: namespaces.Namespace, dev: str, prog_id: int, fds: dict[str, int],
+                 obj: libbpf.BpfObject | None, created_clsact: bool, prog_fd: int | None = None) -> None:  # fmt: skip
+        self.ns, self.dev, self.prog_id = ns, dev, prog_id
+        self._fds = fds
+        self._obj = obj  # owns the fds when this process loaded the object
+        self._prog_fd = prog_fd  # found markers: fds opened by id, closed here
+        self._created_clsact = created_clsact
+        self.attached = True
+
+    @property
+    def netns(self) -> str:
+        return self.ns.label
+
+    def _maps(self) -> dict[str, int]:
+        if not self._fds:
+            raise KernelMltcpError(f"the marker on {self.netns}/{self.dev} is detached")
+        return self._fds
+
+    def config(self) -> MarkerConfig:
+        raw = libbpf.map_lookup(self._maps()["ecn_config"], struct.pack("<I", 0), CONFIG.size)
+        assert raw is not None
+        return MarkerConfig.decode(raw)
+
+    def stats(self) -> MarkerStats:
+        return read_stats(self._maps())
+
+    def detach(self) -> None:
+        """Remove the filter (and clsact, if attach created it) and release the maps; idempotent, and
+        quiet when the device or namespace is gone already (deleting either removes the filter too)."""
+        if not self.attached:
+            return
+        self.attached = False
+
+        def remove() -> None:
+            try:
+                ifindex = socket.if_nametoindex(self.dev)
+            except OSError:
+                return
+            there = libbpf.tc_egress_query(ifindex, TC_HANDLE, TC_PRIORITY)
+            if there == self.prog_id:
+                libbpf.tc_egress_detach(ifindex, TC_HANDLE, TC_PRIORITY)
+            if self._created_clsact and there in (None, self.prog_id):  # not if someone replaced the filter
+                libbpf.tc_clsact_delete(ifindex)
+
+        try:
+            if os.path.exists(self.ns.path):
+                _in_namespace(self.ns.path, remove)
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        if self._obj is not None:
+            self._obj.close()
+            self._obj = None
+        else:
+            for fd in [*self._fds.values(), *([self._prog_fd] if self._prog_fd is not None else [])]:
+                os.close(fd)
+            self._prog_fd = None
+        self._fds = {}
+
+    def __enter__(self) -> Marker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.detach()
+
+    def __repr__(self) -> str:
+        return f"Marker({self.netns}/{self.dev}, prog {self.prog_id}, {'attached' if self.attached else 'detached'})"
+
+
+def _check_root() -> None:
+    if os.geteuid() != 0:
+        raise KernelMltcpError("the ECN marker needs root (CAP_BPF, CAP_NET_ADMIN)")
+
+
+def attach(netns: str, dev: str, rate_bps: float, k_bytes: int, limit_bytes: int, mode: str = "step", *,
+           kmax_bytes: int | None = None, pmax: float = 1.0) -> Marker:  # fmt: skip
+    """Attach a marker at clsact egress of ``dev`` in ``netns`` (an ``ip netns`` name, a namespace file
+    path, or ``root``) modelling a shaper of ``rate_bps`` over a queue of ``limit_bytes``; CE above
+    ``k_bytes`` (``mode="red"``: kmin ``k_bytes``, ``kmax_bytes``, ``pmax``)."""
+    cfg = MarkerConfig(int(rate_bps), int(k_bytes), int(limit_bytes), mode, kmax_bytes, pmax)
+    _check_root()
+    ns = namespaces.resolve(netns)
+    build.ensure_built()
+    obj = libbpf.BpfObject(str(build.object_path(OBJECT)))
+    try:
+        obj.load()
+        fds = {name: obj.map_fd(name) for name in ("ecn_config", "ecn_state", "ecn_sources")}
+        libbpf.map_update(fds["ecn_config"], struct.pack("<I", 0), cfg.encode())  # before any packet
+        prog_fd = obj.prog_fd(PROGRAM)
+
+        def hook() -> tuple[int, bool]:
+            ifindex = _ifindex(ns, dev)
+            created = libbpf.tc_clsact_create(ifindex)
+            try:
+                if not created and libbpf.tc_egress_query(ifindex, TC_HANDLE, TC_PRIORITY) is not None:
+                    raise KernelMltcpError(f"{ns.label}/{dev} has a marker already (detach it first)")
+                return libbpf.tc_egress_attach(ifindex, prog_fd, TC_HANDLE, TC_PRIORITY), created
+            except BaseException:
+                if created:
+                    libbpf.tc_clsact_delete(ifindex)
+                raise
+
+        prog_id, created = _in_namespace(ns.path, hook)
+    except BaseException:
+        obj.close()
+        raise
+    return Marker(ns, dev, prog_id, fds, obj, created)
+
+
+def find(netns: str, dev: str) -> Marker | None:
+    """The marker attached on ``dev`` (by this process or another), or None; its ``detach`` leaves the
+    clsact qdisc in place (whether it was there before is not known)."""
+    _check_root()
+    ns = namespaces.resolve(netns)
+
+    def query() -> int | None:
+        return libbpf.tc_egress_query(_ifindex(ns, dev), TC_HANDLE, TC_PRIORITY)
+
+    prog_id = _in_namespace(ns.path, query)
+    if prog_id is None:
+        return None
+    prog_fd, map_ids = libbpf.prog_map_ids(prog_id)
+    fds: dict[str, int] = {}
+    for map_id in map_ids:
+        fd = libbpf.open_map(map_id)
+        name = libbpf.map_info(fd).name
+        if name in ("ecn_config", "ecn_state", "ecn_sources"):
+            fds[name] = fd
+        else:
+            os.close(fd)
+    if len(fds) != 3:
+        for fd in [*fds.values(), prog_fd]:
+            os.close(fd)
+        raise KernelMltcpError(f"the tc program on {ns.label}/{dev} at the marker's place is not an ECN marker")
+    return Marker(ns, dev, prog_id, fds, None, False, prog_fd)
