@@ -372,7 +372,7 @@ class AckEvents:
     newly_acked: int  # bytes
     rtt: float | None  # an RTT sample, if the ACK gave one
     loss_event: bool  # chunks found lost, sent after the recovery point: call on_loss
-    ece_event: bool  # ECN echo for data sent after the recovery point: a window reduction
+    ece_event: bool  # ECN echo for data sent after the recovery point, no loss event: a window reduction
     # tolerated chunks found lost, sent after the recovery point (whatever the reaction, for the counters)
     tolerated_event: bool = False
     # "proportional": bytes of tolerated chunks this ACK found lost (the controller's on_mark share); else 0
@@ -420,7 +420,9 @@ class FlowRecovery:
         if self.tolerated_loss == "loss":
             lost_tx = max(lost_tx, tolerated_tx)
         loss_event = point.is_new(lost_tx)
-        ece_event = ece and point.is_new(max_tx)
+        # one response per round trip: an echo on the ACK that finds a new loss is covered by the loss's
+        # reduction (RFC 3168 6.1.2: at most once per window for loss and ECN together)
+        ece_event = ece and not loss_event and point.is_new(max_tx)
         if self.tolerated_loss == "ecn" and tolerated_event and not loss_event:
             ece_event = True  # the window's response to one mark, not to a loss, for data the switch dropped
         if loss_event or ece_event:

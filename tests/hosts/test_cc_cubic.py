@@ -37,6 +37,24 @@ def test_loss_sets_beta_and_k():
     assert again.w_max == pytest.approx(90 * 1.7 / 2)
 
 
+def test_ece_is_cubics_congestion_event_with_beta_0_7():
+    """An ECN echo (the transport's new congestion event, one per round trip) is a congestion event as a loss
+    is (RFC 9438 section 4.6, RFC 3168): cwnd and ssthresh to beta_cubic = 0.7 of the window, not Reno's half,
+    W_max, K and W_est as after a loss; the echoing ACK's bytes add nothing; fast convergence on the next."""
+    ece = Cubic(MSS)
+    ece.w = ece.ssthresh = 100
+    ece.on_ack(5 * MSS, 0.01, True, 2.0)
+    loss = after_loss(Cubic(MSS), 100, 2.0)
+    assert ece.w == pytest.approx(70) and ece.ssthresh == pytest.approx(70)
+    assert (ece.w_max, ece.k, ece.w_est, ece.epoch_start) == (loss.w_max, loss.k, loss.w_est, loss.epoch_start)
+    assert ece.w_max == 100 and ece.k == pytest.approx((30 / 0.4) ** (1 / 3))
+    ece.w = 90  # below the last maximum
+    ece.on_ack(MSS, 0.01, True, 3.0)
+    assert ece.w == pytest.approx(63) and ece.w_max == pytest.approx(90 * 1.7 / 2)
+    ece.on_ack(MSS, 0.01, False, 3.0)  # no echo: congestion avoidance grows again
+    assert ece.w > 63
+
+
 def test_window_follows_the_cubic_curve():
     """One ACK per segment, RTT 100 ms, W_max 1000 (the cubic region, not the Reno-friendly one):
     cwnd tracks W_cubic(t + RTT) through the concave and convex parts of the curve."""
