@@ -370,7 +370,12 @@ def tc_egress_detach(ifindex: int, handle: int, priority: int) -> None:
     _check(lib().bpf_tc_detach(ctypes.byref(hook), ctypes.byref(opts)), "detaching from clsact egress")
 
 
-def tc_clsact_delete(ifindex: int) -> None:
-    """Delete the device's clsact qdisc (with every filter on it)."""
+def tc_clsact_delete(ifindex: int) -> bool:
+    """Delete the device's clsact qdisc (with every filter on it); False if it had none."""
     hook = _TcHook(sz=ctypes.sizeof(_TcHook), ifindex=ifindex, attach_point=BPF_TC_INGRESS | BPF_TC_EGRESS)
-    _check(lib().bpf_tc_hook_destroy(ctypes.byref(hook)), "deleting clsact")
+    with _quiet():
+        rc = lib().bpf_tc_hook_destroy(ctypes.byref(hook))
+    if rc < 0 and -rc in (errno.ENOENT, errno.EINVAL):
+        return False
+    _check(rc, "deleting clsact")
+    return True

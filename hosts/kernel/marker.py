@@ -40,10 +40,11 @@ MARKER_VERSION = 1
 TC_HANDLE = 0x4D4C
 TC_PRIORITY = 0x4D4C
 MODES = {"step": 0, "red": 1}
+MAPS = ("ecn_config", "ecn_state", "ecn_sources")
 MAX_BYTES = (1 << 31) - 1  # the BPF side keeps the queue in nanobits (bytes * 8e9) in 64 bits
 FP_ONE = 1 << 32
 
-CONFIG = struct.Struct("<IIQQQQQ")  # struct marker_config
+CONFIG = struct.Struct("<IIQQQQQII")  # struct marker_config
 # struct marker_state: bpf_spin_lock, pad, vq (nanobits), last_ns, packets, bytes, ect, marked, ce,
 # overflow, overflow_bytes, max_vq_bytes
 STATE = struct.Struct("<II10Q")
@@ -88,13 +89,14 @@ class MarkerConfig:
         assert self.kmax_bytes is not None
         return self.k_bytes, self.kmax_bytes, round(self.pmax * FP_ONE)
 
-    def encode(self) -> bytes:
+    def encode(self, own_clsact: bool = False) -> bytes:
         kmin, kmax, pmax_fp = self.thresholds
-        return CONFIG.pack(MARKER_VERSION, MODES[self.mode], self.rate_bps, self.limit_bytes, kmin, kmax, pmax_fp)
+        return CONFIG.pack(MARKER_VERSION, MODES[self.mode], self.rate_bps, self.limit_bytes, kmin, kmax, pmax_fp,
+                           int(own_clsact), 0)  # fmt: skip
 
     @classmethod
     def decode(cls, raw: bytes) -> MarkerConfig:
-        version, mode, rate, limit, kmin, kmax, pmax_fp = CONFIG.unpack_from(raw)
+        version, mode, rate, limit, kmin, kmax, pmax_fp, _, _ = CONFIG.unpack_from(raw)
         if version != MARKER_VERSION:
             raise KernelMltcpError(f"marker config version {version}, this loader knows {MARKER_VERSION}")
         name = {v: k for k, v in MODES.items()}[mode]
@@ -266,8 +268,7 @@ def attach(netns: str, dev: str, rate_bps: float, k_bytes: int, limit_bytes: int
     obj = libbpf.BpfObject(str(build.object_path(OBJECT)))
     try:
         obj.load()
-        fds = {name: obj.map_fd(name) for name in ("ecn_config", "ecn_state", "ecn_sources")}
-        libbpf.map_update(fds["ecn_config"], struct.pack("<I", 0), cfg.encode())  # before any packet
+        fds = {name: obj.map_fd(name) for name in MAPS}
         prog_fd = obj.prog_fd(PROGRAM)
 
         def hook() -> tuple[int, bool]:
@@ -276,6 +277,8 @@ def attach(netns: str, dev: str, rate_bps: float, k_bytes: int, limit_bytes: int
             try:
                 if not created and libbpf.tc_egress_query(ifindex, TC_HANDLE, TC_PRIORITY) is not None:
                     raise KernelMltcpError(f"{ns.label}/{dev} has a marker already (detach it first)")
+                # the parameters before the first packet; whether clsact is ours, for whoever detaches
+                libbpf.map_update(fds["ecn_config"], struct.pack("<I", 0), cfg.encode(own_clsact=created))
                 return libbpf.tc_egress_attach(ifindex, prog_fd, TC_HANDLE, TC_PRIORITY), created
             except BaseException:
                 if created:
@@ -290,8 +293,8 @@ def attach(netns: str, dev: str, rate_bps: float, k_bytes: int, limit_bytes: int
 
 
 def find(netns: str, dev: str) -> Marker | None:
-    """The marker attached on ``dev`` (by this process or another), or None; its ``detach`` leaves the
-    clsact qdisc in place (whether it was there before is not known)."""
+    """The marker attached on ``dev`` (by this process or another), or None; its ``detach`` also deletes
+    the clsact qdisc if that marker's attach created it."""
     _check_root()
     ns = namespaces.resolve(netns)
 
@@ -306,12 +309,14 @@ def find(netns: str, dev: str) -> Marker | None:
     for map_id in map_ids:
         fd = libbpf.open_map(map_id)
         name = libbpf.map_info(fd).name
-        if name in ("ecn_config", "ecn_state", "ecn_sources"):
+        if name in MAPS:
             fds[name] = fd
         else:
             os.close(fd)
-    if len(fds) != 3:
+    if len(fds) != len(MAPS):
         for fd in [*fds.values(), prog_fd]:
             os.close(fd)
         raise KernelMltcpError(f"the tc program on {ns.label}/{dev} at the marker's place is not an ECN marker")
-    return Marker(ns, dev, prog_id, fds, None, False, prog_fd)
+    raw = libbpf.map_lookup(fds["ecn_config"], struct.pack("<I", 0), CONFIG.size)
+    own_clsact = bool(raw and CONFIG.unpack(raw)[7])
+    return Marker(ns, dev, prog_id, fds, None, own_clsact, prog_fd)

@@ -374,10 +374,17 @@ def test_find_reaches_an_attached_marker_and_one_marker_per_device(shaped):
         assert found.config() == marker.MarkerConfig(RATE, K, 300_000, "red", 100_000, 0.5)
         in_netns(a, lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("10.82.1.2", 9)))
         assert found.stats().seen == m.stats().seen >= 1
-        found.detach()  # removes the filter (another process could do this after attach's exited)
+        found.detach()  # as another process would after attach's has exited: the filter and its clsact go
         assert marker.find(a, dev) is None
+        assert "clsact" not in lab.run_in(a, "tc", "qdisc", "show", "dev", dev).stdout
     finally:
-        m.detach()
-    assert "clsact" not in lab.run_in(a, "tc", "qdisc", "show", "dev", dev).stdout
+        m.detach()  # nothing left to remove: quiet
+    # A clsact that was there before stays, with its other filters.
+    lab.tc(a, "qdisc", "add", "dev", dev, "clsact")
+    lab.tc(a, "filter", "add", "dev", dev, "egress", "pref", "1", "protocol", "all", "u32", "match", "u32", "0", "0",
+           "flowid", "1:1")  # fmt: skip
+    with marker.attach(a, dev, RATE, K, LIMIT):
+        pass
+    assert "u32" in lab.run_in(a, "tc", "filter", "show", "dev", dev, "egress").stdout
     with pytest.raises(KernelMltcpError, match="no device"):
         marker.attach(a, "nosuchdev", RATE, K, LIMIT)

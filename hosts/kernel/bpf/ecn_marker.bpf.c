@@ -46,6 +46,8 @@ struct marker_config {
 	__u64 kmin_bytes;  /* step: K */
 	__u64 kmax_bytes;  /* step: K */
 	__u64 pmax_fp;     /* mark probability at kmax, x 2^32 (step: 2^32) */
+	__u32 own_clsact;  /* for the loader: the attach created the clsact qdisc (detach deletes it) */
+	__u32 pad;
 };
 
 struct marker_state {
