@@ -5,6 +5,7 @@
     mlfc-mltcp status [--json]                      registrations, parameters, per-connection state
     mlfc-mltcp set [F and detection options] [--netns NS --default CC]
     mlfc-mltcp unload [--cc reno,cubic,dctcp] [--fallback cubic]
+    mlfc-mltcp marker attach|stats|detach --netns NS --dev DEV [--rate BPS --k B --limit B]   tc/eBPF ECN marker
 
 F is mlfc.policy.mltcp's: --slope, --intercept and --f-shape (linear, power=E, step=K, sigmoid=K), or
 the whole of it in the text form with --f (e.g. 16:0.5:step=0.2). Parameters not given keep their
@@ -19,7 +20,7 @@ import dataclasses
 import json
 import sys
 
-from mlfc.hosts.kernel import KernelMltcpError, build, loader, namespaces
+from mlfc.hosts.kernel import KernelMltcpError, build, loader, marker, namespaces
 from mlfc.policy.mltcp import IterationDetection, MltcpParams, format_params, parse_params, parse_shape
 
 
@@ -208,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cc", help="comma-separated: reno, cubic, dctcp (default all)")
     p.add_argument("--fallback", default=loader.FALLBACK_CC, help="default for those namespaces (default cubic)")
     p.set_defaults(fn=cmd_unload)
+    marker.add_cli(sub)
     args = ap.parse_args(argv)
     try:
         return args.fn(args)

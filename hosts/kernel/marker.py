@@ -21,8 +21,11 @@ attached marker again (through the filter's program id), and its ``detach`` remo
 
 from __future__ import annotations
 
+import argparse
 import ctypes
+import dataclasses
 import ipaddress
+import json
 import os
 import socket
 import struct
@@ -231,6 +234,12 @@ class Marker:
         finally:
             self._close()
 
+    def release(self) -> None:
+        """Let go of this process's handles and leave the marker attached (the filter holds the program and
+        its maps); :func:`find` reaches it again."""
+        self.attached = False
+        self._close()
+
     def _close(self) -> None:
         if self._obj is not None:
             self._obj.close()
@@ -320,3 +329,65 @@ def find(netns: str, dev: str) -> Marker | None:
     raw = libbpf.map_lookup(fds["ecn_config"], struct.pack("<I", 0), CONFIG.size)
     own_clsact = bool(raw and CONFIG.unpack(raw)[7])
     return Marker(ns, dev, prog_id, fds, None, own_clsact, prog_fd)
+
+
+def _describe(m: Marker) -> str:
+    cfg = m.config()
+    if cfg.mode == "step":
+        how = f"CE above {cfg.k_bytes} B"
+    else:
+        how = f"RED {cfg.k_bytes}..{cfg.kmax_bytes} B, pmax {cfg.pmax:g}"
+    return (
+        f"{m.netns}/{m.dev}: {how} of a {cfg.limit_bytes} B queue drained at {cfg.rate_bps:g} bit/s, prog {m.prog_id}"
+    )
+
+
+def cli(args: argparse.Namespace) -> int:
+    """``mlfc-mltcp marker attach|stats|detach``: the marker outlives ``attach`` (the filter holds it)."""
+    if args.action == "attach":
+        if args.rate is None or args.k is None or args.limit is None:
+            raise KernelMltcpError("marker attach needs --rate, --k and --limit")
+        m = attach(args.netns, args.dev, args.rate, args.k, args.limit, args.mode, kmax_bytes=args.kmax,
+                   pmax=args.pmax)  # fmt: skip
+        print(f"attached: {_describe(m)}")
+        m.release()
+        return 0
+    found = find(args.netns, args.dev)
+    if found is None:
+        raise KernelMltcpError(f"no marker on {args.netns}/{args.dev}")
+    try:
+        if args.action == "detach":
+            print(f"detached: {_describe(found)}")
+            found.detach()
+            return 0
+        s = found.stats()
+        if args.json:
+            print(json.dumps({"config": dataclasses.asdict(found.config()), "stats": dataclasses.asdict(s)}, indent=2))
+            return 0
+        print(_describe(found))
+        print(
+            f"  packets {s.seen} ({s.bytes} B), ECT {s.ect}, marked CE {s.marked}, arrived CE {s.ce}, "
+            f"over the limit {s.overflow}; queue {s.vq_bytes:.0f} B at the last packet, max {s.max_vq_bytes} B"
+        )
+        for src in sorted(s.packets_by_source):
+            print(f"  {src}: {s.packets_by_source[src]} packets, {s.marks_by_source.get(src, 0)} marked")
+        return 0
+    finally:
+        if found.attached:
+            found.release()
+
+
+def add_cli(sub: argparse._SubParsersAction) -> None:
+    """Register ``marker`` with ``mlfc-mltcp``'s subcommands."""
+    p = sub.add_parser("marker", help="the phantom-queue ECN marker (tc/eBPF) on a shaped device: attach|stats|detach")
+    p.add_argument("action", choices=("attach", "stats", "detach"))
+    p.add_argument("--netns", default=namespaces.ROOT, help="an `ip netns` name, a namespace path, or 'root'")
+    p.add_argument("--dev", required=True, help="the device whose egress shaper the marker models")
+    p.add_argument("--rate", type=float, help="attach: the shaper's rate, bit/s")
+    p.add_argument("--k", type=int, help="attach: mark CE above this many bytes queued (red: kmin)")
+    p.add_argument("--limit", type=int, help="attach: the queue's byte limit (bfifo limit)")
+    p.add_argument("--mode", choices=tuple(MODES), default="step")
+    p.add_argument("--kmax", type=int, help="red: always mark above this many bytes")
+    p.add_argument("--pmax", type=float, default=1.0, help="red: the mark probability at kmax")
+    p.add_argument("--json", action="store_true", help="stats: as JSON")
+    p.set_defaults(fn=cli)

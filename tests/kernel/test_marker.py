@@ -7,6 +7,7 @@ piece named."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import struct
@@ -19,7 +20,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
-from mlfc.hosts.kernel import KernelMltcpError, build, libbpf, marker
+from mlfc.hosts.kernel import KernelMltcpError, build, cli, libbpf, marker
 from mlfc.testing.netns import NetnsLab, in_netns
 
 
@@ -388,3 +389,19 @@ def test_find_reaches_an_attached_marker_and_one_marker_per_device(shaped):
     assert "u32" in lab.run_in(a, "tc", "filter", "show", "dev", dev, "egress").stdout
     with pytest.raises(KernelMltcpError, match="no device"):
         marker.attach(a, "nosuchdev", RATE, K, LIMIT)
+
+
+@needs_kernel
+def test_cli_attach_stats_detach_across_invocations(shaped, capsys):
+    lab, a, _, dev = shaped
+    where = ["--netns", a, "--dev", dev]
+    assert cli.main(["marker", "attach", *where, "--rate", "50e6", "--k", "30000", "--limit", "300000"]) == 0
+    assert "CE above 30000 B of a 300000 B queue drained at 5e+07 bit/s" in capsys.readouterr().out
+    in_netns(a, lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("10.82.1.2", 9)))
+    assert cli.main(["marker", "stats", *where, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["config"]["k_bytes"] == 30_000 and out["stats"]["packets_by_source"]["10.82.1.1"] >= 1
+    assert cli.main(["marker", "detach", *where]) == 0
+    assert "clsact" not in lab.run_in(a, "tc", "qdisc", "show", "dev", dev).stdout
+    assert cli.main(["marker", "stats", *where]) == 1
+    assert "no marker" in capsys.readouterr().err
