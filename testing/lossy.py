@@ -5,19 +5,26 @@ drops the DATA chunks ``drop(header, attempt)`` chooses (attempt = 0 for the fir
 chunk, 1 for the first retransmission, ...). Dropped packets are recorded, as are all sent headers. A GSO
 send (``sendmsg`` with UDP_SEGMENT) is judged segment by segment and what survives is sent on as one GSO
 send again. ``force_tos`` rewrites the IP TOS byte, e.g. 0x03 to mark every packet CE as a congested switch
-would; ``refuse_gso`` makes every GSO send fail with EIO, as a kernel does for a device without checksum
-offload.
+would; ``mark(header, attempt)`` marks the DATA chunks it chooses CE one by one (an IP_TOS control message
+on their send; a GSO send goes out as runs of equally marked segments, as a kernel would receive them:
+GRO coalesces only packets with one TOS); ``refuse_gso`` makes every GSO send fail with EIO, as a kernel
+does for a device without checksum offload.
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 import socket
+import sys
 from collections import Counter
 from collections.abc import Callable
 
 from mlfc.hosts.transport.gso import SOL_UDP, UDP_SEGMENT, segment_spans
 from mlfc.hosts.transport.packet import DataHeader, parse_data
+
+CE_TOS = 0x03  # ECN CE in the TOS byte (DSCP 0)
+CE_CMSG = [(socket.IPPROTO_IP, socket.IP_TOS, CE_TOS.to_bytes(4, sys.byteorder))]  # an int, as ip_cmsg_send takes it
 
 
 class LossySocket:
@@ -27,15 +34,18 @@ class LossySocket:
         drop: Callable[[DataHeader, int], bool] | None = None,
         *,
         force_tos: int | None = None,
+        mark: Callable[[DataHeader, int], bool] | None = None,
         refuse_gso: bool = False,
     ) -> None:
         self._sock = sock
         self._drop = drop
         self._force_tos = force_tos
+        self._mark = mark
         self._refuse_gso = refuse_gso
         self.attempts: Counter[tuple[int, int, int, int]] = Counter()
         self.sent: list[DataHeader] = []
         self.dropped: list[DataHeader] = []
+        self.marked: list[DataHeader] = []  # sent CE (``mark``), not dropped
         self.gso_sends = 0  # GSO sends that reached this wrapper (refused ones included)
 
     def setsockopt(self, level: int, opt: int, value: int) -> None:
@@ -43,7 +53,8 @@ class LossySocket:
             value = self._force_tos
         self._sock.setsockopt(level, opt, value)
 
-    def _keep(self, data: bytes | memoryview) -> bool:
+    def _fate(self, data: bytes | memoryview) -> bool | None:
+        """None: drop the chunk; else whether to mark it CE."""
         header = parse_data(data)
         key = (header.job_id, header.iteration, header.tensor_id, header.chunk_seq)
         attempt = self.attempts[key]
@@ -51,11 +62,17 @@ class LossySocket:
         self.sent.append(header)
         if self._drop is not None and self._drop(header, attempt):
             self.dropped.append(header)
-            return False
-        return True
+            return None
+        if self._mark is not None and self._mark(header, attempt):
+            self.marked.append(header)
+            return True
+        return False
 
     def send(self, data: bytes | memoryview) -> int:
-        if self._keep(data):
+        ce = self._fate(data)
+        if ce:
+            return self._sock.sendmsg([data], CE_CMSG)
+        if ce is not None:
             return self._sock.send(data)
         return len(data)
 
@@ -67,11 +84,16 @@ class LossySocket:
             self.gso_sends += 1
             if self._refuse_gso:
                 raise OSError(errno.EIO, "GSO refused (test)")
-        kept = [data[o : o + n] for o, n in segment_spans(len(data), segment) if self._keep(data[o : o + n])]
-        if len(kept) == 1:
-            self._sock.send(kept[0])
-        elif kept:  # the survivors are still equal-size segments, a short one only last
-            self._sock.sendmsg([b"".join(kept)], ancdata, flags)
+        fates = [(data[o : o + n], self._fate(data[o : o + n])) for o, n in segment_spans(len(data), segment)]
+        kept = [(seg, ce) for seg, ce in fates if ce is not None]
+        # the survivors are still equal-size segments, a short one only last; one send per run of one mark
+        for ce, run in itertools.groupby(kept, key=lambda k: k[1]):
+            segs = [seg for seg, _ in run]
+            extra = CE_CMSG if ce else []
+            if len(segs) == 1:
+                self._sock.sendmsg([segs[0]], extra, flags)
+            else:
+                self._sock.sendmsg([b"".join(segs)], list(ancdata) + extra, flags)
         return len(data)
 
     def __getattr__(self, name: str):

@@ -78,6 +78,11 @@ class ReceiverConfig:
     # chunk measured at 1,500 pkt/s), and on a packet-rate bottleneck the ACKs of one direction's transfers
     # take a share of the other direction's rate. A hole, a duplicate and the last chunk are still ACKed at once.
     ack_delay: float = 0.0
+    # DCTCP's receiver (RFC 8257 3.2): the chunks one ACK acknowledges share one CE state, so its ECE flag is
+    # exact per chunk (DCTCP's marked fraction): a chunk whose CE state differs from the chunks waiting for an
+    # ACK first has them acknowledged. False: ECE on the next ACK after any CE chunk, which with ack_every
+    # (and GRO reads) counts up to a whole ACK's chunks marked for one CE chunk. An ACK more per change of state.
+    ack_on_ce_change: bool = True
     jobs: frozenset[int] | None = None  # accepted jobs (None: any)
     max_tensor_bytes: int = 1 << 30
     max_pending_bytes: int = 2 << 30  # memory for tensors being received

@@ -259,6 +259,7 @@ class Receiver:
         if tr is None or end > tr.n or run.last_len != tr.span(end - 1)[1] or tr.received.find(1, run.first, end) >= 0:
             return False
         now = self._clock()
+        self._ce_change(key, tr, tos)
         ack_now = tr.place_run(run.first, run.payload, run.last_len, run.protected, self.config.ack_every, now)
         self._after_run(key, tr, h, addr, tos, run.count, (run.count - 1) * tr.chunk + run.last_len, ack_now, now)
         return True
@@ -275,6 +276,7 @@ class Receiver:
         if tr is None:
             return False
         now = self._clock()
+        self._ce_change(key, tr, tos)  # before the C call: when the read is no run, the segments find it done
         placed = tr.take_run(self._fast, self._read_address, n, segment, h.chunk_seq, self.config.ack_every, now)
         if placed is None:
             return False
@@ -324,6 +326,7 @@ class Receiver:
         if span is None or n - HEADER_LEN != span[1]:
             st.malformed += 1
             return
+        self._ce_change(key, tr, tos)
         new, ack_now = tr.place(h.chunk_seq, pkt[HEADER_LEN:n], loss.is_protected(h.importance), cfg.ack_every, now)
         if new:
             st.data_bytes += span[1]
@@ -348,6 +351,15 @@ class Receiver:
             self._pending_acks.pop(key, None)
         else:
             self._pending_acks.setdefault(key, now)
+
+    def _ce_change(self, key: Key, tr: Reassembly, tos: int) -> None:
+        """DCTCP's receiver (RFC 8257 3.2, ReceiverConfig.ack_on_ce_change): before a chunk (or a GRO read: one
+        TOS for all its segments, the kernel coalesces only equal ones) whose CE state differs from that of
+        the chunks waiting for an ACK, acknowledge those, so every ACK's ECE flag holds for each chunk it
+        newly acknowledges."""
+        if tr.unacked and tr.ce_pending != (tos & ECN_MASK == ECN_CE) and self.config.ack_on_ce_change:
+            self._send_ack(key, tr, 0)
+            self._pending_acks.pop(key, None)
 
     def _on_ce(self, tr: Reassembly, h: DataHeader, addr: tuple[str, int], now: float, chunks: int = 1) -> None:
         """CE-marked chunks: ECE on the next ACK, and a CNP unless one went to this flow within cnp_interval."""

@@ -3,15 +3,24 @@ per round trip for losses and echoes together, and the per-ACK echo DCTCP counts
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 
 import pytest
 
-from mlfc.hosts.transport import Sender, SenderConfig, outgoing
-from mlfc.hosts.transport.packet import build_ack
-from mlfc.wire import Flags
+from mlfc.hosts.transport import Receiver, ReceiverConfig, Sender, SenderConfig, bind_shim_socket, outgoing
+from mlfc.hosts.transport.packet import (
+    HEADER_LEN,
+    DataHeader,
+    build_ack,
+    pack_data_header_into,
+    parse_feedback,
+)
+from mlfc.testing.lossy import CE_CMSG
+from mlfc.wire import Flags, MsgType
 
-PEER = ("127.0.0.1", 19712)
+HOST = "127.0.0.1"
+PEER = (HOST, 19712)
 CHUNK, CHUNKS = 1000, 40
 
 
@@ -63,3 +72,42 @@ def test_an_ack_that_finds_a_loss_and_echoes_ecn_reduces_the_window_once(cc, fac
     assert (st.loss_events, st.ece_events, st.ece_acks) == (1, 0, 1)
     assert sender.cc.cwnd >= factor * before  # cut once, then the ACK's bytes grow it in congestion avoidance
     assert sender.cc.cwnd < factor * before + 2 * CHUNK
+
+
+def data_packet(seq: int, n: int, size: int = 100) -> bytes:
+    buf = bytearray(HEADER_LEN)
+    pack_data_header_into(buf, DataHeader(job_id=1, tensor_id=0, chunk_seq=seq, total_len=n * size, chunk_size=size))
+    return bytes(buf) + bytes([seq]) * size
+
+
+def test_every_ack_echoes_the_ce_state_of_each_chunk_it_acknowledges():
+    """DCTCP's receiver (RFC 8257 3.2, ReceiverConfig.ack_on_ce_change): the ACKs of a tensor whose chunks
+    arrive marked in runs and alone (CE on the wire, as a switch marks) each newly acknowledge chunks of one
+    CE state, and their ECE flags say which: the sender's marked bytes are the CE-marked bytes exactly. ACKs
+    wait (ack_every 1000, ack_delay 0.1 s) so without the rule one ACK would cover chunks of both states."""
+    marks = [0, 0, 1, 1, 0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 1]
+    n = len(marks)
+    rx = Receiver((HOST, 0), ReceiverConfig(ack_every=1000, ack_delay=0.1))
+    peer = bind_shim_socket(HOST)
+    peer.settimeout(3)
+    try:
+        for seq, ce in enumerate(marks):
+            peer.sendmsg([data_packet(seq, n)], CE_CMSG if ce else [], 0, rx.address)
+        acks = []
+        while not acks or not acks[-1].fin:
+            fb = parse_feedback(peer.recv(2048))
+            if fb.msg_type == MsgType.ACK:  # not the CNPs
+                acks.append(fb)
+        assert rx.recv(timeout=2).ce_chunks == sum(marks)
+    finally:
+        rx.close()
+        peer.close()
+    cum, marked = 0, 0
+    for fb in acks:
+        newly = marks[cum : fb.cum_ack]
+        assert newly, "every ACK acknowledges new chunks here (in order, no loss)"
+        assert set(newly) == {int(fb.ece)}, (cum, fb.cum_ack, fb.ece)
+        marked += len(newly) if fb.ece else 0
+        cum = fb.cum_ack
+    assert cum == n and marked == sum(marks)
+    assert len(acks) == 1 + sum(a != b for a, b in itertools.pairwise(marks))  # one per change, and the FIN
