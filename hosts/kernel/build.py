@@ -20,7 +20,7 @@ from mlfc.hosts.kernel import KernelMltcpError
 SOURCE_DIR = Path(__file__).resolve().parent / "bpf"
 BTF_PATH = Path("/sys/kernel/btf/vmlinux")
 BPF_HEADERS = Path("/usr/include/bpf/bpf_helpers.h")
-OBJECTS = ("mltcp_reno", "mltcp_cubic", "mltcp_ftest")
+OBJECTS = ("mltcp_reno", "mltcp_cubic", "mltcp_dctcp", "mltcp_ftest")
 # tc programs beside the congestion controls: the phantom-queue ECN marker (marker.py)
 OBJECTS += ("ecn_marker",)
 # The kernel's own struct_ops value type for congestion controls: present when the kernel can

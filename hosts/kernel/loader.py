@@ -21,7 +21,7 @@ from mlfc.policy.mltcp import IterationDetection, MltcpParams
 
 @dataclass(frozen=True)
 class Algorithm:
-    key: str  # "reno" | "cubic"
+    key: str  # "reno" | "cubic" | "dctcp"
     name: str  # the congestion control's name, as sysctl and TCP_CONGESTION see it
     obj: str  # object file (build.object_path)
     prefix: str  # map name prefix in the object (MLTCP_MAPS)
@@ -42,8 +42,11 @@ class Algorithm:
 ALGORITHMS = {
     "reno": Algorithm("reno", "mltcp_reno", "mltcp_reno", "mltcp_r"),
     "cubic": Algorithm("cubic", "mltcp_cubic", "mltcp_cubic", "mltcp_c"),
+    # DCTCP (needs ECN: docs/kernel-mltcp.md); without ECN a connection moves itself to mltcp_reno
+    "dctcp": Algorithm("dctcp", "mltcp_dctcp", "mltcp_dctcp", "mltcp_d"),
 }
-STAT_NAMES = ("init", "release", "iterations", "tx_start", "ssthresh", "no_params")  # enum mltcp_stat
+# enum mltcp_stat
+STAT_NAMES = ("init", "release", "iterations", "tx_start", "ssthresh", "no_params", "no_ecn")
 FALLBACK_CC = "cubic"
 _FLOW = struct.Struct("<IHHHHI16s16sQQQIIII")  # struct mltcp_flow (key: the socket's address, u64)
 

@@ -116,6 +116,16 @@ def test_bad_policy_is_refused_by_the_cli(capsys):
     assert "intercept" in capsys.readouterr().err
 
 
+def test_algorithms_and_their_names():
+    assert {k: a.name for k, a in loader.ALGORITHMS.items()} == {
+        "reno": "mltcp_reno", "cubic": "mltcp_cubic", "dctcp": "mltcp_dctcp"}  # fmt: skip
+    assert loader.algorithm("dctcp") is loader.algorithm("mltcp_dctcp") is loader.ALGORITHMS["dctcp"]
+    assert loader.algorithm("dctcp").params_map == "mltcp_d_params"  # <= 15 characters, as the kernel keeps
+    assert [a.key for a in cli._cc_list("dctcp,reno")] == ["dctcp", "reno"]
+    with pytest.raises(KernelMltcpError, match="reno, cubic, dctcp"):
+        loader.algorithm("vegas")
+
+
 def test_product_cli_does_not_import_the_lab():
     code = (
         "import sys, mlfc.hosts.kernel.cli, mlfc.hosts.kernel.loader; "
@@ -265,9 +275,11 @@ ITER_BYTES = 2_000_000
 ITERATIONS = 5
 
 
-def _serve(srv: socket.socket, errors: list[BaseException]) -> None:
+def _serve(srv: socket.socket, errors: list[BaseException], accepted: list[socket.socket] | None = None) -> None:
     try:
         conn, _ = srv.accept()
+        if accepted is not None:
+            accepted.append(conn)
         with conn:
             buf = bytearray(1 << 20)
             for _ in range(ITERATIONS):
@@ -282,13 +294,29 @@ def _serve(srv: socket.socket, errors: list[BaseException]) -> None:
         errors.append(exc)
 
 
-@needs_kernel
-@pytest.mark.parametrize("cc", ["mltcp_reno", "mltcp_cubic"])
-def test_transfer_between_namespaces_detects_iterations(loaded, two_namespaces, cc):
-    a, b = two_namespaces
+def _cc_of(sock: socket.socket) -> str:
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()
+
+
+TCPI_OPT_ECN = 8  # tcp_info.tcpi_options: ECN negotiated
+
+
+def _tcp_info(sock: socket.socket) -> dict[str, int]:
+    """The fields of struct tcp_info (linux/tcp.h) the tests read."""
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
+    return {
+        "options": raw[5],
+        "snd_ssthresh": struct.unpack_from("<I", raw, 76)[0],
+        "snd_cwnd": struct.unpack_from("<I", raw, 80)[0],
+        "delivered": struct.unpack_from("<I", raw, 192)[0],
+        "delivered_ce": struct.unpack_from("<I", raw, 196)[0],
+    }
+
+
+def _transfer(a: str, b: str, cc: str) -> tuple[loader.FlowState, float, dict[str, int]]:
+    """ITERATIONS iterations of ITER_BYTES from namespace a to b, 150 ms apart, on ``cc`` (a's default);
+    returns the connection's record (before close), the time spent sending and the sender's tcp_info."""
     alg = loader.algorithm(cc)
-    namespaces.set_default_cc(namespaces.resolve(a), cc)
-    assert namespaces.get_default_cc(namespaces.resolve(a)) == cc
     srv = in_netns(b, lambda: socket.create_server(("10.81.1.2", 5201)))
     srv.settimeout(20)
     errors: list[BaseException] = []
@@ -296,7 +324,7 @@ def test_transfer_between_namespaces_detects_iterations(loaded, two_namespaces, 
     t.start()
     s = in_netns(a, lambda: socket.create_connection(("10.81.1.2", 5201), timeout=20))
     try:
-        assert s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode() == cc
+        assert _cc_of(s) == cc
         assert any(x.cc == cc for x in namespaces.sockets(namespaces.resolve(a), {cc}))  # what `status` shows
         chunk = b"x" * (ITER_BYTES // 4)
         busy = 0.0
@@ -310,12 +338,28 @@ def test_transfer_between_namespaces_detects_iterations(loaded, two_namespaces, 
             time.sleep(0.15)  # the "compute phase": above the threshold, so the next send starts an iteration
         mine = [f for f in loader.flows(alg) if f.local.startswith("10.81.1.1:")]
         assert len(mine) == 1
-        flow = mine[0]
+        info = _tcp_info(s)
     finally:
         s.close()
         t.join(10)
         srv.close()
     assert not errors, errors
+    deadline = time.monotonic() + 3
+    while any(f.local.startswith("10.81.1.1:") for f in loader.flows(alg)) and time.monotonic() < deadline:
+        time.sleep(0.05)  # release runs when the kernel destroys the socket
+    assert not any(f.local.startswith("10.81.1.1:") for f in loader.flows(alg))
+    return mine[0], busy, info
+
+
+@needs_kernel
+@pytest.mark.parametrize("cc", ["mltcp_reno", "mltcp_cubic", "mltcp_dctcp"])
+def test_transfer_between_namespaces_detects_iterations(loaded, two_namespaces, cc):
+    a, b = two_namespaces
+    namespaces.set_default_cc(namespaces.resolve(a), cc)
+    assert namespaces.get_default_cc(namespaces.resolve(a)) == cc
+    if cc == "mltcp_dctcp":  # ECN: the receiver's listener must use a congestion control that needs it too
+        namespaces.set_default_cc(namespaces.resolve(b), cc)
+    flow, busy, info = _transfer(a, b, cc)
     # Sane rate: 10 MB over a veth pair; a broken window (stuck at a few segments) fails this by far.
     rate = 8 * ITER_BYTES * ITERATIONS / busy
     assert rate > 50e6, f"{rate / 1e6:.0f} Mbit/s"
@@ -324,10 +368,107 @@ def test_transfer_between_namespaces_detects_iterations(loaded, two_namespaces, 
     assert flow.iterations == ITERATIONS
     assert flow.bytes_per_iteration == ITER_BYTES  # EWMA of equal iterations
     assert flow.last_f == pytest.approx(mltcp_factor(1.0, loaded), abs=1e-3)  # ended each iteration at ratio 1
-    deadline = time.monotonic() + 3
-    while any(f.local.startswith("10.81.1.1:") for f in loader.flows(alg)) and time.monotonic() < deadline:
-        time.sleep(0.05)  # release runs when the kernel destroys the socket
-    assert not any(f.local.startswith("10.81.1.1:") for f in loader.flows(alg))
+    if cc == "mltcp_dctcp":
+        assert info["options"] & TCPI_OPT_ECN  # negotiated, so the connection stayed on DCTCP
+        assert info["delivered_ce"] == 0  # nothing marks on a bare veth pair
+
+
+def _sysctl(ns: str, setting: str) -> None:
+    subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", setting], check=True)
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    "sender_ecn, receiver_cc, receiver_ecn, negotiated",
+    [
+        (0, "mltcp_dctcp", 0, True),  # both ends need ECN: neither tcp_ecn matters
+        (2, "reno", 1, False),  # an ECT SYN: a listener that does not need ECN refuses it, even tcp_ecn=1
+        (1, "bbr", 2, False),  # the default tcp_ecn=2 (accept when asked) does not change that
+    ],
+)
+def test_dctcp_negotiates_ecn_or_falls_back_to_mltcp_reno(
+    loaded, two_namespaces, sender_ecn, receiver_cc, receiver_ecn, negotiated
+):
+    """What each namespace needs for MLTCP-DCTCP (docs/kernel-mltcp.md): the sender's tcp_ecn is
+    irrelevant (TCP_CONG_NEEDS_ECN asks for ECN regardless), the receiver's listener must use a congestion
+    control that needs ECN; without ECN the sender moves itself to mltcp_reno."""
+    a, b = two_namespaces
+    _sysctl(a, f"net.ipv4.tcp_ecn={sender_ecn}")
+    _sysctl(b, f"net.ipv4.tcp_ecn={receiver_ecn}")
+    namespaces.set_default_cc(namespaces.resolve(a), "mltcp_dctcp")
+    namespaces.set_default_cc(namespaces.resolve(b), receiver_cc)
+    no_ecn = loader.stats(loader.algorithm("dctcp"))["no_ecn"]
+    srv = in_netns(b, lambda: socket.create_server(("10.81.1.2", 5202)))
+    srv.settimeout(10)
+    try:
+        s = in_netns(a, lambda: socket.create_connection(("10.81.1.2", 5202), timeout=10))
+        with s, srv.accept()[0] as conn:
+            s.sendall(b"x" * 100_000)
+            got = 0
+            while got < 100_000:
+                got += len(conn.recv(1 << 16))
+            assert bool(_tcp_info(s)["options"] & TCPI_OPT_ECN) == negotiated
+            assert bool(_tcp_info(conn)["options"] & TCPI_OPT_ECN) == negotiated
+            assert _cc_of(s) == ("mltcp_dctcp" if negotiated else "mltcp_reno")
+            assert _cc_of(conn) == receiver_cc
+    finally:
+        srv.close()
+    assert loader.stats(loader.algorithm("dctcp"))["no_ecn"] == no_ecn + (0 if negotiated else 1)
+
+
+# A tc egress program that marks every ECT IPv4 packet CE (test only: the product's marker is
+# bpf/ecn_marker.bpf.c, a phantom queue).
+MARK_ALL_CE = r"""
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+SEC("tc")
+int mark_all_ce(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	__u16 before, after;
+
+	if ((void *)(ip + 1) > end || eth->h_proto != bpf_htons(0x0800))
+		return 0;
+	if ((ip->tos & 3) == 0 || (ip->tos & 3) == 3)
+		return 0; /* not ECT, or CE already */
+	before = *(__u16 *)ip; /* version/ihl and tos: the checksum's first word, as on the wire */
+	after = before | bpf_htons(3);
+	ip->tos |= 3;
+	bpf_l3_csum_replace(skb, sizeof(*eth) + __builtin_offsetof(struct iphdr, check), before, after, 2);
+	return 0; /* TC_ACT_OK */
+}
+"""
+
+
+@needs_kernel
+def test_dctcp_window_follows_ce_marks(loaded, tmp_path):
+    """Every data packet CE-marked on the sender's egress: the receiver echoes ECE, alpha goes to 1 and
+    every window is halved, so the window stays at a few segments (> 10 unmarked: the transfer test)."""
+    src, obj = tmp_path / "mark.bpf.c", tmp_path / "mark.bpf.o"
+    src.write_text(MARK_ALL_CE)
+    tools = build.find_toolchain()
+    subprocess.run([tools.clang, "-O2", "-g", "-target", "bpf", f"-I{build.build_dir()}", "-c", str(src), "-o",
+                    str(obj)], check=True)  # fmt: skip
+    with NetnsLab("kd") as lab:
+        a, b = lab.namespace("a"), lab.namespace("b")
+        dev_a, _ = lab.link(a, "10.81.1.1", b, "10.81.1.2")
+        lab.tc(a, "qdisc", "add", "dev", dev_a, "clsact")
+        lab.tc(a, "filter", "add", "dev", dev_a, "egress", "bpf", "direct-action", "obj", str(obj), "sec", "tc")
+        for ns in (a, b):
+            namespaces.set_default_cc(namespaces.resolve(ns), "mltcp_dctcp")
+        reductions = loader.stats(loader.algorithm("dctcp"))["ssthresh"]
+        flow, _, info = _transfer(a, b, "mltcp_dctcp")
+    assert info["options"] & TCPI_OPT_ECN
+    assert info["delivered_ce"] > 0.5 * info["delivered"]  # the receiver echoed the marks
+    assert loader.stats(loader.algorithm("dctcp"))["ssthresh"] > reductions + 10  # one cut per marked window
+    assert flow.cwnd <= 6 and info["snd_cwnd"] <= 6, (flow, info)
+    assert flow.iterations == ITERATIONS  # MLTCP's part still ran
 
 
 @needs_kernel
@@ -335,6 +476,7 @@ def test_status_and_set_report_the_parameters(loaded, capsys):
     assert cli.main(["status"]) == 0
     out = capsys.readouterr().out
     assert "mltcp_reno: registered" in out and "mltcp_cubic: registered" in out
+    assert "mltcp_dctcp: registered" in out
     assert "F 2:0.5 = 2 * bytes_ratio + 0.5; iteration after max(4 RTT, 50 ms) idle" in out
     assert cli.main(["set", "--cc", "reno", "--slope", "4"]) == 0
     current = [kp.params for kp in loader.read_params(loader.algorithm("reno")) if kp.params]

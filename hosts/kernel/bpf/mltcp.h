@@ -137,6 +137,7 @@ enum mltcp_stat {
 	MLTCP_STAT_TX_START,   /* CA_EVENT_TX_START events seen (boundaries or short gaps) */
 	MLTCP_STAT_SSTHRESH,   /* window reductions (loss or ECN) */
 	MLTCP_STAT_NO_PARAMS,  /* ACKs handled with F = 1 because the parameters were not ready */
+	MLTCP_STAT_NO_ECN,     /* mltcp_dctcp: connections without ECN, moved to the fallback (mltcp_reno) */
 	MLTCP_STAT_MAX,
 };
 
@@ -364,6 +365,26 @@ static __always_inline int mltcp_cwnd_limited(struct tcp_sock *tp)
 	if (mltcp_in_slow_start(tp))
 		return tp->snd_cwnd < 2 * tp->max_packets_out;
 	return !!BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+}
+
+/* Reno's congestion avoidance with F (the kernel's tcp_reno_cong_avoid): slow start to ssthresh, then
+ * one segment more per cwnd / F acknowledged segments, F segments per RTT instead of one; only a
+ * cwnd-limited window grows. The cong_avoid of mltcp_reno and of mltcp_dctcp (DCTCP's is Reno's). */
+static __always_inline void mltcp_reno_cong_avoid(struct sock *sk, const struct mltcp_iter *it, __u32 acked,
+						  void *params, void *stats)
+{
+	struct tcp_sock *tp = mltcp_tcp_sk(sk);
+	__u32 f_fp;
+
+	if (!mltcp_cwnd_limited(tp))
+		return;
+	if (mltcp_in_slow_start(tp)) {
+		acked = mltcp_slow_start(tp, acked);
+		if (!acked)
+			return;
+	}
+	f_fp = mltcp_current_f(sk, it, params, stats);
+	mltcp_cong_avoid_ai(tp, mltcp_scale_cnt(tp->snd_cwnd, f_fp), acked);
 }
 
 #endif /* MLFC_MLTCP_H */

@@ -40,19 +40,7 @@ void BPF_PROG(mreno_release, struct sock *sk)
 SEC("struct_ops/mreno_cong_avoid")
 void BPF_PROG(mreno_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
-	struct tcp_sock *tp = mltcp_tcp_sk(sk);
-	struct mreno *ca = mreno_ca(sk);
-	__u32 f_fp;
-
-	if (!mltcp_cwnd_limited(tp))
-		return;
-	if (mltcp_in_slow_start(tp)) {
-		acked = mltcp_slow_start(tp, acked);
-		if (!acked)
-			return;
-	}
-	f_fp = mltcp_current_f(sk, &ca->it, &mltcp_r_params, &mltcp_r_stats);
-	mltcp_cong_avoid_ai(tp, mltcp_scale_cnt(tp->snd_cwnd, f_fp), acked);
+	mltcp_reno_cong_avoid(sk, &mreno_ca(sk)->it, acked, &mltcp_r_params, &mltcp_r_stats);
 }
 
 SEC("struct_ops/mreno_ssthresh")
