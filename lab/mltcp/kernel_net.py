@@ -149,6 +149,26 @@ def _recv_exact(sock: socket.socket, n: int, buf: bytearray) -> bool:
     return True
 
 
+# TcpExt counters of a namespace that count the sender's window cuts for loss: entering fast recovery (with or
+# without SACK) and retransmission timeouts.
+LOSS_EVENT_COUNTERS = ("TCPSackRecovery", "TCPRenoRecovery", "TCPTimeouts")
+
+
+def loss_events(netns: str) -> int:
+    """The namespace's loss events so far (LOSS_EVENT_COUNTERS summed)."""
+
+    def read() -> str:
+        with open("/proc/thread-self/net/netstat") as f:  # the calling thread's namespace
+            return f.read()
+
+    lines = in_netns(netns, read).splitlines()
+    for names, values in zip(lines[::2], lines[1::2], strict=False):
+        if names.startswith("TcpExt:"):
+            counters = dict(zip(names.split()[1:], (int(v) for v in values.split()[1:]), strict=True))
+            return sum(counters.get(name, 0) for name in LOSS_EVENT_COUNTERS)
+    raise KernelMltcpError(f"{netns}: no TcpExt counters in /proc/net/netstat")
+
+
 def _retrans(sock: socket.socket) -> int:
     info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
     return struct.unpack_from("<I", info, TCP_INFO_TOTAL_RETRANS)[0]
@@ -161,15 +181,17 @@ class RunResult:
     records: list[IterationRecord]
     params: MltcpParams | None = None
     flows: int = 1  # connections per job
+    loss_events: int = 0  # the workers' loss recoveries and RTOs (a window cut each), from their TcpExt counters
     marks: int = 0  # CE marks the bottleneck set on the jobs' packets (0 without a marker)
 
     @property
     def signals_per_phase(self) -> float:
-        """Congestion signals (retransmitted segments + CE marks) per connection per communication phase:
-        the regime a controller runs in (issue 45). NaN without records."""
+        """Congestion signals per connection per communication phase: loss events (each a window cut; a burst
+        of drops in one window is one event, unlike its retransmitted segments) + CE marks (each one a signal
+        to DCTCP's estimate; Reno/CUBIC cut at most once a window for them). The regime a controller runs in
+        (issue 45). NaN without records."""
         phases = len(self.records) * self.flows
-        losses = sum(r.retransmits for r in self.records)
-        return (losses + self.marks) / phases if phases else float("nan")
+        return (self.loss_events + self.marks) / phases if phases else float("nan")
 
     @property
     def overall(self):
@@ -237,6 +259,7 @@ def run_jobs(
     for t in servers:
         t.start()
     socks = [[in_netns(w, lambda j=j: connect(j)) for _ in range(flows)] for j, w in enumerate(workers)]
+    events_before = sum(loss_events(w) for w in workers)
     t0 = time.time() + 0.3  # every job's first compute phase starts here
 
     def send(s: socket.socket, payload: bytes, reply: bytearray) -> None:
@@ -299,4 +322,5 @@ def run_jobs(
     if errors:
         raise KernelMltcpError(f"{scenario}: {errors[0]!r}")
     records.sort(key=lambda r: (r.job, r.iteration))
-    return RunResult(scenario, cc, records, flows=flows)
+    events = sum(loss_events(w) for w in workers) - events_before
+    return RunResult(scenario, cc, records, flows=flows, loss_events=events)

@@ -52,10 +52,11 @@ def test_a_row_per_mltcp_treatment_in_issue_24s_schema() -> None:
     assert row["signals_per_phase"] == 0.0  # the synthetic records retransmit nothing
 
 
-def test_signals_per_phase_counts_losses_and_marks_per_connection_and_phase() -> None:
+def test_signals_per_phase_counts_loss_events_and_marks_per_connection_and_phase() -> None:
     run = _run(1.0, jobs=2, iterations=5)
     run.flows = 2
-    run.records[0] = dataclasses.replace(run.records[0], retransmits=6)
+    run.records[0] = dataclasses.replace(run.records[0], retransmits=60)  # segments: not events
+    run.loss_events = 6
     run.marks = 14
     assert run.signals_per_phase == pytest.approx(20 / (2 * 5 * 2))
 
