@@ -50,3 +50,38 @@ def test_adjacent_ranges_stay_adjacent(cuts: list[int], cells: int) -> None:
     assert present[0][0] == 0 and present[-1][1] == contract.MAX_QDEPTH
     for (_, hi), (lo, _) in itertools.pairwise(present):
         assert lo == hi + 1
+
+
+# ---- bytes -> the switch's depth unit (the step ECN profile's K) ------------------------------------
+
+
+def test_depth_units_of_the_two_targets() -> None:
+    assert depth.PACKETS == depth.packet_unit(1500) == depth.DepthUnit(1500, 1)
+    assert depth.packet_unit(9000) == depth.DepthUnit(9000, 1)
+    assert depth.cell_unit(1500) == depth.DepthUnit(80, 19)
+    assert depth.switch_unit(True, 800) == depth.DepthUnit(80, 10)
+    assert depth.switch_unit(False, 800) == depth.DepthUnit(800, 1)
+    for bad in (0, -80, 1.5, True):
+        with pytest.raises(PolicyError, match="unit_bytes"):
+            depth.DepthUnit(bad)  # type: ignore[arg-type]
+    with pytest.raises(PolicyError, match="packet_bytes"):
+        depth.packet_unit(20)
+
+
+def test_bytes_round_down_to_whole_units() -> None:
+    packets, cells = depth.packet_unit(1500), depth.cell_unit(1500)
+    assert [depth.bytes_to_depth(k, packets) for k in (0, 1, 1499, 1500, 29_999, 30_000, 31_499, 31_500)] == [
+        0, 0, 0, 1, 19, 20, 20, 21,
+    ]  # fmt: skip
+    assert [depth.bytes_to_depth(k, cells) for k in (0, 79, 80, 30_000, 30_079, 30_080)] == [0, 0, 1, 375, 375, 376]
+    for bad in (-1, 1.5, True, "30000"):
+        with pytest.raises(PolicyError, match="byte count"):
+            depth.bytes_to_depth(bad, packets)  # type: ignore[arg-type]
+
+
+@given(st.integers(0, 10**9), st.integers(1, 16384), st.integers(0, contract.MAX_QDEPTH))
+def test_deeper_than_the_converted_threshold_is_more_than_k_bytes(k: int, unit_bytes: int, d: int) -> None:
+    """A queue ``d`` units deep is taken to hold ``d * unit_bytes``: above the threshold exactly when
+    that is more than K bytes."""
+    unit = depth.DepthUnit(unit_bytes)
+    assert (d > depth.bytes_to_depth(k, unit)) == (d * unit_bytes > k)
