@@ -1,8 +1,9 @@
-"""MLTCP for kernel TCP (``mlfc.hosts.kernel``): BPF struct_ops congestion controls ``mltcp_reno`` and
-``mltcp_cubic`` that give any TCP socket MLTCP's window growth, F = slope * bytes_ratio + intercept
-from :mod:`mlfc.policy.mltcp`, with iterations detected from the connection's own idle gaps.
+"""MLTCP for kernel TCP (``mlfc.hosts.kernel``): BPF struct_ops congestion controls ``mltcp_reno``,
+``mltcp_cubic`` and ``mltcp_dctcp`` that give any TCP socket MLTCP's window growth, F(bytes_ratio) of
+:mod:`mlfc.policy.mltcp` (any shape: the loader writes it as a table), with iterations detected from
+the connection's own idle gaps.
 
-* ``bpf/``: the C sources (``mltcp.h`` holds F and the iteration tracking, shared by both);
+* ``bpf/``: the C sources (``mltcp.h`` holds F's interpolation and the iteration tracking, shared by all);
 * :mod:`.build`: compiles them with clang against the running kernel's BTF;
 * :mod:`.loader`: registers/unregisters them, fills their parameter maps, reads their state;
 * :mod:`.namespaces`: a network namespace's default congestion control and the sockets using it;

@@ -77,12 +77,6 @@ def table_f_fp(table: list[int] | tuple[int, ...], ratio_fp: int) -> int:
     return f or 1
 
 
-def kernel_factor(ratio: float, params: MltcpParams) -> float:
-    """F as the kernel computes it at ``ratio`` (table and fixed point), as a float."""
-    r = max(0.0, min(1.0, ratio))
-    return from_fp(table_f_fp(f_table(params), int(r * FP_ONE)))
-
-
 def encode(params: MltcpParams, detection: IterationDetection, *, ready: bool = True) -> bytes:
     if params.rule != "increase":
         raise KernelMltcpError(
