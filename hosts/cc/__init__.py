@@ -1,13 +1,14 @@
-"""Congestion controllers (Reno, CUBIC, DCQCN), each with the optional MLTCP augmentation."""
+"""Congestion controllers (Reno, CUBIC, DCQCN, DCTCP), each with the optional MLTCP augmentation."""
 
 from __future__ import annotations
 
 from mlfc.hosts.cc.base import CongestionControl, Mltcp, RatioSource
 from mlfc.hosts.cc.cubic import Cubic, CubicParams
 from mlfc.hosts.cc.dcqcn import Dcqcn, DcqcnParams
+from mlfc.hosts.cc.dctcp import Dctcp, DctcpParams
 from mlfc.hosts.cc.reno import Reno, RenoParams
 
-ALGORITHMS = ("reno", "cubic", "dcqcn")
+ALGORITHMS = ("reno", "cubic", "dcqcn", "dctcp")
 
 
 def make_cc(
@@ -21,6 +22,8 @@ def make_cc(
     if name == "dcqcn":
         params = DcqcnParams() if line_rate is None else DcqcnParams(line_rate=line_rate)
         return Dcqcn(mss, mltcp, params, now=now)
+    if name == "dctcp":
+        return Dctcp(mss, mltcp)
     raise ValueError(f"unknown congestion control {name!r}; choose one of {', '.join(ALGORITHMS)}")
 
 
@@ -31,6 +34,8 @@ __all__ = [
     "CubicParams",
     "Dcqcn",
     "DcqcnParams",
+    "Dctcp",
+    "DctcpParams",
     "Mltcp",
     "RatioSource",
     "Reno",

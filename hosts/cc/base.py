@@ -6,6 +6,9 @@ drive them with a fake clock):
 * ``on_sent(nbytes, now)``: new data left the host (DCQCN's byte counter);
 * ``on_ack(acked_bytes, rtt, ece, now)``: data newly acknowledged; ``ece`` is True only for a *new*
   ECN congestion event (the transport allows one window reduction per round trip, as RFC 3168 does);
+* ``on_ecn_feedback(acked_bytes, marked_bytes, now)``: every ACK that newly acknowledges data, before
+  ``on_ack``: ``marked_bytes`` of them echoed as CE-marked (all or none: the ACK's ECE flag, exact per
+  chunk with the receiver's ack_on_ce_change); DCTCP's marked fraction, ignored by the others;
 * ``on_loss(now)``: a new loss event (again at most one per round trip), ``on_timeout(now)``: an RTO;
 * ``on_cnp(now)``: a DCQCN congestion notification packet arrived;
 * ``on_timer(now)``: called whenever the transport's loop runs, for time-driven algorithms;
@@ -108,6 +111,11 @@ class CongestionControl(ABC):
 
     @abstractmethod
     def on_timeout(self, now: float) -> None: ...
+
+    def on_ecn_feedback(self, acked_bytes: int, marked_bytes: int, now: float) -> None:  # noqa: B027 - DCTCP's
+        """An ACK newly acknowledged ``acked_bytes``, ``marked_bytes`` of them CE-marked on the way (the ACK's
+        ECE flag: 0 or all of them). Every such ACK, echo or not, before ``on_ack``; the once-per-round-trip
+        congestion event is ``on_ack``'s ``ece``."""
 
     def on_mark(self, fraction: float, now: float) -> None:
         """A ``fraction`` (0..1] of the window was dropped by the switch within the loss bound (a congestion

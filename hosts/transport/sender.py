@@ -388,11 +388,15 @@ class Sender:
         st.loss_events += ev.loss_event
         st.tolerated_events += ev.tolerated_event
         st.bytes_acked += ev.newly_acked
+        if fb.ece:
+            st.ece_bytes_acked += ev.newly_acked
         self.delivery.on_ack(ev.newly_acked, now, self.recovery.rtt.srtt)
         self.capacity = max(self.capacity, self.delivery.rate)
         if fb.ece and (share := own_share(self.delivery.rate, self.capacity)) is not None:
             t.share_sum += share  # a standing queue: how much of the busy link this flow gets
             t.share_n += 1
+        if ev.newly_acked:  # DCTCP's per-ACK echo (its alpha) before this ACK's congestion response
+            self.cc.on_ecn_feedback(ev.newly_acked, ev.newly_acked if fb.ece else 0, now)
         if ev.loss_event:
             self.cc.on_loss(now)
         elif ev.tolerated_bytes:

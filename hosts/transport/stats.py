@@ -19,6 +19,7 @@ class FlowStats:
     tolerated_chunks: int = 0  # lost unprotected chunks left for the receiver to zero-fill
     acks: int = 0
     ece_acks: int = 0
+    ece_bytes_acked: int = 0  # bytes newly acknowledged by ACKs with ECE: CE-marked (ReceiverConfig.ack_on_ce_change)
     ece_events: int = 0
     cnps: int = 0
     loss_events: int = 0

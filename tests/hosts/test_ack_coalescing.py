@@ -64,7 +64,7 @@ def _counting(sender: Sender, monkeypatch) -> list[int]:
     return calls
 
 
-@pytest.mark.parametrize("cc", ["reno", "cubic", "dcqcn"])
+@pytest.mark.parametrize("cc", ["reno", "cubic", "dcqcn", "dctcp"])
 def test_plain_acks_in_a_row_end_as_one_by_one_would(cc: str, monkeypatch) -> None:
     together, sock, t = _sender_and_transfer(cc)
     calls = _counting(together, monkeypatch)

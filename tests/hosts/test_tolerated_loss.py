@@ -32,6 +32,9 @@ class CountingCc:
         self.acks += 1
         self.ece_acks += ece
 
+    def on_ecn_feedback(self, acked_bytes: int, marked_bytes: int, now: float) -> None:
+        pass  # every ACK's echo (DCTCP's); not a reaction
+
 
 @pytest.fixture
 def peer():

@@ -50,7 +50,7 @@ def grads(nbytes: int, seed: int = 0) -> bytes:
     return np.random.default_rng(seed).standard_normal(nbytes // 4).astype(np.float32).tobytes()
 
 
-@pytest.mark.parametrize("cc", ["reno", "cubic", "dcqcn"])
+@pytest.mark.parametrize("cc", ["reno", "cubic", "dcqcn", "dctcp"])
 @pytest.mark.parametrize("mltcp", [None, MltcpParams()])
 def test_delivers_tensors_intact(receiver, cc, mltcp):
     tx, _ = sender_to(receiver, cc=cc, mltcp=mltcp, line_rate=2e9)
