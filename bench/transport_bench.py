@@ -255,7 +255,12 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cc", action="append", choices=["reno", "cubic", "dcqcn"], help="repeatable; default all")
+    ap.add_argument(
+        "--cc",
+        action="append",
+        choices=["reno", "cubic", "dcqcn", "dctcp"],
+        help="repeatable; default reno, cubic, dcqcn",
+    )
     ap.add_argument("--bytes", type=int, default=25_000_000, help="bytes per tensor")
     ap.add_argument("--tensors", type=int, default=16, help="tensors per trial")
     ap.add_argument("--trials", type=int, default=5, help="trials per method (the median is reported)")

@@ -57,7 +57,12 @@ def stage(rev: str, where: Path) -> tuple[str, Path]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--design", action="append", required=True, metavar="NAME=REV", help="repeatable, 2 or more")
-    ap.add_argument("--cc", action="append", choices=["reno", "cubic", "dcqcn"], help="repeatable; default all")
+    ap.add_argument(
+        "--cc",
+        action="append",
+        choices=["reno", "cubic", "dcqcn", "dctcp"],
+        help="repeatable; default reno, cubic, dcqcn",
+    )
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--bytes", type=int, default=25_000_000)
     ap.add_argument("--tensors", type=int, default=16)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 # The same port layout as real training jobs, so a scenario can swap one for the other.
+from mlfc.hosts.cc import ALGORITHMS
 from mlfc.hosts.training.protocol import PS_PORT, PS_TX_PORT_BASE, WORKER_RX_PORT, WORKER_TX_PORT
 from mlfc.hosts.transport import Receiver, ReceiverConfig, Sender, SenderConfig
 from mlfc.hosts.transport.recovery import TOLERATED_LOSS_REACTIONS
@@ -227,7 +228,7 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--job", type=int, required=True)
         p.add_argument("--bind", required=True, help="this host's IP address")
         p.add_argument("--iterations", type=int, default=20)
-        p.add_argument("--cc", default="reno", choices=("reno", "cubic", "dcqcn"))
+        p.add_argument("--cc", default="reno", choices=ALGORITHMS)
         p.add_argument("--mltcp", action="store_true", help="MLTCP augmentation on")
         p.add_argument("--slope", type=float, default=None, help="F's slope (default: the controller's)")
         p.add_argument("--intercept", type=float, default=None, help="F's intercept (default: the controller's)")

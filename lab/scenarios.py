@@ -66,10 +66,12 @@ TREATMENTS: dict[str, Treatment] = {
         Treatment("baseline", "reno"),
         Treatment("cubic", "cubic"),
         Treatment("dcqcn", "dcqcn"),
+        Treatment("dctcp", "dctcp"),
         Treatment("mltcp-reno", "reno", mltcp=True),
         Treatment("mltcp-reno-tune", "reno", mltcp=True, tune=True),
         Treatment("mltcp-cubic", "cubic", mltcp=True, baseline="cubic"),
         Treatment("mltcp-dcqcn", "dcqcn", mltcp=True, baseline="dcqcn"),
+        Treatment("mltcp-dctcp", "dctcp", mltcp=True, baseline="dctcp"),
         Treatment("maif", "reno", priorities="maif"),
         Treatment("mltcp+maif", "reno", mltcp=True, priorities="maif"),
         # MAIF for a hyper-parameter search: only gains of the best job's accuracy count (MaifParams.objective)

@@ -30,6 +30,7 @@ import textwrap
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from mlfc.hosts.cc import ALGORITHMS
 from mlfc.lab import dataplanes
 from mlfc.lab.cleanup import interrupt_on_sigterm, leftovers
 from mlfc.lab.e2e import run_solo, run_treatment, say
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     interrupt_on_sigterm()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mix", default="two-compatible", choices=sorted(MIXES))
-    ap.add_argument("--cc", default="reno", choices=("reno", "cubic", "dcqcn"))
+    ap.add_argument("--cc", default="reno", choices=ALGORITHMS)
     ap.add_argument(
         "--grid",
         type=parse_grid,

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from mlfc.hosts.cc import ALGORITHMS
 from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.transport import SenderConfig
 from mlfc.hosts.transport.recovery import TOLERATED_LOSS_REACTIONS
@@ -71,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
             default="ps",
             help="ps: pull parameters (default); aggregate: pull mean gradients (DDP hook)",
         )
-        p.add_argument("--cc", default="reno", choices=("reno", "cubic", "dcqcn"))
+        p.add_argument("--cc", default="reno", choices=ALGORITHMS)
         p.add_argument("--mltcp", action="store_true", help="MLTCP augmentation on")
         p.add_argument("--slope", type=float, default=MltcpParams().slope)
         p.add_argument("--intercept", type=float, default=MltcpParams().intercept)

@@ -89,6 +89,9 @@ class MltcpParams:
 _CC_DEFAULTS = {
     "reno": MltcpParams(16.0, 0.5, "step", knee=0.2),
     "cubic": MltcpParams(16.0, 0.5, "step", knee=0.2),
+    # DCTCP (user space, hosts/cc/dctcp.py) is Reno's window with DCTCP's cut, and F acts on the same additive
+    # increase: Reno's step for now, unmeasured (no `make sweep` of DCTCP yet)
+    "dctcp": MltcpParams(16.0, 0.5, "step", knee=0.2),
 }
 
 

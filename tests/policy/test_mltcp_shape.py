@@ -173,9 +173,20 @@ def test_each_controller_has_its_default_f() -> None:
 
     assert default_params("reno") == default_params("cubic") == MltcpParams(16, 0.5, "step", knee=0.2)
     assert default_params("dcqcn") == MltcpParams()  # DCQCN keeps the line
+    assert default_params("dctcp") == default_params("reno")  # Reno's window, Reno's step (unmeasured)
     mix = MIXES["two-compatible"]
     assert stack_config(mix, TREATMENTS["mltcp-reno"], 3).mltcp_params == default_params("reno")
     assert stack_config(mix, TREATMENTS["mltcp-dcqcn"], 3).mltcp_params == MltcpParams()
+    dctcp = stack_config(mix, TREATMENTS["mltcp-dctcp"], 3)
+    assert dctcp.cc == "dctcp" and dctcp.mltcp and dctcp.mltcp_params == default_params("dctcp")
+    assert TREATMENTS["mltcp-dctcp"].baseline == "dctcp" and not stack_config(mix, TREATMENTS["dctcp"], 3).mltcp
+    ns = parser().parse_args(["worker", "--job", "1", "--bind", "a", "--ps", "b", "--mltcp", "--cc", "dctcp"])
+    assert _sender_config(ns).cc == "dctcp" and _sender_config(ns).mltcp == default_params("dctcp")
+    from mlfc.hosts.training.cli import _sender_config as train_config
+    from mlfc.hosts.training.cli import build_parser as train_parser
+
+    ns = train_parser().parse_args(["worker", "--job", "1", "--rank", "0", "--ps", "10.0.0.2", "--cc", "dctcp"])
+    assert train_config(ns).cc == "dctcp"
     ns = parser().parse_args(["worker", "--job", "1", "--bind", "a", "--ps", "b", "--mltcp", "--cc", "cubic"])
     assert _sender_config(ns).mltcp == default_params("cubic")
     ns = parser().parse_args(["worker", "--job", "1", "--bind", "a", "--ps", "b", "--mltcp", "--slope", "8"])
