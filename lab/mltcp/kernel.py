@@ -34,7 +34,17 @@ from pathlib import Path
 from mlfc.hosts.kernel import KernelMltcpError, loader, namespaces
 from mlfc.lab import figures
 from mlfc.lab.mltcp import regime
-from mlfc.lab.mltcp.kernel_net import FAMILIES, MIXES, Bottleneck, Mix, Profile, RunResult, build_network, run_jobs
+from mlfc.lab.mltcp.kernel_net import (
+    FAMILIES,
+    MIXES,
+    PLAIN_F,
+    Bottleneck,
+    Mix,
+    Profile,
+    RunResult,
+    build_network,
+    run_jobs,
+)
 from mlfc.lab.results import format_table, markdown_table, plot_timeline, summarise, write_csv
 from mlfc.lab.scenarios import ideal_iteration_times, share_of_ideal_gain
 from mlfc.policy.mltcp import IterationDetection, MltcpParams, format_params, parse_params
@@ -256,6 +266,14 @@ def targets(cells: list[Cell]) -> list[str]:
     return out
 
 
+def _plain(family: str) -> tuple[str, MltcpParams | None]:
+    """(congestion control, F) of a family's plain algorithm: the kernel's own where it has one, else the MLTCP
+    program with F = 1 (PLAIN_F)."""
+    if family in namespaces.available():
+        return family, None
+    return FAMILIES[family], PLAIN_F
+
+
 def _marker(net: Bottleneck, k_bytes: int):
     """The tc/eBPF ECN marker on the bottleneck (mlfc.hosts.kernel.marker): CE above ``k_bytes`` of its queue."""
     from mlfc.hosts.kernel import marker  # only runs with a threshold load it
@@ -289,7 +307,7 @@ def _measure_queue(args, lab: NetnsLab, queue: int, grid, detection, cells: dict
                 jobs = len(mix.profiles)
                 for fam in [f for f in args.cc.split(",") if f]:
                     ideal = _ideal(net, mix, fam, args, rate, out, rnd)  # (average, slowest job)
-                    runs: list[tuple[str, str, MltcpParams | None]] = [(fam, fam, None)]
+                    runs = [(fam, *_plain(fam))]
                     runs += [(FAMILIES[fam] + label(params), FAMILIES[fam], params) for params in grid]
                     base_avg = math.nan
                     for name, cc, params in runs:
@@ -297,9 +315,9 @@ def _measure_queue(args, lab: NetnsLab, queue: int, grid, detection, cells: dict
                             loader.set_params([loader.algorithm(fam)], params, detection)
                         before = marker.stats().marks_by_source if marker is not None else {}
                         res = run_jobs(net, f"{mix.name}/{name}", mix.profiles, cc, args.iterations, rate, args.flows)
-                        res.params = params
+                        res.params = None if name == fam else params
                         res.marks = _marks(marker, net, jobs, before)
-                        if params is None:
+                        if name == fam:
                             base_avg = res.avg
                         cell = cells.setdefault((queue, mark, mix.name, name),
                                                 Cell(mix.name, name, fam, queue_bytes=queue, mark_threshold_bytes=mark,
@@ -329,7 +347,7 @@ def experiment(args: argparse.Namespace) -> int:
     # The plain algorithms must be allowed as namespace defaults too (cubic is not when the host's default
     # is something else); restored at the end.
     allowed_before = namespaces.allowed()
-    missing = [f for f in families if f not in allowed_before]
+    missing = [f for f in families if f not in allowed_before and f in namespaces.available()]
     if missing:
         namespaces.set_allowed(allowed_before + missing)
         say(f"  allowed {', '.join(missing)} as namespace defaults (net.ipv4.tcp_allowed_congestion_control)")
@@ -401,8 +419,11 @@ def _ideal(net: Bottleneck, mix: Mix, fam: str, args, rate: float, out: Path, rn
     solo_t, solo_comm = {}, {}
     by_profile: dict[Profile, RunResult] = {}
     for p in dict.fromkeys(mix.profiles):
+        cc, params = _plain(fam)
+        if params is not None:
+            loader.set_params([loader.algorithm(fam)], params, IterationDetection())
         by_profile[p] = run_jobs(
-            net, f"{mix.name}/solo-{p.name}-{fam}", [p], fam, args.solo_iterations, rate, args.flows
+            net, f"{mix.name}/solo-{p.name}-{fam}", [p], cc, args.solo_iterations, rate, args.flows
         )
     for j, p in enumerate(mix.profiles):
         overall = summarise(by_profile[p].records)[1]
@@ -446,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="results/kernel-mltcp")
     ap.add_argument("--mixes", default=",".join(MIXES), help=f"comma-separated, from {', '.join(MIXES)}")
-    ap.add_argument("--cc", default="reno,cubic", help="families: reno, cubic")
+    ap.add_argument("--cc", default="reno,cubic", help="families: reno, cubic, dctcp (dctcp needs --mark-threshold)")
     ap.add_argument("--grid", default=format_params(MltcpParams()),
                     help="MLTCP's F, comma-separated (mlfc.policy.mltcp's text form; default %(default)s)")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=3)
@@ -483,6 +504,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"{exc}")
     if args.mark_threshold is not None and args.mark_threshold <= 0:
         ap.error("--mark-threshold must be a positive byte count")
+    if "dctcp" in args.cc.split(",") and args.mark_threshold is None:
+        ap.error("--cc dctcp needs ECN marks: give --mark-threshold BYTES")
     unknown_cc = [f for f in args.cc.split(",") if f and f not in FAMILIES]
     if unknown_cc:
         ap.error(f"unknown family {unknown_cc[0]!r}: choose from {', '.join(FAMILIES)}")

@@ -73,7 +73,10 @@ MIXES: dict[str, Mix] = {
         Mix("partial-8", "8 identical jobs, a = 0.15 each (sum 1.20)", (Profile("xs+", 0.053, 0.30),) * 8),
     )
 }
-FAMILIES = {"reno": "mltcp_reno", "cubic": "mltcp_cubic"}  # plain -> MLTCP
+FAMILIES = {"reno": "mltcp_reno", "cubic": "mltcp_cubic", "dctcp": "mltcp_dctcp"}  # plain -> MLTCP
+# The plain algorithm where the kernel has none of its own (no tcp_dctcp module on every kernel): the MLTCP
+# program with F = 1 everywhere, i.e. the unmodified algorithm as that program implements it.
+PLAIN_F = MltcpParams(0.0, 1.0)
 
 
 # ---- network ------------------------------------------------------------------------------------
@@ -218,8 +221,10 @@ def run_jobs(
     bytes over ``flows`` parallel connections (as NCCL's socket transport does) and its iteration ends
     when every one of them has been answered."""
     workers = net.workers[: len(profiles)]
-    for w in workers:
-        namespaces.set_default_cc(namespaces.resolve(w), cc)
+    # The server's listeners take the same congestion control: an ECN-needing one (mltcp_dctcp) on the sender is
+    # answered with ECN only by a listener that needs it too (docs/kernel-mltcp.md); the others only send replies.
+    for ns in [*workers, net.server]:
+        namespaces.set_default_cc(namespaces.resolve(ns), cc)
     listeners = [
         in_netns(net.server, lambda j=j: socket.create_server((SERVER_ADDR, PORT_BASE + j), backlog=flows))
         for j in range(len(profiles))
