@@ -17,7 +17,7 @@ SHELL_VENV ?= .venv-shell
 GRPC_ADDR ?= 127.0.0.1:50051
 DEVICE_ID ?= 1
 
-.PHONY: help install debian-packages figures install-sim bpf kernel-mltcp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep hpsearch approx mltcp-real chaos bench run sim sim-scale lint shell shell-venv clean
+.PHONY: help install debian-packages figures install-sim bpf kernel-mltcp kernel-mltcp-ddp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep hpsearch approx mltcp-real chaos bench run sim sim-scale lint shell shell-venv clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ bpf: $(VENV)/.installed  ## build the eBPF MLTCP congestion controls for this ke
 
 kernel-mltcp: install  ## MLTCP in kernel TCP: jobs through an htb bottleneck, tables/CSV/plots in results/kernel-mltcp (root)
 	flock /tmp/mlfc-measure.lock $(PY) -m mlfc.lab.kernel_mltcp --out results/kernel-mltcp $(ARGS)
+
+kernel-mltcp-ddp: install  ## N PyTorch DDP jobs (gloo) through the kernel lab's shallow bottleneck: kernel MLTCP against plain (root, torch)
+	flock /tmp/mlfc-measure.lock $(PY) -m mlfc.lab.mltcp.gloo --out results/kernel-ddp $(ARGS)
 
 kernel-mltcp-gloo: install  ## unmodified PyTorch DDP over gloo between namespaces on mltcp_cubic: what it detects (root, torch)
 	$(PY) -m mlfc.lab.kernel_gloo $(ARGS)

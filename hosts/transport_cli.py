@@ -32,7 +32,7 @@ from mlfc.hosts.transport import (
     TransportError,
     parse_endpoint,
 )
-from mlfc.policy.mltcp import MltcpParams
+from mlfc.policy.mltcp import F_HELP, f_argument, resolve_params
 
 
 def _jobs(text: str | None) -> frozenset[int] | None:
@@ -112,7 +112,7 @@ def cmd_recv(args: argparse.Namespace) -> int:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    mltcp = MltcpParams(args.slope, args.intercept) if args.mltcp else None
+    mltcp = resolve_params(args.f, args.cc) if args.mltcp else None
     cfg = SenderConfig(chunk_size=args.chunk, cc=args.cc, mltcp=mltcp, line_rate=args.line_rate,
                        peer_timeout=args.peer_timeout, gso=args.gso, compiled=args.compiled)  # fmt: skip
     rng = np.random.default_rng(args.seed)
@@ -205,8 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--job", type=int, required=True)
     s.add_argument("--cc", choices=ALGORITHMS, default="reno")
     s.add_argument("--mltcp", action="store_true", help="MLTCP augmentation")
-    s.add_argument("--slope", type=float, default=MltcpParams().slope)
-    s.add_argument("--intercept", type=float, default=MltcpParams().intercept)
+    s.add_argument("--f", type=f_argument, default=None, metavar="F", help=F_HELP)
     s.add_argument("--chunk", type=int, default=DEFAULT_CHUNK, help="payload bytes per chunk")
     s.add_argument("--tensors", type=int, default=1, help="tensors per iteration")
     s.add_argument("--iterations", type=int, default=1)

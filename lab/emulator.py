@@ -23,7 +23,7 @@ import math
 import random
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,9 +32,8 @@ from mlfc.hosts.cc import ALGORITHMS
 from mlfc.hosts.training.protocol import PS_PORT, PS_TX_PORT_BASE, WORKER_RX_PORT, WORKER_TX_PORT
 from mlfc.hosts.transport import Receiver, ReceiverConfig, Sender, SenderConfig
 from mlfc.hosts.transport.recovery import TOLERATED_LOSS_REACTIONS
-from mlfc.policy.mltcp import RULES, MltcpParams, default_params, format_params, parse_shape
+from mlfc.policy.mltcp import F_HELP, f_argument, format_params, resolve_params
 from mlfc.policy.mltcp_tuning import TuningParams
-from mlfc.policy.priority import PolicyError
 
 
 @dataclass(frozen=True)
@@ -71,17 +70,7 @@ def slowdown(iteration: int, straggle: float, straggle_from: int, randomly: bool
 
 
 def _sender_config(args: argparse.Namespace) -> SenderConfig:
-    mltcp = None
-    if args.mltcp:  # what is not given comes from the controller's default F
-        base = default_params(args.cc)
-        if args.f_shape is not None:  # a shape given whole: none of the default's shape arguments
-            base = MltcpParams(base.slope, base.intercept, **parse_shape(args.f_shape))  # type: ignore[arg-type]
-        mltcp = replace(
-            base,
-            slope=base.slope if args.slope is None else args.slope,
-            intercept=base.intercept if args.intercept is None else args.intercept,
-            rule=base.rule if args.f_rule is None else args.f_rule,
-        )
+    mltcp = resolve_params(args.f, args.cc) if args.mltcp else None
     tune = TuningParams() if args.mltcp and args.mltcp_tune else None
     return SenderConfig(
         cc=args.cc, mltcp=mltcp, mltcp_tune=tune, line_rate=args.line_rate, peer_timeout=args.peer_timeout,
@@ -91,15 +80,6 @@ def _sender_config(args: argparse.Namespace) -> SenderConfig:
 
 def _receiver_config(args: argparse.Namespace) -> ReceiverConfig:
     return ReceiverConfig(jobs=frozenset({args.job}), ack_delay=args.ack_delay)
-
-
-def shape_arg(text: str) -> str:
-    """--f-shape: checked when the arguments are parsed, not when the first push needs it."""
-    try:
-        parse_shape(text)
-    except PolicyError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
 
 
 def gradients(nbytes: int, seed: int) -> bytes:
@@ -230,18 +210,8 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--iterations", type=int, default=20)
         p.add_argument("--cc", default="reno", choices=ALGORITHMS)
         p.add_argument("--mltcp", action="store_true", help="MLTCP augmentation on")
-        p.add_argument("--slope", type=float, default=None, help="F's slope (default: the controller's)")
-        p.add_argument("--intercept", type=float, default=None, help="F's intercept (default: the controller's)")
-        p.add_argument(
-            "--f-shape",
-            default=None,
-            type=shape_arg,
-            help="F's shape: linear, power=E, step=K or sigmoid=K (default: the controller's; mlfc.policy.mltcp)",
-        )
-        p.add_argument(
-            "--f-rule", default=None, choices=RULES, help="where F acts (default: the controller's; mlfc.policy.mltcp)"
-        )
-        p.add_argument("--mltcp-tune", action="store_true", help="tune slope/intercept online (starting there)")
+        p.add_argument("--f", type=f_argument, default=None, metavar="F", help=F_HELP)
+        p.add_argument("--mltcp-tune", action="store_true", help="tune slope/intercept online (starting from F)")
         p.add_argument("--line-rate", type=float, default=100e6, help="host NIC rate, bits/s (DCQCN start rate)")
         p.add_argument("--importance", type=int, default=None, help="one class for every chunk (default: by magnitude)")
         p.add_argument("--loss-bound", type=float, default=0.0)

@@ -26,7 +26,7 @@ from mlfc.lab.emulator import JobProfile
 from mlfc.lab.results import IterationRecord
 from mlfc.launch.daemons import tool
 from mlfc.launch.process import terminate
-from mlfc.policy.mltcp import MltcpParams, format_shape
+from mlfc.policy.mltcp import MltcpParams, format_params
 from mlfc.policy.withhold import WithholdPolicy
 from mlfc.topologies import Topology
 
@@ -131,8 +131,7 @@ def emulator_args(spec: JobSpec, iterations: int, transport: Transport) -> list[
         args += ["--tolerated-loss", transport.tolerated_loss]
     if transport.mltcp:
         p = transport.mltcp_params
-        args += ["--mltcp", "--slope", str(p.slope), "--intercept", str(p.intercept), "--f-shape", format_shape(p)]
-        args += ["--f-rule", p.rule]
+        args += ["--mltcp", "--f", format_params(p)]
         if transport.mltcp_tune:
             args.append("--mltcp-tune")
     if spec.importance is not None:
@@ -224,7 +223,7 @@ def training_job(spec: JobSpec, iterations: int, transport: Transport) -> Traini
         job=spec.job, workers=spec.workers, iterations=iterations, task=t.task, width=t.width, lr=t.lr,
         batch_size=t.batch_size, seed=t.seed, eval_every=t.eval_every, loss_bound=spec.loss_bound,
         compute_s=spec.profile.compute_s if t.pad_to_profile else 0.0, cc=transport.cc, mltcp=transport.mltcp,
-        slope=p.slope, intercept=p.intercept, f_shape=format_shape(p), f_rule=p.rule, line_rate=transport.line_rate,
+        f=format_params(p), line_rate=transport.line_rate,
         timeout=LAB_JOB_TIMEOUT_S, peer_timeout=LAB_JOB_TIMEOUT_S,
         compress=t.compress, loss_feedback=t.loss_feedback, withhold=t.withhold,
         withhold_signal=t.withhold_signal,

@@ -7,10 +7,9 @@
     mlfc-mltcp unload [--cc reno,cubic,dctcp] [--fallback cubic]
     mlfc-mltcp marker attach|stats|detach --netns NS --dev DEV [--rate BPS --k B --limit B]   tc/eBPF ECN marker
 
-F is mlfc.policy.mltcp's: --slope, --intercept and --f-shape (linear, power=E, step=K, sigmoid=K), or
-the whole of it in the text form with --f (e.g. 16:0.5:step=0.2). Parameters not given keep their
-defaults (``load``: mlfc.policy.mltcp's MltcpParams() and IterationDetection(); ``set``: the values
-loaded now).
+F is mlfc.policy.mltcp's, one value in its text form: --f (e.g. 16:0.5:step=0.1, 2:0.5). Parameters not
+given keep their defaults (``load``: each family's default F, mlfc.policy.mltcp.default_params, and
+IterationDetection(); ``set``: the values loaded now).
 """
 
 from __future__ import annotations
@@ -21,17 +20,20 @@ import json
 import sys
 
 from mlfc.hosts.kernel import KernelMltcpError, build, loader, marker, namespaces
-from mlfc.policy.mltcp import IterationDetection, MltcpParams, format_params, parse_params, parse_shape
+from mlfc.policy.mltcp import (
+    F_HELP,
+    IterationDetection,
+    MltcpParams,
+    default_params,
+    f_argument,
+    format_params,
+    parse_params,
+)
 
 
 def _policy_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("MLTCP (defaults: mlfc.policy.mltcp)")
-    g.add_argument("--slope", type=float, help=f"F's slope (default {MltcpParams().slope})")
-    g.add_argument("--intercept", type=float, help=f"F's intercept (default {MltcpParams().intercept})")
-    g.add_argument("--f-shape", dest="f_shape", metavar="SHAPE",
-                   help="F's shape: linear (default), power=EXPONENT, step=KNEE, sigmoid=KNEE")  # fmt: skip
-    g.add_argument("--f", dest="f_text", metavar="F", help="all of F in its text form, e.g. 2:0.5, "
-                   "16:0.5:step=0.2 (instead of --slope/--intercept/--f-shape)")  # fmt: skip
+    g.add_argument("--f", dest="f_text", metavar="F", type=f_argument, help=F_HELP)
     d = IterationDetection()
     g.add_argument(
         "--idle-rtts", type=float, help=f"idle gap that starts an iteration, in RTTs (default {d.idle_rtts})"
@@ -49,20 +51,12 @@ def _namespace_args(p: argparse.ArgumentParser) -> None:
 
 
 def _policy(
-    args: argparse.Namespace, base: tuple[MltcpParams, IterationDetection]
-) -> tuple[MltcpParams, IterationDetection]:
+    args: argparse.Namespace, base: tuple[MltcpParams | None, IterationDetection]
+) -> tuple[MltcpParams | None, IterationDetection]:
+    """F and iteration detection from the options, the rest from ``base`` (F None: each family's default)."""
     policy, detection = base
     if args.f_text is not None:
-        if any(v is not None for v in (args.slope, args.intercept, args.f_shape)):
-            raise KernelMltcpError("--f gives all of F: leave out --slope, --intercept and --f-shape")
         policy = parse_params(args.f_text)
-    else:
-        slope = args.slope if args.slope is not None else policy.slope
-        intercept = args.intercept if args.intercept is not None else policy.intercept
-        if args.f_shape is not None:  # a new shape: its argument given, the others' back to their defaults
-            policy = MltcpParams(slope, intercept, **parse_shape(args.f_shape))  # type: ignore[arg-type]
-        else:
-            policy = dataclasses.replace(policy, slope=slope, intercept=intercept)
     detection = IterationDetection(
         args.idle_rtts if args.idle_rtts is not None else detection.idle_rtts,
         args.idle_min if args.idle_min is not None else detection.idle_min,
@@ -107,31 +101,31 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
-    policy, detection = _policy(args, (MltcpParams(), IterationDetection()))
+    policy, detection = _policy(args, (None, IterationDetection()))
     if args.netns or args.default_cc:  # validate before registering anything
         for spec in args.netns:
             namespaces.resolve(spec)
-    loader.load(_cc_list(args.cc), policy, detection)
-    print(_describe(policy, detection))
+    algs = _cc_list(args.cc)
+    loader.load(algs, policy, detection)
+    for alg in algs:
+        print(f"{alg.name}: {_describe(policy or default_params(alg.key), detection)}")
     _apply_namespaces(args)
     return 0
 
 
 def cmd_set(args: argparse.Namespace) -> int:
     algs = _cc_list(args.cc)
-    changing = any(
-        v is not None
-        for v in (args.slope, args.intercept, args.f_shape, args.f_text, args.idle_rtts, args.idle_min, args.ewma)
-    )
+    changing = any(v is not None for v in (args.f_text, args.idle_rtts, args.idle_min, args.ewma))
     if changing:
-        _policy(args, (MltcpParams(), IterationDetection()))  # reject bad values before touching the kernel
-        current = [kp for a in algs for kp in loader.read_params(a) if kp.params]
-        base = (current[0].params, current[0].detection) if current else (MltcpParams(), IterationDetection())
-        policy, detection = _policy(args, base)  # type: ignore[arg-type]
-        n = loader.set_params(algs, policy, detection)
-        print(f"parameters written to {n} map(s): {_describe(policy, detection)}")
+        for alg in algs:  # each algorithm keeps what is not given, from its own map
+            current = [kp for kp in loader.read_params(alg) if kp.params]
+            base = (current[0].params, current[0].detection) if current else (None, IterationDetection())
+            policy, detection = _policy(args, base)
+            policy = policy or default_params(alg.key)
+            n = loader.set_params([alg], policy, detection)
+            print(f"{alg.name}: parameters written to {n} map(s): {_describe(policy, detection)}")
     elif not args.netns:
-        raise KernelMltcpError("nothing to set: give parameters (--slope, --f ...) and/or --netns NS --default CC")
+        raise KernelMltcpError("nothing to set: give parameters (--f, --idle-rtts ...) and/or --netns NS --default CC")
     _apply_namespaces(args)
     return 0
 

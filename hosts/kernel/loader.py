@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 
 from mlfc.hosts.kernel import KernelMltcpError, build, libbpf, namespaces, params
-from mlfc.policy.mltcp import IterationDetection, MltcpParams
+from mlfc.policy.mltcp import IterationDetection, MltcpParams, default_params
 
 
 @dataclass(frozen=True)
@@ -81,10 +81,13 @@ def load(
     *,
     log=print,
 ) -> None:
-    """Register each algorithm with the parameters; on any failure none of them stays registered."""
+    """Register each algorithm with the parameters (``policy`` None: each family's default F,
+    mlfc.policy.mltcp.default_params); on any failure none of them stays registered."""
     check_privileges()
     build.ensure_built()
-    value = params.encode(policy or MltcpParams(), detection or IterationDetection())
+    values = {
+        alg.key: params.encode(policy or default_params(alg.key), detection or IterationDetection()) for alg in algs
+    }
     for alg in algs:
         if registered(alg):
             raise KernelMltcpError(f"{alg.name} is already registered: `mlfc-mltcp set` changes its parameters, "
@@ -97,7 +100,7 @@ def load(
                     obj.load()
                 except OSError as exc:
                     raise KernelMltcpError(f"the kernel refused {alg.name}'s programs: {exc}") from exc
-                libbpf.map_update(obj.map_fd(alg.params_map), struct.pack("<I", 0), value)
+                libbpf.map_update(obj.map_fd(alg.params_map), struct.pack("<I", 0), values[alg.key])
                 try:
                     obj.attach_struct_ops(alg.name)
                 except OSError as exc:

@@ -22,7 +22,7 @@ from mlfc.hosts.cc import ALGORITHMS
 from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.transport import SenderConfig
 from mlfc.hosts.transport.recovery import TOLERATED_LOSS_REACTIONS
-from mlfc.policy.mltcp import RULES, MltcpParams, parse_shape
+from mlfc.policy.mltcp import F_HELP, f_argument, resolve_params
 from mlfc.policy.withhold import DEFAULT_GAIN, SIGNALS, WithholdPolicy
 
 
@@ -41,8 +41,7 @@ def _withhold_policy(args: argparse.Namespace) -> WithholdPolicy:
 
 
 def _sender_config(args: argparse.Namespace) -> SenderConfig:
-    shape = parse_shape(args.f_shape)
-    mltcp = MltcpParams(args.slope, args.intercept, rule=args.f_rule, **shape) if args.mltcp else None  # type: ignore[arg-type]
+    mltcp = resolve_params(args.f, args.cc) if args.mltcp else None
     return SenderConfig(
         chunk_size=args.chunk,
         cc=args.cc,
@@ -74,10 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--cc", default="reno", choices=ALGORITHMS)
         p.add_argument("--mltcp", action="store_true", help="MLTCP augmentation on")
-        p.add_argument("--slope", type=float, default=MltcpParams().slope)
-        p.add_argument("--intercept", type=float, default=MltcpParams().intercept)
-        p.add_argument("--f-shape", default="linear", help="F's shape: linear, power=E, step=K, sigmoid=K")
-        p.add_argument("--f-rule", default=MltcpParams().rule, choices=RULES, help="where F acts (mlfc.policy.mltcp)")
+        p.add_argument("--f", type=f_argument, default=None, metavar="F", help=F_HELP)
         p.add_argument("--line-rate", type=float, default=100e6, help="host NIC rate, bits/s (DCQCN start rate)")
         p.add_argument("--chunk", type=int, default=SenderConfig().chunk_size, help="payload bytes per chunk")
         p.add_argument(

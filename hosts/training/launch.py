@@ -55,10 +55,7 @@ class TrainingJob:
     compress: str = "none"  # rigid push compression: none | fp16 | topk:F (hosts/training/compress.py)
     cc: str = "reno"
     mltcp: bool = False
-    slope: float | None = None
-    intercept: float | None = None
-    f_shape: str | None = None  # F's shape (mlfc.policy.mltcp format_shape); None: the CLI's default
-    f_rule: str | None = None  # where F acts (mlfc.policy.mltcp RULES); None: the CLI's default
+    f: str | None = None  # MLTCP's F in the text form (mlfc.policy.mltcp format_params); None: the cc's default
     line_rate: float = 100e6
     tolerated_loss: str = DEFAULT_TOLERATED_LOSS  # SenderConfig.tolerated_loss: the window's reaction
     deadline: float = 0.02
@@ -96,14 +93,8 @@ class TrainingJob:
             args += ["--width", str(self.width)]
         if self.mltcp:
             args.append("--mltcp")
-            if self.slope is not None:
-                args += ["--slope", str(self.slope)]
-            if self.intercept is not None:
-                args += ["--intercept", str(self.intercept)]
-            if self.f_shape is not None:
-                args += ["--f-shape", self.f_shape]
-            if self.f_rule is not None:
-                args += ["--f-rule", self.f_rule]
+            if self.f is not None:
+                args += ["--f", self.f]
         return args
 
 

@@ -47,7 +47,7 @@ from mlfc.lab.mltcp.kernel_net import (
 )
 from mlfc.lab.results import format_table, markdown_table, plot_timeline, summarise, write_csv
 from mlfc.lab.scenarios import ideal_iteration_times, share_of_ideal_gain
-from mlfc.policy.mltcp import IterationDetection, MltcpParams, format_params, parse_params
+from mlfc.policy.mltcp import IterationDetection, MltcpParams, default_params, format_params, parse_params
 from mlfc.testing.netns import NetnsLab
 
 # The lab's default regime (issue 45): a datacenter-like shallow queue, 1.2 ms at 200 Mbit/s, where every
@@ -308,7 +308,8 @@ def _measure_queue(args, lab: NetnsLab, queue: int, grid, detection, cells: dict
                 for fam in [f for f in args.cc.split(",") if f]:
                     ideal = _ideal(net, mix, fam, args, rate, out, rnd)  # (average, slowest job)
                     runs = [(fam, *_plain(fam))]
-                    runs += [(FAMILIES[fam] + label(params), FAMILIES[fam], params) for params in grid]
+                    points = grid or [default_params(fam)]
+                    runs += [(FAMILIES[fam] + label(params), FAMILIES[fam], params) for params in points]
                     base_avg = math.nan
                     for name, cc, params in runs:
                         if params is not None:
@@ -336,14 +337,14 @@ def experiment(args: argparse.Namespace) -> int:
         for name, m in list(MIXES.items()):
             scaled = (Profile(p.name, p.comm_s * args.time_scale, p.compute_s * args.time_scale) for p in m.profiles)
             MIXES[name] = Mix(m.name, m.description, tuple(scaled))
-    grid = [parse_params(text) for text in args.grid.split(",")]
+    grid = [parse_params(text) for text in args.grid.split(",")] if args.grid else []  # []: each family's default
     queues = [int(q) for q in args.buffer.split(",")]
     detection = IterationDetection()
     families = [f for f in args.cc.split(",") if f]
     algs = [loader.algorithm(FAMILIES[f]) for f in families]
     loaded_here = [a for a in algs if not loader.registered(a)]
     if loaded_here:
-        loader.load(loaded_here, grid[0], detection, log=lambda m: say(f"  {m}"))
+        loader.load(loaded_here, grid[0] if grid else None, detection, log=lambda m: say(f"  {m}"))
     # The plain algorithms must be allowed as namespace defaults too (cubic is not when the host's default
     # is something else); restored at the end.
     allowed_before = namespaces.allowed()
@@ -374,11 +375,12 @@ def experiment(args: argparse.Namespace) -> int:
 def _report(args, cells: list[Cell], out: Path, load0, load1, t_start: float) -> None:
     rows = summary_rows(cells)
     mark = "" if args.mark_threshold is None else f", CE marked above {args.mark_threshold} B"
+    f_text = args.grid or "each family's default"
     lines = [
         f"# Kernel MLTCP: {args.rounds} rounds, {args.iterations} iterations per run",
         "",
         f"htb {args.rate:g} Mbit/s over bfifo {args.buffer} B{mark} between network namespaces; {args.flows} "
-        f"connection(s) per job; workers' default congestion control set per namespace; F ({args.grid}); "
+        f"connection(s) per job; workers' default congestion control set per namespace; F ({f_text}); "
         f"load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end; "
         f"{(time.time() - t_start) / 60:.1f} min.",
         "",
@@ -468,8 +470,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="results/kernel-mltcp")
     ap.add_argument("--mixes", default=",".join(MIXES), help=f"comma-separated, from {', '.join(MIXES)}")
     ap.add_argument("--cc", default="reno,cubic", help="families: reno, cubic, dctcp (dctcp needs --mark-threshold)")
-    ap.add_argument("--grid", default=format_params(MltcpParams()),
-                    help="MLTCP's F, comma-separated (mlfc.policy.mltcp's text form; default %(default)s)")  # fmt: skip
+    ap.add_argument("--grid", default=None,
+                    help="MLTCP's F, comma-separated (mlfc.policy.mltcp's text form; default: each family's, "
+                    "mlfc.policy.mltcp.default_params)")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--solo-iterations", type=int, default=12)
@@ -498,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if any(int(q) <= 0 for q in args.buffer.split(",")):
             ap.error("--buffer: queue depths must be positive byte counts")
-        for text in args.grid.split(","):
+        for text in (args.grid or "").split(",") if args.grid else ():
             parse_params(text)
     except ValueError as exc:
         ap.error(f"{exc}")

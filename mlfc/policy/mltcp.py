@@ -100,6 +100,29 @@ def default_params(cc: str) -> MltcpParams:
     return _CC_DEFAULTS.get(cc, MltcpParams())
 
 
+# Every command line that takes F takes it as one value in the text form (`--f`), defaulting to its family's.
+F_HELP = (
+    "MLTCP's F as SLOPE:INTERCEPT[:SHAPE=ARG][:RULE], e.g. 2:0.5, 16:0.5:step=0.1, 2:0.5:power=0.5, 7:1:bounded "
+    "(mlfc.policy.mltcp; default: the congestion control's, default_params)"
+)
+
+
+def f_argument(text: str) -> str:
+    """An argparse ``type`` for ``--f``: the text, checked (argparse reports a PolicyError's message)."""
+    import argparse  # only command lines need it
+
+    try:
+        parse_params(text)
+    except PolicyError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def resolve_params(text: str | None, cc: str) -> MltcpParams:
+    """F from a ``--f`` value, or the family's default when none was given."""
+    return default_params(cc) if text is None else parse_params(text)
+
+
 # Weight of the iteration that just ended in the bytes-per-iteration EWMA: the default of the
 # user-space MltcpTracker / SenderConfig and of kernel MLTCP's IterationDetection.
 EWMA_WEIGHT = 0.5

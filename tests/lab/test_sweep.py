@@ -12,7 +12,7 @@ import pytest
 from mlfc.lab.jobs import emulator_args
 from mlfc.lab.scenarios import MIXES, TREATMENTS, share_of_ideal_gain, stack_config
 from mlfc.lab.sweep import parse_grid, sweep_row
-from mlfc.policy.mltcp import MltcpParams, default_params
+from mlfc.policy.mltcp import MltcpParams, default_params, format_params
 
 
 def test_grid_parses_points_in_order() -> None:
@@ -37,11 +37,10 @@ def test_emulator_gets_the_swept_f() -> None:
     mix = MIXES["two-compatible"]
     cfg = stack_config(mix, TREATMENTS["mltcp-reno"], 5, mltcp_params=MltcpParams(8.0, 0.25))
     args = emulator_args(mix.jobs[0], cfg.iterations, cfg.transport)
-    assert args[args.index("--slope") + 1] == "8.0"
-    assert args[args.index("--intercept") + 1] == "0.25"
+    assert args[args.index("--f") + 1] == "8:0.25"
     base = stack_config(mix, TREATMENTS["baseline"], 5)
     plain = emulator_args(mix.jobs[0], base.iterations, base.transport)
-    assert "--mltcp" not in plain and "--slope" not in plain
+    assert "--mltcp" not in plain and "--f" not in plain
 
 
 def test_a_worker_the_coordinator_missed_is_an_error() -> None:
@@ -80,7 +79,7 @@ def test_tuned_f_reaches_the_emulator_as_an_opt_in() -> None:
     tuned = stack_config(mix, TREATMENTS["mltcp-reno-tune"], 12)
     assert tuned.mltcp and tuned.mltcp_tune and tuned.transport.mltcp_tune
     args = emulator_args(mix.jobs[0], 12, tuned.transport)
-    assert "--mltcp-tune" in args and args[args.index("--slope") + 1] == str(default_params("reno").slope)
+    assert "--mltcp-tune" in args and args[args.index("--f") + 1] == format_params(default_params("reno"))
     fixed = stack_config(mix, TREATMENTS["mltcp-reno"], 12)
     assert "--mltcp-tune" not in emulator_args(mix.jobs[0], 12, fixed.transport)
     row = sweep_row(MltcpParams(4, 0.25), "reno", tune=True)

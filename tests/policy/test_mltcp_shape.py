@@ -135,7 +135,7 @@ def test_the_shape_reaches_the_emulator_and_its_sender() -> None:
     params = MltcpParams(2.0, 0.5, "power", exponent=0.5)
     cfg = stack_config(mix, TREATMENTS["mltcp-reno"], 5, mltcp_params=params)
     args = emulator_args(mix.jobs[0], cfg.iterations, cfg.transport)
-    assert args[args.index("--f-shape") + 1] == "power=0.5"
+    assert args[args.index("--f") + 1] == "2:0.5:power=0.5"  # F is one value on every command line
     ns = parser().parse_args(["worker", "--job", "1", "--bind", "10.0.0.1", "--ps", "10.0.0.2", *args[2:]])
     assert _sender_config(ns).mltcp == params
 
@@ -159,9 +159,8 @@ def test_the_shape_reaches_real_training_jobs() -> None:
     step = MltcpParams(4.0, 0.25, "step", knee=0.2)
     spec = with_training(MIXES["two-compatible"]).jobs[0]
     args = training_job(spec, 3, Transport(mltcp=True, mltcp_params=step)).common()
-    assert args[args.index("--f-shape") + 1] == "step=0.2"
-    argv = ["worker", "--job", "1", "--rank", "0", "--ps", "10.0.0.2", "--mltcp", "--slope", "4", "--intercept", "0.25"]
-    argv += ["--f-shape", "step=0.2"]
+    assert args[args.index("--f") + 1] == "4:0.25:step=0.2"
+    argv = ["worker", "--job", "1", "--rank", "0", "--ps", "10.0.0.2", "--mltcp", "--f", "4:0.25:step=0.2"]
     ns = build_parser().parse_args(argv)
     assert _sender_config(ns).mltcp == step
 
@@ -189,8 +188,8 @@ def test_each_controller_has_its_default_f() -> None:
     assert train_config(ns).cc == "dctcp"
     ns = parser().parse_args(["worker", "--job", "1", "--bind", "a", "--ps", "b", "--mltcp", "--cc", "cubic"])
     assert _sender_config(ns).mltcp == default_params("cubic")
-    ns = parser().parse_args(["worker", "--job", "1", "--bind", "a", "--ps", "b", "--mltcp", "--slope", "8"])
-    assert _sender_config(ns).mltcp == MltcpParams(8, 0.5, "step", knee=0.2)  # the rest from Reno's default
+    ns = parser().parse_args(["worker", "--job", "1", "--bind", "a", "--ps", "b", "--mltcp", "--f", "8:0.5"])
+    assert _sender_config(ns).mltcp == MltcpParams(8, 0.5)  # --f gives all of F
 
 
 def test_the_tuner_keeps_the_shape_it_starts_from() -> None:
@@ -206,7 +205,7 @@ def test_the_emulator_refuses_a_bad_shape_when_it_parses_its_arguments(capsys) -
     from mlfc.lab.emulator import parser
 
     with pytest.raises(SystemExit):
-        parser().parse_args(["worker", "--job", "1", "--bind", "a", "--ps", "b", "--f-shape", "step=2"])
+        parser().parse_args(["worker", "--job", "1", "--bind", "a", "--ps", "b", "--f", "1:0.5:step=2"])
     assert "knee=2.0 must be in" in capsys.readouterr().err
 
 
