@@ -124,6 +124,8 @@ ITERATION = "iteration"
 PROGRESS = "progress"
 LEVEL = "level"
 EGRESS_PORT = "egress_port"
+# The packet's priority queue: the class ingress chose (v1model meta.priority, TNA the bridged priority).
+QUEUE_PRIORITY = "priority"
 ENQ_QDEPTH = "enq_qdepth"  # the packet's queue at enqueue
 DEQ_QDEPTH = "deq_qdepth"  # the packet's queue at dequeue: what is still queued behind it
 
@@ -265,6 +267,7 @@ TABLES: dict[str, TableSpec] = {
             ECN_PROFILE,
             (
                 MatchField(EGRESS_PORT, PORT_BITS, "ternary"),
+                MatchField(QUEUE_PRIORITY, PRIORITY_BITS, "ternary"),
                 MatchField(ENQ_QDEPTH, QDEPTH_BITS, "range"),
             ),
             (MARK_WITH_PROBABILITY, MARK_ALWAYS, NO_MARK),

@@ -187,12 +187,13 @@ def egress(
     level = tables[contract.CONGESTION_LEVELS].lookup((deq_depth,))[1][0]
     state.congestion_level[port * contract.NUM_QUEUES + ing.priority] = level
 
-    # Ecn: ECT packets that found a queue (as v1model: an empty queue is not looked up, no profile marks it)
+    # Ecn: ECT packets that found a queue (as v1model: an empty queue is not looked up, no profile marks it),
+    # by (port, the packet's priority queue, enqueue depth)
     marked = False
     dscp_ecn = p.dscp_ecn
     ecn = dscp_ecn & 3
     if enq_depth != 0 and ecn not in (contract.ECN_NOT_ECT, contract.ECN_CE):
-        action, params = tables[contract.ECN_PROFILE].lookup((port, enq_depth))
+        action, params = tables[contract.ECN_PROFILE].lookup((port, ing.priority, enq_depth))
         if action == contract.MARK_ALWAYS or (action == contract.MARK_WITH_PROBABILITY and rng() < params[0]):
             marked = True
             dscp_ecn |= contract.ECN_CE

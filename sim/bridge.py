@@ -143,7 +143,7 @@ def tables_from_entries(entries: Iterable[TableEntry]) -> Tables:
                 raise BridgeError(f"{e}: the level must be an exact level 0..{drop.NUM_LEVELS - 1}")
             min_imp[level.value] = params["importance"]
         elif e.table == contract.ECN_PROFILE:
-            m = _only(e, (contract.EGRESS_PORT, contract.ENQ_QDEPTH))
+            m = _only(e, (contract.EGRESS_PORT, contract.QUEUE_PRIORITY, contract.ENQ_QDEPTH))
             if e.action == contract.MARK_WITH_PROBABILITY:
                 thr = params["threshold"]
             elif e.action == contract.MARK_ALWAYS:
@@ -155,7 +155,7 @@ def tables_from_entries(entries: Iterable[TableEntry]) -> Tables:
             ecn_rows.append(
                 EcnRow(
                     _ternary(m.get(contract.EGRESS_PORT), str(e)),
-                    ANY32,  # the class: ecn_profile has no class key (the simulated switch's row keeps one)
+                    _ternary(m.get(contract.QUEUE_PRIORITY), str(e)),  # the packet's priority queue
                     _range(m.get(contract.ENQ_QDEPTH), FULL_DEPTH, str(e)),
                     e.priority,
                     thr,

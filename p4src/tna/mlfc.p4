@@ -45,7 +45,7 @@ control MlfcIngress(inout headers_t hdr, inout ingress_meta_t meta,
             queueing.apply(hdr.mlfc.msg_type, meta.mlfc, ig_tm_md.qid, ig_tm_md.ingress_cos);
             stats.apply(meta.mlfc.job_id, meta.mlfc.shim_status, ig_intr_md.ingress_port, meta.mlfc.job_slot);
             meta.bridged.setValid();
-            meta.bridged._pad0 = 0;
+            meta.bridged.priority = meta.mlfc.priority;
             meta.bridged._pad1 = 0;
             meta.bridged.droppable = 0;
             if (meta.mlfc.shim_status == SHIM_OK && hdr.mlfc.msg_type == MSG_DATA
@@ -72,7 +72,8 @@ control MlfcEgress(inout egress_headers_t hdr, inout egress_meta_t meta,
         congestion.apply(eg_intr_md.deq_qdepth, meta.level);
         selective_drop.apply(meta.bridged, meta.level, eg_dprsr_md.drop_ctl, dropped);
         if (dropped == 0) {
-            ecn.apply(hdr.ipv4, eg_intr_md.egress_port, eg_intr_md.enq_qdepth, meta.bridged.job_slot);
+            ecn.apply(hdr.ipv4, eg_intr_md.egress_port, meta.bridged.priority, eg_intr_md.enq_qdepth,
+                      meta.bridged.job_slot);
         }
     }
 }

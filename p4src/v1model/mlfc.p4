@@ -6,7 +6,7 @@
  * Laid out for BMv2's per-packet cost (docs/dataplane.md): the parser copies a valid shim's tag, straight-line
  * work sits in the actions that need it (the job's packet count in the one that gives its class), and the
  * common path (a tagged packet, an uncongested queue) takes few tables and tests.
- * Egress: record the queue's congestion level, mark ECN with the DCQCN profile.
+ * Egress: record the queue's congestion level, mark ECN with the (port, class)'s profile.
  * Table, action and counter names are the contract with the controller (mlfc/contract.py); the TNA
  * program (p4src/tna/mlfc.p4) carries the same ones.
  */
@@ -60,7 +60,7 @@ control MlfcEgress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_m
 
     apply {
         congestion.apply(std_meta.egress_port, std_meta.deq_qdepth, meta.priority);
-        ecn.apply(hdr.ipv4, std_meta.egress_port, std_meta.enq_qdepth, meta.job_slot);
+        ecn.apply(hdr.ipv4, std_meta.egress_port, meta.priority, std_meta.enq_qdepth, meta.job_slot);
     }
 }
 

@@ -18,6 +18,7 @@ from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.queues import NoQueues, queue_client
 from mlfc.policy import depth
 from mlfc.proto import intent_pb2 as pb
+from mlfc.testing.tofino import stale_committed_outputs
 
 DEPTH_FIELDS = {contract.ENQ_QDEPTH, contract.DEQ_QDEPTH}
 
@@ -84,6 +85,8 @@ def test_the_same_intent_gives_the_same_entries_up_to_depth_units(packet_bytes: 
 def tofino_pipeline() -> Pipeline:
     if not contract.TOFINO_P4INFO.is_file():
         pytest.skip(f"{contract.TOFINO_P4INFO} missing: the Tofino compiler's outputs are not committed")
+    if stale := stale_committed_outputs():
+        pytest.skip(stale)
     return Pipeline.load_tofino(device_config=False)
 
 

@@ -9,6 +9,7 @@ from finsy.proto import p4i
 from google.protobuf import text_format
 
 from mlfc import contract
+from mlfc.testing.tofino import stale_committed_outputs
 
 # What only one target has, and why. Anything else that differs fails the test.
 KNOWN_DIFFERENCES = {
@@ -77,6 +78,8 @@ def _as_on_tofino(v1model: dict[str, object]) -> dict[str, object]:
 
 
 def test_only_the_known_differences(infos) -> None:  # type: ignore[no-untyped-def]
+    if stale := stale_committed_outputs():
+        pytest.skip(stale)
     v1model, tna = infos
     v1model = _as_on_tofino(v1model)
     # NoAction and other actions no table offers the controller do not count.

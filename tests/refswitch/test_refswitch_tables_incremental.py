@@ -67,7 +67,7 @@ def test_ternary_range_table_answers_as_a_full_sort_would(ops, batched) -> None:
     for op, port, lo, span, prio, thr in ops:
         e = _ecn(port, lo, lo + span, prio, thr)
         if op == "lookup":
-            values = (port, thr)
+            values = (port, 0, thr)  # (egress_port, priority, enq_qdepth): class 0, no entry matches it
             assert table.lookup(values) == _naive_lookup(entries, seqs, values, table.default)
             continue
         if op == "insert" and e.key not in entries:
@@ -87,7 +87,8 @@ def test_ternary_range_table_answers_as_a_full_sort_would(ops, batched) -> None:
         assert [x.key for x in table.entries()] == list(entries)  # insertion order, modify keeps its place
     for port in range(4):
         for depth in range(10):
-            assert table.lookup((port, depth)) == _naive_lookup(entries, seqs, (port, depth), table.default)
+            key = (port, 0, depth)
+            assert table.lookup(key) == _naive_lookup(entries, seqs, key, table.default)
 
 
 @settings(max_examples=200, deadline=None)
@@ -126,13 +127,13 @@ def test_lookups_during_a_batch_see_the_table_before_it() -> None:
     table = tables[contract.ECN_PROFILE]
     table.insert(_ecn(1, 0, 9, 1, 5))  # outside any batch: visible to the lookups inside the next one
     with tables.batch():
-        assert table.lookup((1, 3)) == (contract.MARK_WITH_PROBABILITY, (5,))
+        assert table.lookup((1, 0, 3)) == (contract.MARK_WITH_PROBABILITY, (5,))
         table.insert(_ecn(1, 0, 9, 2, 7))
         table.modify(_ecn(1, 0, 9, 1, 6))
-        assert table.lookup((1, 3)) == (contract.MARK_WITH_PROBABILITY, (5,))
-    assert table.lookup((1, 3)) == (contract.MARK_WITH_PROBABILITY, (7,))
+        assert table.lookup((1, 0, 3)) == (contract.MARK_WITH_PROBABILITY, (5,))
+    assert table.lookup((1, 0, 3)) == (contract.MARK_WITH_PROBABILITY, (7,))
     table.delete(_ecn(1, 0, 9, 2, 7).key)
-    assert table.lookup((1, 3)) == (contract.MARK_WITH_PROBABILITY, (6,))
+    assert table.lookup((1, 0, 3)) == (contract.MARK_WITH_PROBABILITY, (6,))
 
 
 def test_a_deployment_size_bounds_the_table() -> None:

@@ -4,7 +4,7 @@
 #define __MLFC_HEADER_TNA__
 
 header bridged_h {
-    bit<3>       _pad0;
+    priority_t   priority;    // the class (egress queue) ingress chose: ECN profiles are per class
     bit<1>       droppable;   // tagged DATA below IMPORTANCE_PROTECTED: subject to selective drop
     importance_t importance;
     bit<4>       _pad1;

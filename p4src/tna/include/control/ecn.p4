@@ -1,8 +1,10 @@
-// DCQCN-style ECN marking on the enqueue depth (cells). The controller compiles (Kmin, Kmax, Pmax) into
+// ECN marking on the enqueue depth (cells), per egress port and priority queue (the class ingress chose,
+// bridged). The controller compiles each (port, class)'s profile (DCQCN's RED-like or DCTCP's step) into
 // depth ranges: mark with probability threshold/65536 (a 16-bit random number below the threshold,
 // tested as a non-zero saturated difference), or always. Only ECT packets are marked; the egress
 // deparser recomputes the IPv4 checksum.
-control Ecn(inout ipv4_h ipv4, in PortId_t egress_port, in QueueDepth_t enq_qdepth, in job_slot_t job_slot) {
+control Ecn(inout ipv4_h ipv4, in PortId_t egress_port, in priority_t priority, in QueueDepth_t enq_qdepth,
+            in job_slot_t job_slot) {
     Counter<bit<32>, job_slot_t>(MAX_JOBS, CounterType_t.PACKETS) job_ecn_marks;
     Random<bit<16>>() random;
     // The action only loads its operands: one VLIW instruction cannot take both the threshold (action
@@ -34,6 +36,7 @@ control Ecn(inout ipv4_h ipv4, in PortId_t egress_port, in QueueDepth_t enq_qdep
     table ecn_profile {
         key = {
             egress_port: ternary @name("egress_port");
+            priority: ternary @name("priority");
             enq_qdepth: range @name("enq_qdepth");
         }
         actions = { mark_with_probability; mark_always; no_mark; }

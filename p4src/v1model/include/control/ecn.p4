@@ -1,7 +1,9 @@
-// DCQCN-style ECN marking on the enqueue depth. The controller compiles (Kmin, Kmax, Pmax) into
-// depth ranges (mlfc/policy/ecn.py): mark with probability threshold/65536, or always. Only ECT
-// packets seeing a queue are marked; the IPv4 checksum is recomputed in MlfcComputeChecksum.
-control Ecn(inout ipv4_h ipv4, in PortId_t egress_port, in QueueDepth_t enq_qdepth, in job_slot_t job_slot) {
+// ECN marking on the enqueue depth, per egress port and priority queue (the class ingress chose). The
+// controller compiles each (port, class)'s profile (mlfc/policy/ecn.py: DCQCN's RED-like Kmin/Kmax/Pmax
+// or DCTCP's step at K bytes) into depth ranges: mark with probability threshold/65536, or always. Only
+// ECT packets seeing a queue are marked; the IPv4 checksum is recomputed in MlfcComputeChecksum.
+control Ecn(inout ipv4_h ipv4, in PortId_t egress_port, in priority_t priority, in QueueDepth_t enq_qdepth,
+            in job_slot_t job_slot) {
     counter(MAX_JOBS, CounterType.packets) job_ecn_marks;
 
     action mark_always() {
@@ -21,6 +23,7 @@ control Ecn(inout ipv4_h ipv4, in PortId_t egress_port, in QueueDepth_t enq_qdep
     table ecn_profile {
         key = {
             egress_port: ternary @name("egress_port");
+            priority: ternary @name("priority");
             enq_qdepth: range @name("enq_qdepth");
         }
         actions = { mark_with_probability; mark_always; no_mark; }
