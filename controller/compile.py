@@ -6,14 +6,16 @@ values with the shared policy functions of mlfc/policy/ (never reimplemented her
 
 Entry priorities (P4Runtime: higher wins) in ``job_priority``: an iteration window of a job beats the
 job-wide entry, which beats the job-0 guard, which beats the interleaving bands. In ``ecn_profile``
-a port's own profile beats the every-port profile; it covers all depths (``no_mark`` in its gaps)
-so the every-port ranges never leak into a port with its own profile.
+a profile is per (port, priority queue): a port's own class profile beats a class's every-port profile,
+which beats a port's profile, which beats the every-port default (``ecn_config.precedence``); every
+profile but the default covers all depths (``no_mark`` in its gaps) so a lower one never leaks into it.
 
-Queue depths are compiled in packets; for a Tofino switch every depth range is converted into 80-byte
-cells with ``mlfc.policy.depth.packets_to_cells`` (``cells`` > 1), and an iteration window becomes
-the ternary prefixes that cover it (the TNA program matches the iteration ternary:
-``contract.TOFINO_TERNARY_FOR_RANGE``), so the same intent gives the same entries on both targets
-apart from those two encodings.
+Queue depths are compiled in the switch's depth unit (``mlfc.policy.depth.DepthUnit``): packets on
+v1model; for a Tofino switch 80-byte cells, depth ranges in packets converted with
+``mlfc.policy.depth.packets_to_cells`` and an ECN step's K in bytes with ``depth.bytes_to_depth``; an
+iteration window becomes the ternary prefixes that cover it (the TNA program matches the iteration
+ternary: ``contract.TOFINO_TERNARY_FOR_RANGE``), so the same intent gives the same entries on both
+targets apart from those encodings.
 
 Validation lives in controller/validate.py (the checked ``Policy`` and its parts); each table's compile
 step here is a short function next to the rule that orders its priorities.
@@ -26,23 +28,33 @@ from dataclasses import dataclass
 
 from mlfc import contract
 from mlfc.controller.config import DeploymentConfig, SwitchConfig
+from mlfc.controller.ecn_config import (
+    EVERY_CLASS,
+    EVERY_PORT,
+    PRECEDENCE_EVERY_PORT,
+    PRECEDENCE_PORT,
+    EcnTarget,
+    precedence,
+)
 from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternary, entry, ranges_as_ternaries
 from mlfc.controller.errors import ValidationError
 from mlfc.controller.pipeline import Pipeline
-from mlfc.controller.validate import EVERY_PORT, Job, Policy, validate_intent
+from mlfc.controller.validate import Job, Policy, validate_intent
 from mlfc.policy import depth, drop, ecn, priority
+from mlfc.policy.priority import PolicyError
 from mlfc.proto import intent_pb2 as pb
 
 PORT_MASK = (1 << contract.PORT_BITS) - 1
+CLASS_MASK = (1 << contract.PRIORITY_BITS) - 1
 
 # job_priority entry priorities: higher wins (windows > job > job-0 guard > interleaving bands).
 PRIO_WINDOW = 40
 PRIO_JOB = 30
 PRIO_NO_JOB_GUARD = 20
 PRIO_BAND = 10
-# ecn_profile: a port's own profile beats the every-port profile.
-PRIO_ECN_PORT = 2
-PRIO_ECN_ANY = 1
+# ecn_profile: port + class 4 > class on every port 3 > port 2 > every port 1 (ecn_config.precedence).
+PRIO_ECN_PORT = PRECEDENCE_PORT
+PRIO_ECN_ANY = PRECEDENCE_EVERY_PORT
 # Tables with ternary/range keys need a non-zero priority even when entries never overlap.
 PRIO_SINGLE = 1
 
@@ -67,22 +79,22 @@ def compile_intent(intent: pb.Intent, config: DeploymentConfig, pipeline: Pipeli
 
 
 def compile_policy(policy: Policy, config: DeploymentConfig, pipeline: Pipeline | None = None) -> CompiledIntent:
-    per_switch = {sw.name: tuple(compile_switch(policy, sw, config.cells_per_packet(sw))) for sw in config.switches}
+    per_switch = {sw.name: tuple(compile_switch(policy, sw, config.depth_unit(sw))) for sw in config.switches}
     if pipeline is not None:
         for sw_name, entries in per_switch.items():
             check_capacity(entries, pipeline, sw_name)
     return CompiledIntent(policy, per_switch)
 
 
-def compile_switch(policy: Policy, sw: SwitchConfig, cells: int = 1) -> list[TableEntry]:
-    """Every entry one switch should hold: its static routes plus the policy. ``cells``: queue-depth
-    cells per packet on this switch (1: depths in packets, as on BMv2)."""
+def compile_switch(policy: Policy, sw: SwitchConfig, unit: depth.DepthUnit = depth.PACKETS) -> list[TableEntry]:
+    """Every entry one switch should hold: its static routes plus the policy. ``unit``: what one unit of
+    queue depth is on this switch (packets on BMv2, 80-byte cells on Tofino)."""
     out: list[TableEntry] = []
     out += route_entries(sw)
     out += flow_entries(policy.jobs)
     out += job_priority_entries(policy.jobs, policy.interleaving)
-    out += drop_entries(policy.drop_policy, cells)
-    out += ecn_entries(policy.ecn_for_switch(sw.name), cells)
+    out += drop_entries(policy.drop_policy, unit.per_packet)
+    out += ecn_entries(policy.ecn_for_switch(sw.name), unit)
     if sw.target == "tofino":
         out = ranges_as_ternaries(out, TOFINO_TERNARY_WIDTHS)
     return out
@@ -231,21 +243,28 @@ def drop_entries(policy: drop.DropPolicy, cells: int = 1) -> list[TableEntry]:
     return out
 
 
-def ecn_entries(profiles: Mapping[int, ecn.EcnProfile], cells: int = 1) -> list[TableEntry]:
+def ecn_entries(
+    profiles: Mapping[EcnTarget, ecn.MarkingProfile] | Mapping[int, ecn.MarkingProfile],
+    unit: depth.DepthUnit = depth.PACKETS,
+) -> list[TableEntry]:
+    """``ecn_profile`` for one switch: ``profiles`` by (port, priority) (EVERY_PORT: every port,
+    EVERY_CLASS: every class; a bare port means every class of it), ranges in ``unit``."""
+    targets = {(key, EVERY_CLASS) if isinstance(key, int) else key: p for key, p in profiles.items()}
     out = []
-    for port, profile in sorted(profiles.items()):
-        ranges = ecn.compile_profile(profile)
-        match_port: dict[str, Match] = {}
-        prio = PRIO_ECN_ANY
+    for (port, klass), profile in sorted(targets.items(), key=lambda kv: _target_order(kv[0])):
+        try:
+            ranges = ecn.compile_marking(profile, unit)
+        except PolicyError as exc:
+            raise ValidationError("ecn", f"port {port or 'any'} class {_class_text(klass)}: {exc}") from None
+        selector: dict[str, Match] = {}
         if port != EVERY_PORT:
-            match_port = {contract.EGRESS_PORT: Ternary(port, PORT_MASK)}
-            prio = PRIO_ECN_PORT
-        origin = f"ecn port {port or 'any'}"
+            selector[contract.EGRESS_PORT] = Ternary(port, PORT_MASK)
+        if klass is not EVERY_CLASS:
+            selector[contract.QUEUE_PRIORITY] = Ternary(klass, CLASS_MASK)
+        prio = precedence(port, klass)
+        origin = f"ecn port {port or 'any'} class {_class_text(klass)}"
         for r in ranges:
-            depths = _depth_range(r.lo, r.hi, cells)
-            if depths is None:
-                continue
-            match = {**match_port, contract.ENQ_QDEPTH: depths}
+            match = {**selector, **_depth_match(r.lo, r.hi)}
             if r.always:
                 out.append(entry(contract.ECN_PROFILE, match, contract.MARK_ALWAYS, {}, prio, origin))
             else:
@@ -259,16 +278,25 @@ def ecn_entries(profiles: Mapping[int, ecn.EcnProfile], cells: int = 1) -> list[
                         origin,
                     )
                 )
-        if port != EVERY_PORT:
+        if prio != PRIO_ECN_ANY:  # above the default: its own at every depth, so nothing lower leaks in
             for lo, hi in _gaps(ranges):
-                depths = _depth_range(lo, hi, cells)
-                if depths is None:
-                    continue
-                match = dict(match_port)
-                if (depths.lo, depths.hi) != (0, contract.MAX_QDEPTH):  # the full range is a don't-care: omitted
-                    match[contract.ENQ_QDEPTH] = depths
+                match = {**selector, **_depth_match(lo, hi)}
                 out.append(entry(contract.ECN_PROFILE, match, contract.NO_MARK, {}, prio, origin))
     return out
+
+
+def _target_order(target: EcnTarget) -> tuple[int, int]:
+    port, klass = target
+    return (port, -1 if klass is EVERY_CLASS else klass)
+
+
+def _class_text(klass: int | None) -> str:
+    return "any" if klass is EVERY_CLASS else str(klass)
+
+
+def _depth_match(lo: int, hi: int) -> dict[str, Match]:
+    """An enqueue-depth range as a match: the full range is a don't-care, omitted."""
+    return {} if (lo, hi) == (0, contract.MAX_QDEPTH) else {contract.ENQ_QDEPTH: Range(lo, hi)}
 
 
 def _gaps(ranges: list[ecn.MarkRange]) -> list[tuple[int, int]]:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import yaml
 
 from mlfc import contract
+from mlfc.controller.ecn_config import EcnRule, check_ecn_rules, ecn_document, parse_ecn
 from mlfc.controller.errors import ValidationError, join
 from mlfc.controller.fields import (
     as_address,
@@ -37,7 +38,7 @@ from mlfc.controller.queues import QueueSettings
 from mlfc.controller.tofino_pipeline import FORMATS, TofinoArtifacts
 from mlfc.policy import depth
 from mlfc.policy.drop import DropPolicy
-from mlfc.policy.ecn import EcnProfile
+from mlfc.policy.ecn import MarkingProfile, RedProfile
 from mlfc.policy.priority import PolicyError
 
 DEFAULT_INTENT_ADDR = "127.0.0.1:50090"
@@ -90,11 +91,12 @@ class SwitchConfig:
 
 @dataclass(frozen=True, slots=True)
 class Defaults:
-    ecn: EcnProfile = field(default_factory=EcnProfile)
+    ecn: MarkingProfile = field(default_factory=RedProfile)  # every port and class (controller/ecn_config.py)
     drop_policy: DropPolicy = field(default_factory=DropPolicy)
     interleaving: bool = False
     queue: QueueSettings = field(default_factory=QueueSettings)
     packet_bytes: int = depth.DEFAULT_PACKET_BYTES  # converts packet depths into Tofino's 80-byte cells
+    ecn_rules: tuple[EcnRule, ...] = ()  # per port and class, over ``ecn``
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +127,12 @@ class DeploymentConfig:
 
     def cells_per_packet(self, sw: SwitchConfig) -> int:
         """Queue-depth units per packet on ``sw``: 1 (packets) on v1model, 80-byte cells on Tofino."""
-        return depth.cells_per_packet(self.defaults.packet_bytes) if sw.target == "tofino" else 1
+        return self.depth_unit(sw).per_packet
+
+    def depth_unit(self, sw: SwitchConfig) -> depth.DepthUnit:
+        """What one unit of ``sw``'s queue depth is: a packet of ``packet_bytes`` (v1model), an 80-byte
+        cell (Tofino)."""
+        return switch_depth_unit(sw, self.defaults.packet_bytes)
 
     @property
     def architectures(self) -> tuple[str, ...]:
@@ -141,6 +148,10 @@ class DeploymentConfig:
     @property
     def switch_names(self) -> tuple[str, ...]:
         return tuple(sw.name for sw in self.switches)
+
+
+def switch_depth_unit(sw: SwitchConfig, packet_bytes: int) -> depth.DepthUnit:
+    return depth.switch_unit(sw.target == "tofino", packet_bytes)
 
 
 def queue_settings(sw: SwitchConfig, default: QueueSettings) -> dict[int, QueueSettings]:
@@ -192,6 +203,13 @@ def parse_config(data: Any, base_dir: Path | None = None, source: Path | None = 
     tofino = _tofino(pipeline.get("tofino", {}), "pipeline.tofino", base_dir)
 
     defaults = _defaults(root.get("defaults", {}), "defaults")
+    check_ecn_rules(
+        defaults.ecn,
+        defaults.ecn_rules,
+        parsed,
+        lambda sw: switch_depth_unit(sw, defaults.packet_bytes),
+        lambda sw: {port: q.depth_pkts for port, q in queue_settings(sw, defaults.queue).items()},
+    )
     if defaults.queue != QueueSettings():
         for i, sw in enumerate(parsed):
             if sw.target in QUEUE_TARGETS and sw.ports and sw.thrift_port is None:
@@ -350,10 +368,9 @@ def _route(data: Any, path: str) -> Route:
 
 def _defaults(data: Any, path: str) -> Defaults:
     d = as_mapping(data, path, {"ecn", "drop_policy", "interleaving", "queue", "packet_bytes"})
-    ecn = Defaults().ecn
+    ecn, ecn_rules = Defaults().ecn, ()
     if "ecn" in d:
-        e = as_mapping(d["ecn"], join(path, "ecn"), {"kmin", "kmax", "pmax"})
-        ecn = _policy(lambda: EcnProfile(**e), join(path, "ecn"))
+        ecn, ecn_rules = parse_ecn(d["ecn"], join(path, "ecn"))
     drop = Defaults().drop_policy
     if "drop_policy" in d:
         p = as_mapping(d["drop_policy"], join(path, "drop_policy"), {"level_depths", "min_importance"})
@@ -363,7 +380,7 @@ def _defaults(data: Any, path: str) -> Defaults:
     queue = _queue(as_mapping(d.get("queue", {}), join(path, "queue"), set(QUEUE_KEYS)), join(path, "queue"))
     packet_bytes = d.get("packet_bytes", Defaults().packet_bytes)
     _policy(lambda: depth.cells_per_packet(packet_bytes), join(path, "packet_bytes"))
-    return Defaults(ecn, drop, interleaving, queue, packet_bytes)
+    return Defaults(ecn, drop, interleaving, queue, packet_bytes, ecn_rules)
 
 
 def _controller(data: Any, listen_data: Any, base_dir: Path | None) -> ControllerSettings:
@@ -424,7 +441,7 @@ def config_document(cfg: DeploymentConfig) -> dict[str, Any]:
         controller["state_file"] = str(c.state_file)
     d = cfg.defaults
     defaults: dict[str, Any] = {
-        "ecn": {"kmin": d.ecn.kmin, "kmax": d.ecn.kmax, "pmax": d.ecn.pmax},
+        "ecn": ecn_document(d.ecn, d.ecn_rules),
         "drop_policy": {
             "level_depths": list(d.drop_policy.level_depths),
             "min_importance": list(d.drop_policy.min_importance),

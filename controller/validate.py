@@ -14,14 +14,12 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from mlfc import contract
 from mlfc.controller.config import DeploymentConfig, parse_prefix
+from mlfc.controller.ecn_config import EVERY_CLASS, EVERY_PORT, EVERY_SWITCH, EcnKey, EcnTarget, for_switch
 from mlfc.controller.errors import ValidationError, join
 from mlfc.policy import drop, ecn, priority
 from mlfc.policy.maif import Window
 from mlfc.policy.priority import PolicyError
 from mlfc.proto import intent_pb2 as pb
-
-EVERY_SWITCH = ""
-EVERY_PORT = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,21 +56,16 @@ class Policy:
 
     jobs: tuple[Job, ...] = ()
     drop_policy: drop.DropPolicy = field(default_factory=drop.DropPolicy)
-    # (switch or "", port or 0) -> profile; ("", 0) always present (the deployment default).
-    ecn: Mapping[tuple[str, int], ecn.EcnProfile] = field(default_factory=dict)
+    # (switch or "", port or 0, priority or None) -> profile; ("", 0, None) always present (the deployment
+    # default); the deployment's per-port/per-class rules, then the intent's per-port profiles over them.
+    ecn: Mapping[EcnKey, ecn.MarkingProfile] = field(default_factory=dict)
     interleaving: bool = False
     source: str = ""
 
-    def ecn_for_switch(self, switch: str) -> dict[int, ecn.EcnProfile]:
-        """port -> profile for one switch (port 0: every port); a named switch beats ``""``."""
-        ports: dict[int, ecn.EcnProfile] = {}
-        for (sw, port), profile in self.ecn.items():
-            if sw == EVERY_SWITCH and port not in ports:
-                ports[port] = profile
-        for (sw, port), profile in self.ecn.items():
-            if sw == switch:
-                ports[port] = profile
-        return ports
+    def ecn_for_switch(self, switch: str) -> dict[EcnTarget, ecn.MarkingProfile]:
+        """(port, priority) -> profile for one switch (port 0: every port, priority None: every class); a
+        named switch beats ``""``."""
+        return for_switch(self.ecn, switch)
 
 
 def validate_intent(intent: pb.Intent, config: DeploymentConfig) -> Policy:
@@ -88,8 +81,9 @@ def validate_intent(intent: pb.Intent, config: DeploymentConfig) -> Policy:
             "drop_policy",
         )
 
-    ecn_map: dict[tuple[str, int], ecn.EcnProfile] = {(EVERY_SWITCH, EVERY_PORT): config.defaults.ecn}
-    seen: dict[tuple[str, int], int] = {}
+    ecn_map: dict[EcnKey, ecn.MarkingProfile] = {(EVERY_SWITCH, EVERY_PORT, EVERY_CLASS): config.defaults.ecn}
+    ecn_map.update((rule.key, rule.profile) for rule in config.defaults.ecn_rules)
+    seen: dict[EcnKey, int] = {}
     for i, port_ecn in enumerate(intent.ecn):
         path = join("ecn", i)
         key = _ecn_target(port_ecn, path, config)
@@ -99,7 +93,7 @@ def validate_intent(intent: pb.Intent, config: DeploymentConfig) -> Policy:
         if not port_ecn.HasField("profile"):
             raise ValidationError(join(path, "profile"), "required")
         p = port_ecn.profile
-        ecn_map[key] = _policy_call(lambda p=p: ecn.EcnProfile(p.kmin, p.kmax, p.pmax), join(path, "profile"))
+        ecn_map[key] = _policy_call(lambda p=p: ecn.RedProfile(p.kmin, p.kmax, p.pmax), join(path, "profile"))
 
     interleaving = intent.interleaving or config.defaults.interleaving
     return Policy(jobs, drop_policy, ecn_map, interleaving, intent.source)
@@ -178,7 +172,7 @@ def _check_jobs_disjoint(jobs: tuple[Job, ...]) -> None:
             by_flow[flow] = where
 
 
-def _ecn_target(port_ecn: pb.PortEcn, path: str, config: DeploymentConfig) -> tuple[str, int]:
+def _ecn_target(port_ecn: pb.PortEcn, path: str, config: DeploymentConfig) -> EcnKey:
     sw_name = port_ecn.switch
     if sw_name != EVERY_SWITCH and sw_name not in config.switch_names:
         known = ", ".join(config.switch_names)
@@ -190,7 +184,7 @@ def _ecn_target(port_ecn: pb.PortEcn, path: str, config: DeploymentConfig) -> tu
         ports = config.switch(sw_name).port_numbers
         if ports and port not in ports:
             raise ValidationError(join(path, "port"), f"{port} is not a port of {sw_name} ({list(ports)})")
-    return (sw_name, port)
+    return (sw_name, port, EVERY_CLASS)  # an intent's profile is per port, for every class
 
 
 def _policy_call(build, path: str):  # type: ignore[no-untyped-def]

@@ -147,7 +147,7 @@ def test_drop_levels_and_thresholds_come_from_the_policy() -> None:
 def test_unset_fields_fall_back_to_the_deployment_defaults() -> None:
     policy = validate.validate_intent(pb.Intent(), CONFIG)
     assert policy.drop_policy == CONFIG.defaults.drop_policy
-    assert policy.ecn_for_switch("s1") == {0: CONFIG.defaults.ecn}
+    assert policy.ecn_for_switch("s1") == {(validate.EVERY_PORT, validate.EVERY_CLASS): CONFIG.defaults.ecn}
     assert policy.interleaving is False
 
 

@@ -29,7 +29,7 @@ from mlfc import contract
 from mlfc.controller import compile
 from mlfc.controller.entries import Exact, Range, entry
 from mlfc.policy.drop import DropPolicy, congestion_level, should_drop
-from mlfc.policy.ecn import EcnProfile, compile_profile, compiled_probability, mark_probability
+from mlfc.policy.ecn import EcnProfile, StepProfile, compile_profile, compiled_probability, mark_probability
 from mlfc.policy.priority import interleaving_bands
 from mlfc.refswitch import packet as pk
 from mlfc.refswitch import pipeline as pl
@@ -360,6 +360,30 @@ def test_ecn_marked_fraction_between_kmin_and_kmax():
         sigma = math.sqrt(n * p * (1 - p))
         assert abs(marks - n * p) <= 4.5 * sigma, f"depth {depth}: {marks} marks of {n}, expected {n * p:.0f}"
     assert state.counter(contract.JOB_ECN_MARKS, 3)[0] == total
+
+
+def test_a_step_profile_per_class_marks_above_k_and_not_below(sw):
+    """The controller's entries for one switch (mlfc.controller.compile.ecn_entries): on port 1, class 3
+    steps at K = 8,200 bytes (5 packets of 1500, rounded down) and class 1 at 15 packets, over a port
+    profile that marks any queue; port 2 keeps the every-port RED default. Each class meets its own K."""
+    install(sw, [job_priority(2, 3), job_priority(4, 5)])  # job 2 rides class 3, job 4 class 5, job 1 class 1
+    profiles = {
+        (0, None): EcnProfile(kmin=20, kmax=30, pmax=0.0),  # every port: nothing below 31 packets
+        (1, None): StepProfile(k_bytes=0),  # port 1, every class: any queue is marked
+        (1, 3): StepProfile(k_bytes=8_200),
+        (1, 1): StepProfile(k_bytes=15 * 1500),
+    }
+    install(sw, compile.ecn_entries(profiles))
+    for job, k in ((2, 5), (1, 15)):
+        for depth in range(1, 40):
+            d = run(sw, shim_packet(0, 1, job=job, ecn=2), enq_depth=depth)
+            assert _ce(d) == (depth > k), f"job {job} (class {d.priority}) at depth {depth}"
+    # class 5 on port 1 has no profile of its own: the port's marks from depth 1
+    assert _ce(run(sw, shim_packet(0, 1, job=4, ecn=2), enq_depth=1))
+    # port 2: the every-port default, whatever the class
+    for job in (1, 2, 4):
+        assert not _ce(run(sw, shim_packet(0, 2, job=job, ecn=2), enq_depth=30))
+        assert _ce(run(sw, shim_packet(0, 2, job=job, ecn=2), enq_depth=31))
 
 
 # ---- selective drop ---------------------------------------------------------------------------------
