@@ -14,7 +14,7 @@ from mlfc.controller.entries import Lpm, TableEntry, entry
 from mlfc.controller.queues import QueueClient
 from mlfc.controller.sync import SwitchConnection
 from mlfc.policy.drop import DropPolicy
-from mlfc.policy.ecn import EcnProfile
+from mlfc.policy.ecn import MarkingProfile
 from mlfc.policy.maif import Window
 
 # The tests' short counter names: the last component of the P4Info name.
@@ -34,7 +34,7 @@ class TestSwitch:
         self.conn: SwitchConnection | None = None
         self.routes: list[TableEntry] = []
         self.jobs: dict[int, validate.Job] = {}
-        self.ecn: dict[int, EcnProfile] = {}
+        self.ecn: dict[tuple[int, int | None], MarkingProfile] = {}  # (port, class or None: every class)
         self.drop: DropPolicy | None = None
         self.queues_touched: set[tuple[int, int]] = set()
         self.baseline: dict[str, dict[int, tuple[int, int]]] = {}
@@ -115,8 +115,10 @@ class TestSwitch:
         self.jobs[job] = validate.Job(job, current.priority, current.windows, (*current.flows, flow))
         self._sync()
 
-    def set_ecn_profile(self, port: int, profile: EcnProfile) -> None:
-        self.ecn[port] = profile
+    def set_ecn_profile(self, port: int, profile: MarkingProfile, priority: int | None = None) -> None:
+        """``profile`` on ``port`` for the priority queue ``priority`` (None: every class), compiled in
+        packets of 1500 bytes (BMv2's and the reference switch's depth unit at the default packet size)."""
+        self.ecn[(port, priority)] = profile
         self._sync()
 
     def set_drop_policy(self, policy: DropPolicy) -> None:

@@ -1,10 +1,12 @@
-"""ECN marking with the DCQCN profile, checked against mlfc.policy.ecn.
+"""ECN marking with the DCQCN profile and the DCTCP step per (port, class), checked against
+mlfc.policy.ecn.
 
-To know the queue depth each packet saw, the test slows port 1's priority-1 queue to RATE_PPS and
-sends a burst much faster than that, timing each send: packet i is enqueued behind i packets less
-those that left before it, at most RATE_PPS x (its send time - the burst's start) + 1. Every packet
-is then collected in FIFO order. (BMv2 stamps each packet's departure time when it is enqueued, so a
-queue cannot be held and then released: a later rate change does not reschedule queued packets.)
+To know the queue depth each packet saw, the test slows one priority queue of port 1 (class 1 unless
+said otherwise) to RATE_PPS and sends a burst much faster than that, timing each send: packet i is
+enqueued behind i packets less those that left before it, at most RATE_PPS x (its send time - the
+burst's start) + 1. Every packet is then collected in FIFO order. (BMv2 stamps each packet's
+departure time when it is enqueued, so a queue cannot be held and then released: a later rate change
+does not reschedule queued packets.)
 """
 
 from __future__ import annotations
@@ -15,17 +17,18 @@ import time
 from mlfc_base import MlfcTest, shim_packet
 from scapy.layers.inet import IP
 
-from mlfc.policy.ecn import EcnProfile, mark_probability
+from mlfc.policy.ecn import EcnProfile, StepProfile, mark_probability
 from mlfc.wire import MlfcShim
 
 RATE_PPS = 20
 
 
 class _SlowQueue(MlfcTest):
-    def burst(self, pkts: list) -> tuple[list, list[int]]:
-        """Send ``pkts`` into the slowed queue; return them as received (by sequence number) and, per
-        packet, how many may have left the queue before it arrived."""
-        self.sw.cli(f"set_queue_depth {len(pkts) + 64} 1 1", f"set_queue_rate {RATE_PPS} 1 1")
+    def burst(self, pkts: list, priority: int = 1) -> tuple[list, list[int]]:
+        """Send ``pkts`` (all of class ``priority``) into port 1's slowed queue of that class; return them
+        as received (by sequence number) and, per packet, how many may have left the queue before it
+        arrived."""
+        self.sw.cli(f"set_queue_depth {len(pkts) + 64} 1 {priority}", f"set_queue_rate {RATE_PPS} 1 {priority}")
         t0 = time.monotonic()
         drained = []
         for p in pkts:
@@ -92,3 +95,31 @@ class MarkedFractionFollowsTheProfile(_SlowQueue):
         print(f"marks {marks} of {len(band)}; expected {lo:.1f}..{hi:.1f}, sigma {sigma:.1f}")
         self.assertGreaterEqual(marks, lo - 4 * sigma)
         self.assertLessEqual(marks, hi + 4 * sigma)
+
+
+class StepProfilePerClassMarksAboveKOnly(_SlowQueue):
+    """The ecn_profile's priority key: on port 1, class 3 steps at K = 8,200 bytes (5 packets of 1500,
+    rounded down) and class 1 at 15 packets, over a port profile that marks any queue (K = 0). Each class
+    marks every ECT packet that finds more than its own K queued and none at or below it."""
+
+    def runTest(self) -> None:
+        self.sw.add_job_priority(2, 3)  # job 2 rides class 3; job 1 keeps the default class 1
+        self.sw.set_ecn_profile(1, StepProfile(k_bytes=0))
+        steps = {3: StepProfile(k_bytes=8_200), 1: StepProfile(k_bytes=15 * 1500)}
+        for klass, profile in steps.items():
+            self.sw.set_ecn_profile(1, profile, priority=klass)
+        for job, klass in ((2, 3), (1, 1)):
+            k = steps[klass].threshold()  # in packets (BMv2 and the reference switch count packets)
+            got, drained = self.burst([shim_packet(0, 1, job=job, seq=i) for i in range(40)], klass)
+            above = below = 0
+            for i, p in enumerate(got):
+                if i - drained[i] > k:
+                    self.assertTrue(is_ce(p), f"class {klass}: packet {i} above K={k} packets was not marked")
+                    above += 1
+                elif i <= k:
+                    self.assertFalse(is_ce(p), f"class {klass}: packet {i} at or below K={k} packets was marked")
+                    below += 1
+            self.assertGreater(above, 10, f"class {klass}: the burst must build a queue above K")
+            self.assertEqual(below, k + 1)
+            marked = sum(is_ce(p) for p in got)
+            self.assertEqual(self.sw.job_counter("job_ecn_marks", job)[0], marked, "mark counter equals marks seen")
