@@ -5,8 +5,9 @@ Lab code, root only (network namespaces, BPF), torch needed. The network is the 
 (:func:`mlfc.lab.mltcp.kernel_net.build_network`): worker namespaces w1..w8 -> router r -> server s, the
 router's egress toward s an ``htb`` at R over a ``bfifo`` of B bytes; with ``--mark-threshold K`` the tc/eBPF
 marker (:mod:`mlfc.hosts.kernel.marker`) sets CE above K bytes of that queue and every rank's namespace asks
-for ECN. The default regime is the kernel lab's (:data:`mlfc.lab.mltcp.kernel.DEFAULT_RATE_MBPS`,
-:data:`~mlfc.lab.mltcp.kernel.DEFAULT_BUFFER`: 200 Mbit/s over 30 kB, 1.2 ms).
+for ECN. The default regime is the kernel lab's (:data:`mlfc.lab.mltcp.kernel_net.DEFAULT_RATE_MBPS`,
+:data:`~mlfc.lab.mltcp.kernel_net.DEFAULT_BUFFER`, ``DEFAULT_MARK_THRESHOLD``: 200 Mbit/s, CE above 60 kB of a
+300 kB queue).
 
 Jobs: N = 2 or 4 DDP jobs (``--jobs``), 2 ranks each, gloo on CPU, a small MLP on generated data; nothing in
 the training script (:data:`WORKER`, one script for every treatment) knows about MLTCP. Job j's rank 1 runs
@@ -65,9 +66,17 @@ from pathlib import Path
 
 from mlfc.hosts.kernel import KernelMltcpError, build, loader, namespaces
 from mlfc.lab import figures
-from mlfc.lab.mltcp import regime
-from mlfc.lab.mltcp.kernel import DEFAULT_BUFFER, DEFAULT_RATE_MBPS, HEADERS, Cell, regime_label, summary_rows
-from mlfc.lab.mltcp.kernel_net import SERVER_ADDR, Bottleneck, build_network, loss_events
+from mlfc.lab.mltcp import regime, rows
+from mlfc.lab.mltcp.kernel_net import (
+    DEFAULT_BUFFER,
+    DEFAULT_MARK_THRESHOLD,
+    DEFAULT_RATE_MBPS,
+    SERVER_ADDR,
+    Bottleneck,
+    build_network,
+    loss_events,
+)
+from mlfc.lab.mltcp.rows import HEADERS, Cell, regime_label, summary_rows
 from mlfc.lab.results import IterationRecord, format_table, markdown_table, plot_timeline, summarise, write_csv
 from mlfc.lab.scenarios import ideal_iteration_times, interleaving_iteration, share_of_ideal_gain
 from mlfc.policy.mltcp import IterationDetection, MltcpParams, default_params, format_params, parse_params
@@ -455,85 +464,22 @@ def mix_name(jobs: int) -> str:
     return f"ddp-{jobs}"
 
 
-def _pairs(cells: Sequence[Cell]) -> list[tuple[Cell, Cell]]:
-    """(MLTCP cell, its plain cell in the same regime, mix and rounds) for every MLTCP treatment."""
-    by_key = {(c.queue_bytes, c.mark_threshold_bytes, c.mix, c.treatment): c for c in cells}
-    return [(c, by_key[(c.queue_bytes, c.mark_threshold_bytes, c.mix, c.family)]) for c in cells
-            if c.treatment not in FAMILIES]  # fmt: skip
-
-
-def run_tag(c: Cell) -> str:
-    return f"{c.mix}/real-{regime_label(c.queue_bytes, c.mark_threshold_bytes)}"
-
-
 def published_rows(cells: Sequence[Cell], command: str) -> list[tuple[dict, list[tuple[Path, str]]]]:
-    """docs/data/mltcp rows (dataplane "real", mix ddp-N; lab.mltcp.kernel's fields) of the MLTCP treatments,
-    each with its own and its baseline's per-round CSVs."""
-    out = []
-    mean = statistics.fmean
-    for c, base in _pairs(cells):
-        b_avg, b_p99 = mean(r.avg for r in base.runs), mean(r.p99 for r in base.runs)
-        ideal_avg, ideal_p99 = mean(c.ideal_avgs), mean(c.ideal_p99s)
-        f = c.treatment.split(" ", 1)[1]
-        row = {
-            "mix": c.mix,
-            "cc": c.family,
-            "dataplane": "real",
-            "treatment": FAMILIES[c.family],
-            "jobs": int(c.mix.rsplit("-", 1)[1]),
-            "rounds": len(c.runs),
-            "share_of_ideal": [None if math.isnan(v) else round(v, 4) for v in c.shares()],
-            "avg_speedup": round(b_avg / mean(r.avg for r in c.runs), 4),
-            "p99_speedup": round(b_p99 / mean(r.p99 for r in c.runs), 4),
-            "ideal_avg": round(b_avg / ideal_avg, 4),
-            "ideal_p99": round(b_p99 / ideal_p99, 4),
-            "interleaved_from": [r.interleaved_at for r in c.runs],
-            "f": f,
-            "command": command,
-            "baseline_avg_s": round(b_avg, 4),
-            "avg_s": round(mean(r.avg for r in c.runs), 4),
-            "pooled_share": None if math.isnan(c.pooled_share()) else round(c.pooled_share(), 4),
-            "retransmits": [r.retransmits for r in c.runs],
-            "baseline_retransmits": [r.retransmits for r in base.runs],
-            "measured": time.strftime("%Y-%m-%d"),
-            "ack_delay": None,
-            "link_bps": c.rate_bps,
-            "queue_bytes": c.queue_bytes,
-            "mark_threshold_bytes": c.mark_threshold_bytes,
-            "signals_per_phase": round(mean(r.signals_per_phase for r in c.runs), 3),
-            "baseline_signals_per_phase": round(mean(r.signals_per_phase for r in base.runs), 3),
-            "avg_over_ideal": [round(r.avg / i, 4) for r, i in zip(c.runs, c.ideal_avgs, strict=True)],
+    """docs/data/mltcp rows (dataplane "real", mix ddp-N) of the MLTCP treatments with their runs' CSVs."""
+
+    def extra(c: Cell, base: Cell) -> dict:
+        return {
             "connections_per_job": [statistics.fmean(r.connections.values()) for r in c.runs],
             "workload": "PyTorch DDP, gloo, CPU, 2 ranks per job (MLP, generated data)",
         }
-        name = FAMILIES[c.family]
-        runs = [(p, f"{run_tag(c)}/{name}@{f.replace(':', '_')}-r{i + 1}.csv") for i, p in enumerate(c.csvs)]
-        runs += [(p, f"{run_tag(c)}/{c.family}-r{i + 1}.csv") for i, p in enumerate(base.csvs)]
-        out.append((row, runs))
-    return out
+
+    return rows.published_rows(cells, command, dataplane="real", jobs=lambda c: int(c.mix.rsplit("-", 1)[1]),
+                               extra=extra)  # fmt: skip
 
 
 def regime_rows(cells: Sequence[Cell], command: str) -> list[dict]:
     """docs/data/mltcp-regime rows (platform "kernel-ddp") of the MLTCP treatments."""
-    return [
-        regime.row(
-            platform="kernel-ddp",
-            mix=c.mix,
-            cc=c.family,
-            f=c.treatment.split(" ", 1)[1],
-            queue_bytes=c.queue_bytes,
-            mark_threshold_bytes=c.mark_threshold_bytes,
-            link_bps=c.rate_bps,
-            shares=c.shares(),
-            avg_over_ideal=[r.avg / i for r, i in zip(c.runs, c.ideal_avgs, strict=True)],
-            baseline_avg_over_ideal=[r.avg / i for r, i in zip(base.runs, base.ideal_avgs, strict=True)],
-            interleaved_from=[r.interleaved_at for r in c.runs],
-            signals=[r.signals_per_phase for r in c.runs],
-            baseline_signals=[r.signals_per_phase for r in base.runs],
-            command=command,
-        )
-        for c, base in _pairs(cells)
-    ]
+    return rows.regime_rows(cells, command, platform="kernel-ddp")
 
 
 def verdicts(cells: Sequence[Cell]) -> list[str]:
@@ -610,7 +556,7 @@ def _record(cell: Cell, res: DdpRun, ideals, base_avg: float, out: Path, rnd: in
 
 def _measure(args, lab: NetnsLab, params: dict[str, MltcpParams], detection, cells: dict, out: Path,
              t_start: float) -> None:  # fmt: skip
-    rate, queue, mark = args.rate * 1e6, args.buffer, args.mark_threshold
+    rate, queue, mark = args.rate * 1e6, args.buffer, args.mark_threshold or None
     counts = [int(n) for n in args.jobs.split(",")]
     net = build_network(lab, rate, queue, workers=max(counts), ecn=mark is not None)
     if mark is not None:  # the server's rank 0 opens connections too: it asks for ECN like the workers
@@ -766,9 +712,9 @@ def main(argv: list[str] | None = None) -> int:
                     "stays 0.4 / 0.2")  # fmt: skip
     ap.add_argument("--rate", type=float, default=DEFAULT_RATE_MBPS, help="bottleneck Mbit/s (%(default)g)")
     ap.add_argument("--buffer", type=int, default=DEFAULT_BUFFER, help="bottleneck queue, bytes (%(default)s)")
-    ap.add_argument("--mark-threshold", type=int, metavar="BYTES",
+    ap.add_argument("--mark-threshold", type=int, metavar="BYTES", default=DEFAULT_MARK_THRESHOLD,
                     help="mark CE above this many bytes of the bottleneck's queue (tc/eBPF marker; the ranks ask "
-                    "for ECN); default: no marking, drops are the only signal")  # fmt: skip
+                    "for ECN); 0: no marking, drops are the only signal (default %(default)s)")  # fmt: skip
     ap.add_argument("--keep-loaded", action="store_true", help="leave mltcp_* registered if this run loaded them")
     ap.add_argument("--publish", action="store_true",
                     help="merge the rows into docs/data/mltcp (dataplane real) and docs/data/mltcp-regime")  # fmt: skip

@@ -27,14 +27,15 @@ import signal
 import statistics
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlfc.hosts.kernel import KernelMltcpError, loader, namespaces
 from mlfc.lab import figures
-from mlfc.lab.mltcp import regime
+from mlfc.lab.mltcp import regime, rows
 from mlfc.lab.mltcp.kernel_net import (
+    DEFAULT_BUFFER,
+    DEFAULT_MARK_THRESHOLD,
+    DEFAULT_RATE_MBPS,
     FAMILIES,
     MIXES,
     PLAIN_F,
@@ -45,15 +46,11 @@ from mlfc.lab.mltcp.kernel_net import (
     build_network,
     run_jobs,
 )
+from mlfc.lab.mltcp.rows import HEADERS, Cell, regime_label, summary_rows
 from mlfc.lab.results import format_table, markdown_table, plot_timeline, summarise, write_csv
 from mlfc.lab.scenarios import ideal_iteration_times, share_of_ideal_gain
 from mlfc.policy.mltcp import IterationDetection, MltcpParams, default_params, format_params, parse_params
 from mlfc.testing.netns import NetnsLab
-
-# The lab's default regime (issue 45): a datacenter-like shallow queue, 1.2 ms at 200 Mbit/s, where every
-# connection sees several congestion signals per communication phase (docs/data/mltcp-regime).
-DEFAULT_RATE_MBPS = 200.0
-DEFAULT_BUFFER = 30_000
 
 
 def say(msg: str) -> None:
@@ -63,87 +60,8 @@ def say(msg: str) -> None:
 # ---- the experiment -----------------------------------------------------------------------------
 
 
-@dataclass
-class Cell:
-    """One mix, one treatment: a result per round, with the round's ideal and baseline."""
-
-    mix: str
-    treatment: str  # "reno", "mltcp_reno 2:0.5", ...
-    family: str
-    runs: list[RunResult] = field(default_factory=list)
-    ideal_avgs: list[float] = field(default_factory=list)
-    ideal_p99s: list[float] = field(default_factory=list)  # the slowest job's ideal time, per round
-    base_avgs: list[float] = field(default_factory=list)
-    csvs: list[Path] = field(default_factory=list)  # each round's per-iteration records
-    queue_bytes: int = DEFAULT_BUFFER
-    mark_threshold_bytes: int | None = None
-    rate_bps: float = DEFAULT_RATE_MBPS * 1e6
-
-    def shares(self) -> list[float]:
-        return [
-            share_of_ideal_gain(b, r.avg, i) for b, r, i in zip(self.base_avgs, self.runs, self.ideal_avgs, strict=True)
-        ]
-
-    def pooled_share(self) -> float:
-        """The share of the ideal gain of the round-averaged times: robust when one round's baseline
-        happened to interleave by itself (that round's own share divides by almost nothing)."""
-        mean = statistics.fmean
-        return share_of_ideal_gain(mean(self.base_avgs), mean(r.avg for r in self.runs), mean(self.ideal_avgs))
-
-    def ideal_speedups(self) -> list[float]:
-        return [b / i for b, i in zip(self.base_avgs, self.ideal_avgs, strict=True)]
-
-
-def _mean_range(values: Sequence[float], fmt: str = "{:.3f}", pct: bool = False) -> str:
-    vals = [v for v in values if not math.isnan(v)]
-    if not vals:
-        return "-"
-    k = 100 if pct else 1
-    mean, lo, hi = statistics.fmean(vals) * k, min(vals) * k, max(vals) * k
-    if pct:
-        return f"{mean:.0f} % ({lo:.0f}..{hi:.0f})"
-    return f"{fmt.format(mean)} ({fmt.format(lo)}..{fmt.format(hi)})"
-
-
 def label(params: MltcpParams | None) -> str:
     return "" if params is None else f" {format_params(params)}"
-
-
-def regime_label(queue_bytes: int, mark_threshold_bytes: int | None) -> str:
-    return f"q{queue_bytes}" + ("" if mark_threshold_bytes is None else f"-k{mark_threshold_bytes}")
-
-
-def summary_rows(cells: list[Cell]) -> list[list[object]]:
-    rows = []
-    for c in cells:
-        base = c.treatment in FAMILIES
-        rows.append([
-            regime_label(c.queue_bytes, c.mark_threshold_bytes), c.mix, c.treatment, len(c.runs),
-            _mean_range([r.avg for r in c.runs]), _mean_range([r.p99 for r in c.runs]),
-            _mean_range([b / r.avg for b, r in zip(c.base_avgs, c.runs, strict=True)]),
-            _mean_range(c.ideal_speedups()),
-            "-" if base else _mean_range(c.shares(), pct=True),
-            "-" if base or math.isnan(c.pooled_share()) else f"{c.pooled_share():.0%}",
-            "/".join("-" if r.interleaved_at is None else str(r.interleaved_at) for r in c.runs),
-            _mean_range([r.signals_per_phase for r in c.runs], fmt="{:.1f}"),
-        ])  # fmt: skip
-    return rows
-
-
-HEADERS = [
-    "regime",
-    "mix",
-    "treatment",
-    "rounds",
-    "avg s",
-    "p99 s",
-    "speed-up",
-    "ideal",
-    "of ideal gain",
-    "pooled",
-    "interleaved from iter",
-    "signals/phase",
-]
 
 
 def write_round_csv(path: Path, cells: list[Cell]) -> None:
@@ -163,85 +81,14 @@ def write_round_csv(path: Path, cells: list[Cell]) -> None:
                             f"{r.signals_per_phase:.3f}"])  # fmt: skip
 
 
-def _pairs(cells: list[Cell]) -> list[tuple[Cell, Cell]]:
-    """(MLTCP cell, its baseline cell in the same regime and rounds) for every MLTCP treatment."""
-    by_key = {(c.queue_bytes, c.mark_threshold_bytes, c.mix, c.treatment): c for c in cells}
-    return [
-        (c, by_key[(c.queue_bytes, c.mark_threshold_bytes, c.mix, c.family)])
-        for c in cells
-        if c.treatment not in FAMILIES
-    ]
-
-
 def published_rows(cells: list[Cell], command: str) -> list[tuple[dict, list[tuple[Path, str]]]]:
-    """docs/data/mltcp rows (issue 24's schema with issue 45's regime fields, dataplane "kernel") of the MLTCP
-    treatments, each with its own and its baseline's per-round CSVs (same rounds)."""
-    out = []
-    for c, base in _pairs(cells):
-        mean = statistics.fmean
-        b_avg, b_p99 = mean(r.avg for r in base.runs), mean(r.p99 for r in base.runs)
-        ideal_avg, ideal_p99 = mean(c.ideal_avgs), mean(c.ideal_p99s)
-        f = c.treatment.split(" ", 1)[1]
-        row = {
-            "mix": c.mix,
-            "cc": c.family,
-            "dataplane": "kernel",
-            "treatment": FAMILIES[c.family],
-            "jobs": len(MIXES[c.mix].profiles),
-            "rounds": len(c.runs),
-            "share_of_ideal": [None if math.isnan(v) else round(v, 4) for v in c.shares()],
-            "avg_speedup": round(b_avg / mean(r.avg for r in c.runs), 4),
-            "p99_speedup": round(b_p99 / mean(r.p99 for r in c.runs), 4),
-            "ideal_avg": round(b_avg / ideal_avg, 4),
-            "ideal_p99": round(b_p99 / ideal_p99, 4),
-            "interleaved_from": [r.interleaved_at for r in c.runs],
-            "f": f,
-            "command": command,
-            "baseline_avg_s": round(b_avg, 4),
-            "avg_s": round(mean(r.avg for r in c.runs), 4),
-            "pooled_share": None if math.isnan(c.pooled_share()) else round(c.pooled_share(), 4),
-            "retransmits": [sum(x.retransmits for x in r.records) for r in c.runs],
-            "baseline_retransmits": [sum(x.retransmits for x in r.records) for r in base.runs],
-            "measured": time.strftime("%Y-%m-%d"),
-            "ack_delay": None,
-            "link_bps": c.rate_bps,
-            "queue_bytes": c.queue_bytes,
-            "mark_threshold_bytes": c.mark_threshold_bytes,
-            "signals_per_phase": round(mean(r.signals_per_phase for r in c.runs), 3),
-            "baseline_signals_per_phase": round(mean(r.signals_per_phase for r in base.runs), 3),
-            "avg_over_ideal": [round(r.avg / i, 4) for r, i in zip(c.runs, c.ideal_avgs, strict=True)],
-        }
-        tag = f"{c.mix}/kernel-{regime_label(c.queue_bytes, c.mark_threshold_bytes)}"
-        name = FAMILIES[c.family]
-        runs = [(p, f"{tag}/{name}@{f.replace(':', '_')}-r{i + 1}.csv") for i, p in enumerate(c.csvs)]
-        runs += [(p, f"{tag}/{c.family}-r{i + 1}.csv") for i, p in enumerate(base.csvs)]
-        out.append((row, runs))
-    return out
+    """docs/data/mltcp rows (dataplane "kernel") of the MLTCP treatments with their runs' CSVs."""
+    return rows.published_rows(cells, command, dataplane="kernel", jobs=lambda c: len(MIXES[c.mix].profiles))
 
 
 def regime_rows(cells: list[Cell], command: str) -> list[dict]:
     """docs/data/mltcp-regime rows (platform "kernel") of the MLTCP treatments."""
-    out = []
-    for c, base in _pairs(cells):
-        out.append(
-            regime.row(
-                platform="kernel",
-                mix=c.mix,
-                cc=c.family,
-                f=c.treatment.split(" ", 1)[1],
-                queue_bytes=c.queue_bytes,
-                mark_threshold_bytes=c.mark_threshold_bytes,
-                link_bps=c.rate_bps,
-                shares=c.shares(),
-                avg_over_ideal=[r.avg / i for r, i in zip(c.runs, c.ideal_avgs, strict=True)],
-                baseline_avg_over_ideal=[r.avg / i for r, i in zip(base.runs, base.ideal_avgs, strict=True)],
-                interleaved_from=[r.interleaved_at for r in c.runs],
-                signals=[r.signals_per_phase for r in c.runs],
-                baseline_signals=[r.signals_per_phase for r in base.runs],
-                command=command,
-            )
-        )
-    return out
+    return rows.regime_rows(cells, command, platform="kernel")
 
 
 def targets(cells: list[Cell]) -> list[str]:
@@ -483,10 +330,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=DEFAULT_RATE_MBPS, help="bottleneck Mbit/s (%(default)g)")
     ap.add_argument("--buffer", default=str(DEFAULT_BUFFER),
                     help="bottleneck queue, bytes; comma-separated: one network per value, the regime curve "
-                    "(default %(default)s: 1.2 ms at 200 Mbit/s; the earlier labs ran 300000, 12 ms)")  # fmt: skip
-    ap.add_argument("--mark-threshold", type=int, metavar="BYTES",
+                    "(default %(default)s, 12 ms at 200 Mbit/s, the switch marking at --mark-threshold)")  # fmt: skip
+    ap.add_argument("--mark-threshold", type=int, metavar="BYTES", default=DEFAULT_MARK_THRESHOLD,
                     help="mark CE above this many bytes of the bottleneck's queue (tc/eBPF marker; the workers "
-                    "ask for ECN); default: no marking, drops are the only signal")  # fmt: skip
+                    "ask for ECN); 0: no marking, drops are the only signal (default %(default)s)")  # fmt: skip
     ap.add_argument("--slow-start-after-idle", type=int, choices=(0, 1), default=1,
                     help="the workers' net.ipv4.tcp_slow_start_after_idle (Linux's default 1)")  # fmt: skip
     ap.add_argument("--rto-min", type=float, help="ms: the workers' route rto_min (Linux's default 200)")
@@ -505,8 +352,9 @@ def main(argv: list[str] | None = None) -> int:
             parse_params(text)
     except ValueError as exc:
         ap.error(f"{exc}")
-    if args.mark_threshold is not None and args.mark_threshold <= 0:
-        ap.error("--mark-threshold must be a positive byte count")
+    if args.mark_threshold < 0:
+        ap.error("--mark-threshold must be a byte count >= 0 (0: no marking)")
+    args.mark_threshold = args.mark_threshold or None
     if "dctcp" in args.cc.split(",") and args.mark_threshold is None:
         ap.error("--cc dctcp needs ECN marks: give --mark-threshold BYTES")
     unknown_cc = [f for f in args.cc.split(",") if f and f not in FAMILIES]

@@ -31,6 +31,13 @@ from mlfc.lab.scenarios import interleaving_iteration
 from mlfc.policy.mltcp import MltcpParams
 from mlfc.testing.netns import NetnsLab, in_netns, run
 
+# The kernel lab's default regime (issue 45; docs/results.md "MLTCP's regime"): a 200 Mbit/s link whose switch
+# marks CE above 60 KB (2.4 ms) of a 300 KB buffer, DCTCP's step: congestion is signalled hundreds of times per
+# communication phase while bursts still fit. The marking threshold, not the buffer, sets the regime.
+DEFAULT_RATE_MBPS = 200.0
+DEFAULT_BUFFER = 300_000
+DEFAULT_MARK_THRESHOLD = 60_000
+
 MAX_WORKERS = 8
 SERVER_ADDR = "10.80.250.1"
 PORT_BASE = 5100
@@ -186,6 +193,11 @@ class RunResult:
     flows: int = 1  # connections per job
     loss_events: int = 0  # the workers' loss recoveries and RTOs (a window cut each), from their TcpExt counters
     marks: int = 0  # CE marks the bottleneck set on the jobs' packets (0 without a marker)
+
+    @property
+    def retransmits(self) -> int:
+        """Retransmitted segments of every connection, summed over the run."""
+        return sum(r.retransmits for r in self.records)
 
     @property
     def signals_per_phase(self) -> float:

@@ -11,7 +11,8 @@ import pytest
 from mlfc.lab import figures
 from mlfc.lab.mltcp import kernel as kernel_mltcp
 from mlfc.lab.mltcp import regime
-from mlfc.lab.mltcp.kernel import Cell, RunResult
+from mlfc.lab.mltcp.kernel_net import RunResult
+from mlfc.lab.mltcp.rows import Cell
 from mlfc.lab.results import IterationRecord
 
 
@@ -26,11 +27,11 @@ def _run(avg: float, jobs: int = 2, iterations: int = 6) -> RunResult:
 
 
 def _cells(base: list[float], mltcp: list[float], ideal: list[float], mix: str = "compat-2") -> list[Cell]:
-    plain = Cell(
-        mix, "reno", "reno", [_run(b) for b in base], ideal, ideal, base, [Path(f"/b{i}") for i in range(len(base))]
-    )
+    # the lab's default regime: CE above 60 KB of a 300 KB queue at 200 Mbit/s
+    plain = Cell(mix, "reno", "reno", [_run(b) for b in base], ideal, ideal, base,
+                 [Path(f"/b{i}") for i in range(len(base))], 300_000, 60_000)  # fmt: skip
     treated = Cell(mix, "mltcp_reno 2:0.5", "reno", [_run(m) for m in mltcp], ideal, ideal, base,
-                   [Path(f"/m{i}") for i in range(len(mltcp))])  # fmt: skip
+                   [Path(f"/m{i}") for i in range(len(mltcp))], 300_000, 60_000)  # fmt: skip
     return [plain, treated]
 
 
@@ -45,10 +46,10 @@ def test_a_row_per_mltcp_treatment_in_issue_24s_schema() -> None:
     assert row["ideal_avg"] == pytest.approx(1.25) and row["avg_speedup"] == pytest.approx(1 / 0.925, abs=1e-4)
     assert set(figures.MLTCP_KEY) <= set(row)
     names = [name for _, name in runs]
-    tag = "compat-2/kernel-q30000"  # the run files name their regime: deep and shallow rows coexist
+    tag = "compat-2/kernel-q300000-k60000"  # the run files name their regime: deep and shallow rows coexist
     assert names[:2] == [f"{tag}/mltcp_reno@2_0.5-r1.csv", f"{tag}/mltcp_reno@2_0.5-r2.csv"]
     assert names[2:4] == [f"{tag}/reno-r1.csv", f"{tag}/reno-r2.csv"]
-    assert (row["queue_bytes"], row["mark_threshold_bytes"], row["link_bps"]) == (30_000, None, 200e6)
+    assert (row["queue_bytes"], row["mark_threshold_bytes"], row["link_bps"]) == (300_000, 60_000, 200e6)
     assert row["signals_per_phase"] == 0.0  # the synthetic records retransmit nothing
 
 
@@ -73,8 +74,8 @@ def test_regime_rows_carry_the_issue_45_schema() -> None:
 
 def test_deep_rows_are_the_curves_and_shallow_rows_meet_issue_45s_targets() -> None:
     deep = _cells([1.0, 1.0], [0.8, 0.8], [0.8, 0.8])
-    for c in deep:
-        c.queue_bytes = 300_000
+    for c in deep:  # the same queue, unmarked: congestion is signalled at 300 KB, 12 ms
+        c.mark_threshold_bytes = None
     [(row, _)] = kernel_mltcp.published_rows(deep, "cmd")
     assert figures.mltcp_target(row) == "-"
     [(row, _)] = kernel_mltcp.published_rows(_cells([1.0, 1.0], [0.8, 0.8], [0.8, 0.8]), "cmd")

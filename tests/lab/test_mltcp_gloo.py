@@ -16,7 +16,7 @@ from mlfc.hosts.kernel import KernelMltcpError, build
 from mlfc.hosts.kernel.namespaces import TcpSocket
 from mlfc.lab import figures
 from mlfc.lab.mltcp import gloo, regime
-from mlfc.lab.mltcp.kernel import Cell
+from mlfc.lab.mltcp.rows import Cell
 from mlfc.lab.results import IterationRecord
 
 # ---- the job ------------------------------------------------------------------------------------
@@ -136,9 +136,11 @@ def _cells(base: list[float], mltcp: list[float], ideal: list[float], jobs: int 
         return gloo.DdpRun("s", "reno", _records(avg, jobs), 5, dict.fromkeys(range(1, jobs + 1), 1), 10, 0, 40)
 
     mix = gloo.mix_name(jobs)
-    plain = Cell(mix, "reno", "reno", [run(b) for b in base], ideal, ideal, base, [Path(f"/b{i}") for i in base])
+    # the lab's default regime: CE above 60 KB of a 300 KB queue at 200 Mbit/s
+    plain = Cell(mix, "reno", "reno", [run(b) for b in base], ideal, ideal, base, [Path(f"/b{i}") for i in base],
+                 300_000, 60_000)  # fmt: skip
     treated = Cell(mix, "mltcp_reno 16:0.5:step=0.2", "reno", [run(m) for m in mltcp], ideal, ideal, base,
-                   [Path(f"/m{i}") for i in mltcp])  # fmt: skip
+                   [Path(f"/m{i}") for i in mltcp], 300_000, 60_000)  # fmt: skip
     return [plain, treated]
 
 
@@ -155,13 +157,13 @@ def test_a_published_row_per_mltcp_treatment_with_the_kernel_labs_fields() -> No
     assert row["share_of_ideal"] == [0.4444, 0.2105]
     assert row["ideal_avg"] == pytest.approx(1.25)
     assert row["ack_delay"] is None
-    assert (row["queue_bytes"], row["mark_threshold_bytes"], row["link_bps"]) == (30_000, None, 200e6)
+    assert (row["queue_bytes"], row["mark_threshold_bytes"], row["link_bps"]) == (300_000, 60_000, 200e6)
     assert row["signals_per_phase"] == pytest.approx(10 / (2 * 5))
     assert row["retransmits"] == [40, 40]
     names = [name for _, name in runs]
-    assert names == ["ddp-2/real-q30000/mltcp_reno@16_0.5_step=0.2-r1.csv",
-                     "ddp-2/real-q30000/mltcp_reno@16_0.5_step=0.2-r2.csv",
-                     "ddp-2/real-q30000/reno-r1.csv", "ddp-2/real-q30000/reno-r2.csv"]  # fmt: skip
+    assert names == ["ddp-2/real-q300000-k60000/mltcp_reno@16_0.5_step=0.2-r1.csv",
+                     "ddp-2/real-q300000-k60000/mltcp_reno@16_0.5_step=0.2-r2.csv",
+                     "ddp-2/real-q300000-k60000/reno-r1.csv", "ddp-2/real-q300000-k60000/reno-r2.csv"]  # fmt: skip
 
 
 def test_the_shallow_regimes_targets_judge_the_rows() -> None:
@@ -234,7 +236,7 @@ def test_two_ddp_jobs_one_round_runs_and_writes_its_records(tmp_path: Path) -> N
     for r in rows:
         assert float(r["avg_s"]) > 0.3  # at least the slept compute
         assert int(r["connections"]) >= 2  # at least one gloo connection per job
-    runs = out / "q30000" / "ddp-2"
+    runs = out / "q300000-k60000" / "ddp-2"
     for stem in ("reno-r1", "mltcp_reno_16_0.5_step=0.2-r1"):
         assert (runs / f"{stem}.png").exists()
         with (runs / f"{stem}.csv").open() as f:
@@ -255,6 +257,6 @@ def test_publish_writes_the_mltcp_and_regime_rows(monkeypatch, tmp_path: Path) -
     mltcp = json.loads((tmp_path / "data" / "mltcp" / "summary.json").read_text())
     [row] = mltcp["rows"]
     assert (row["dataplane"], row["mix"]) == ("real", "ddp-2")
-    assert (tmp_path / "data" / "mltcp" / "runs" / "ddp-2" / "real-q30000" / "reno-r1.csv").exists()
+    assert (tmp_path / "data" / "mltcp" / "runs" / "ddp-2" / "real-q300000-k60000" / "reno-r1.csv").exists()
     curve = json.loads((tmp_path / "data" / regime.EXPERIMENT / "summary.json").read_text())
     assert [r["platform"] for r in curve["rows"]] == ["kernel-ddp"]
