@@ -119,9 +119,13 @@ def render(summary: Mapping[str, Any]) -> str:
     return markdown_table(headers, body) + "\n\nCommands: " + "; ".join(commands)
 
 
+Y_RANGE = (-60.0, 110.0)  # % of the ideal gain shown; rounds outside are drawn at the edge
+
+
 def plot(summary: Mapping[str, Any], path: Path) -> None:
-    """Share of the ideal gain against signals per phase (left) and against the queue (right), one line per
-    (platform, mix, cc, F)."""
+    """Share of the ideal gain (median of the rounds; dots: each round) against signals per phase (left) and
+    against the depth where congestion is signalled (right): one line per platform, mix, cc, F and kind of
+    signal (drops, or CE marks above a threshold)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -129,37 +133,42 @@ def plot(summary: Mapping[str, Any], path: Path) -> None:
 
     groups: dict[tuple, list[Row]] = {}
     for r in summary["rows"]:
-        groups.setdefault((r["platform"], r["mix"], r["cc"], r["f"]), []).append(r)
+        kind = "marks" if r["mark_threshold_bytes"] else "drops"
+        groups.setdefault((r["platform"], r["mix"], r["cc"], r["f"], kind), []).append(r)
     if not groups:
         return
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for (platform, mix, cc, f), rows in sorted(groups.items()):
+    lo, hi = Y_RANGE
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for (platform, mix, cc, f, kind), rows in sorted(groups.items()):
         pts = []
         for r in rows:
-            shares = [s for s in r["share_of_ideal"] if s is not None]
+            shares = [100 * s for s in r["share_of_ideal"] if s is not None]
             if shares:
                 depth = r["mark_threshold_bytes"] or r["queue_bytes"]
-                pts.append((r["signals_per_phase"], depth, 100 * statistics.fmean(shares), shares))
+                pts.append((r["signals_per_phase"], depth, statistics.median(shares), shares))
         if not pts:
             continue
-        label = f"{platform} {mix} {cc} {f}"
-        by_signals = sorted((p for p in pts if p[0] is not None), key=lambda p: p[0])
+        style = "o-" if kind == "marks" else "s--"
+        label = f"{platform} {mix} {cc} {f}, {kind}"
+        by_signals = sorted((p for p in pts if p[0]), key=lambda p: p[0])
         if by_signals:
-            (line,) = left.plot([p[0] for p in by_signals], [p[2] for p in by_signals], "o-", label=label)
+            (line,) = left.plot([p[0] for p in by_signals], [min(hi, max(lo, p[2])) for p in by_signals], style,
+                                label=label, ms=4)  # fmt: skip
             for p in by_signals:
-                left.plot([p[0]] * len(p[3]), [100 * s for s in p[3]], ".", color=line.get_color(), ms=3)
+                left.plot([p[0]] * len(p[3]), [min(hi, max(lo, s)) for s in p[3]], ".", color=line.get_color(), ms=3)
         by_depth = sorted(pts, key=lambda p: p[1])
-        right.plot([p[1] / 1000 for p in by_depth], [p[2] for p in by_depth], "o-", label=label)
+        right.plot([p[1] / 1000 for p in by_depth], [min(hi, max(lo, p[2])) for p in by_depth], style, label=label,
+                   ms=4)  # fmt: skip
     for ax in (left, right):
         ax.axhline(0, color="black", lw=0.6)
         ax.axhline(90, color="tab:green", lw=0.6, ls="--")
-        ax.set_ylabel("MLTCP: share of the ideal gain (%)")
-    left.set_xscale("symlog", linthresh=0.1)
+        ax.set_ylim(lo - 5, hi + 5)
+        ax.set_xscale("log")
+        ax.set_ylabel("MLTCP: share of the ideal gain (%, median of rounds)")
     left.set_xlabel("congestion signals per connection per communication phase (MLTCP runs)")
-    right.set_xscale("log")
-    right.set_xlabel("queue depth, or marking threshold where marked (KB)")
-    right.legend(fontsize=6)
-    fig.suptitle("Where MLTCP works: the regime curve (dashed: 90 % of the ideal)")
+    right.set_xlabel("depth where congestion is signalled: marking threshold, else the buffer (KB)")
+    right.legend(fontsize=5, loc="lower right")
+    fig.suptitle("Where MLTCP works (solid: CE marks above a threshold; dashed: drops; green: 90 % of the ideal)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
