@@ -38,6 +38,10 @@ class Algorithm:
     def stats_map(self) -> str:
         return f"{self.prefix}_stats"
 
+    @property
+    def jobs_map(self) -> str:
+        return f"{self.prefix}_jobs"
+
 
 ALGORITHMS = {
     "reno": Algorithm("reno", "mltcp_reno", "mltcp_reno", "mltcp_r"),
@@ -48,7 +52,9 @@ ALGORITHMS = {
 # enum mltcp_stat
 STAT_NAMES = ("init", "release", "iterations", "tx_start", "ssthresh", "no_params", "no_ecn")
 FALLBACK_CC = "cubic"
-_FLOW = struct.Struct("<IHHHHI16s16sQQQIIII")  # struct mltcp_flow (key: the socket's address, u64)
+_FLOW = struct.Struct("<IHHHHI16s16sQQQIIIIQ")  # struct mltcp_flow (key: the socket's address, u64)
+_JOB_KEY = struct.Struct("<IHH16s16s")  # struct mltcp_job_key
+_JOB = struct.Struct("<QQQQQII")  # struct mltcp_job
 
 
 def algorithm(spec: str) -> Algorithm:
@@ -233,6 +239,25 @@ class FlowState:
     cwnd: int
     ssthresh: int
     age_s: float
+    # grouping on: the connection's job (same namespace, local address, peer address and port) when the
+    # record was written; 0 with grouping off
+    job_iterations: int = 0
+    job_bytes_per_iteration: int = 0
+
+
+@dataclass(frozen=True)
+class JobState:
+    """One job's shared progress (grouping on): the connections from ``local`` to ``peer`` in ``netns``."""
+
+    netns: int
+    local: str  # the address, no port: every local port of the job
+    peer: str
+    iterations: int
+    bytes_per_iteration: int
+    last_iteration_bytes: int
+    this_iteration_bytes: int
+    last_f: float  # F from the job's bytes_ratio when its last iteration ended
+    idle_s: float  # since the job's last activity
 
 
 @dataclass
@@ -243,14 +268,17 @@ class AlgorithmStatus:
     params: list[params.KernelParams] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     flows: list[FlowState] = field(default_factory=list)
+    jobs: list[JobState] = field(default_factory=list)
 
 
-def _addr(family: int, raw: bytes, port: int) -> str:
+def _addr(family: int, raw: bytes, port: int | None = None) -> str:
     import ipaddress
 
     if family == 10:
-        return f"[{ipaddress.IPv6Address(raw)}]:{port}"
-    return f"{ipaddress.IPv4Address(raw[:4])}:{port}"
+        host = str(ipaddress.IPv6Address(raw))
+        return host if port is None else f"[{host}]:{port}"
+    host = str(ipaddress.IPv4Address(raw[:4]))
+    return host if port is None else f"{host}:{port}"
 
 
 def flows(alg: Algorithm) -> list[FlowState]:
@@ -259,11 +287,28 @@ def flows(alg: Algorithm) -> list[FlowState]:
     for fd, info in _maps_named(alg.flows_map):
         try:
             for _, v in libbpf.map_items(fd, info.key_size, info.value_size):
-                netns, family, sport, dport, _, its, saddr, daddr, bpi, last, updated, f_fp, cwnd, ssthresh, _ = (
-                    _FLOW.unpack(v[: _FLOW.size])
-                )
+                (netns, family, sport, dport, _, its, saddr, daddr, bpi, last, updated, f_fp, cwnd, ssthresh,
+                 job_its, job_bpi) = _FLOW.unpack(v[: _FLOW.size])  # fmt: skip
                 out.append(FlowState(netns, _addr(family, saddr, sport), _addr(family, daddr, dport), its, bpi, last,
-                                     params.from_fp(f_fp), cwnd, ssthresh, (now - updated) / 1e9))  # fmt: skip
+                                     params.from_fp(f_fp), cwnd, ssthresh, (now - updated) / 1e9, job_its,
+                                     job_bpi))  # fmt: skip
+        finally:
+            os.close(fd)
+    return out
+
+
+def jobs(alg: Algorithm) -> list[JobState]:
+    """The jobs' shared progress (grouping on; kept after the connections close, until the LRU map
+    needs the room)."""
+    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    out = []
+    for fd, info in _maps_named(alg.jobs_map):
+        try:
+            for k, v in libbpf.map_items(fd, info.key_size, info.value_size):
+                netns, family, dport, saddr, daddr = _JOB_KEY.unpack(k[: _JOB_KEY.size])
+                acked, start, bpi, last, last_ns, its, f_fp = _JOB.unpack(v[: _JOB.size])
+                out.append(JobState(netns, _addr(family, saddr), _addr(family, daddr, dport), its, bpi, last,
+                                    max(acked - start, 0), params.from_fp(f_fp), (now - last_ns) / 1e9))  # fmt: skip
         finally:
             os.close(fd)
     return out
@@ -291,5 +336,6 @@ def status(algs: list[Algorithm] | None = None) -> list[AlgorithmStatus]:
             st.params = read_params(alg)
             st.stats = stats(alg)
             st.flows = flows(alg)
+            st.jobs = jobs(alg)
         out.append(st)
     return out

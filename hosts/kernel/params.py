@@ -15,7 +15,8 @@ bit for bit, so a test can hold the kernel's F against it exactly. What the tabl
   (knee 0.2: F rises from intercept at ratio 12/64 = 0.1875 to intercept + slope at 13/64 = 0.203).
 
 The kernel changes only the additive increase (the paper's rule ``increase``); :func:`encode` refuses
-the ``bounded`` rules, which the user-space controllers implement.
+the ``bounded`` rules, which the user-space controllers implement. ``IterationDetection.group`` (job
+grouping: one bytes_ratio per job) travels as the last word, ``group``.
 """
 
 from __future__ import annotations
@@ -28,13 +29,13 @@ from mlfc.policy.mltcp import SHAPES, IterationDetection, MltcpParams, format_pa
 
 FP_SHIFT = 16  # MLTCP_FP_SHIFT in bpf/mltcp.h
 FP_ONE = 1 << FP_SHIFT
-PARAMS_VERSION = 2  # MLTCP_PARAMS_VERSION in bpf/mltcp.h
+PARAMS_VERSION = 3  # MLTCP_PARAMS_VERSION in bpf/mltcp.h
 F_KNOTS_SHIFT = 6  # MLTCP_F_KNOTS_SHIFT
 F_KNOTS = 1 << F_KNOTS_SHIFT  # MLTCP_F_KNOTS: the table holds F at bytes_ratio i / F_KNOTS, i = 0..F_KNOTS
 # version, ready, idle_rtts_fp, idle_min_us, ewma_fp, shape; slope, intercept, exponent, knee (doubles,
-# for user space only); f_fp[F_KNOTS + 1]; pad
+# for user space only); f_fp[F_KNOTS + 1]; group
 HEAD = struct.Struct("<6I4d")
-LAYOUT = struct.Struct(f"<6I4d{F_KNOTS + 1}I4x")
+LAYOUT = struct.Struct(f"<6I4d{F_KNOTS + 1}II")
 U32_MAX = 0xFFFFFFFF
 
 
@@ -96,6 +97,7 @@ def encode(params: MltcpParams, detection: IterationDetection, *, ready: bool = 
         params.exponent,
         params.knee,
         *f_table(params),
+        1 if detection.group else 0,
     )
 
 
@@ -115,12 +117,12 @@ def decode(raw: bytes) -> KernelParams:
     version, ready = struct.unpack_from("<2I", raw) if len(raw) >= 8 else (0, 0)
     if version != PARAMS_VERSION or len(raw) < LAYOUT.size:
         return KernelParams(version, bool(ready), None, None)
-    _, _, idle_rtts, idle_min_us, ewma, shape, slope, intercept, exponent, knee, *table = LAYOUT.unpack(
+    _, _, idle_rtts, idle_min_us, ewma, shape, slope, intercept, exponent, knee, *table, group = LAYOUT.unpack(
         raw[: LAYOUT.size]
     )
     try:
         params = MltcpParams(slope, intercept, SHAPES[shape], exponent=exponent, knee=knee)
-        detection = IterationDetection(from_fp(idle_rtts), idle_min_us / 1e6, from_fp(ewma))
+        detection = IterationDetection(from_fp(idle_rtts), idle_min_us / 1e6, from_fp(ewma), group=bool(group))
     except (ValueError, IndexError):  # PolicyError: e.g. the zeroed map of an instance whose loader never filled it
         params, detection = None, None
     return KernelParams(version, bool(ready), params, detection, tuple(table))

@@ -136,11 +136,18 @@ class IterationDetection:
     EWMA of the bytes acknowledged in earlier iterations, weight ``ewma_weight`` for the last one.
 
     idle_min sits above the gaps between one iteration's messages (buckets, collective steps: well
-    under a millisecond on a datacentre path) and below a compute phase (tens of milliseconds and up)."""
+    under a millisecond on a datacentre path) and below a compute phase (tens of milliseconds and up).
+
+    ``group``: one progress per job instead of per connection. The connections with the same network
+    namespace, local address, remote address and remote port (one job's connections to one peer service)
+    share one bytes_ratio: the job's bytes acknowledged this iteration over the job's bytes per iteration
+    (an EWMA of the job's totals), and the job's iteration begins when one of them starts an iteration
+    after the whole job was idle for the gap above. Off by default (unmeasured)."""
 
     idle_rtts: float = 4.0
     idle_min: float = 0.005
     ewma_weight: float = EWMA_WEIGHT
+    group: bool = False
 
     def __post_init__(self) -> None:
         for name in ("idle_rtts", "idle_min", "ewma_weight"):
@@ -153,6 +160,8 @@ class IterationDetection:
             raise PolicyError(f"idle_min={self.idle_min} must be in (0, 60] seconds")
         if not 0 < self.ewma_weight <= 1:
             raise PolicyError(f"ewma_weight={self.ewma_weight} must be in (0, 1]")
+        if not isinstance(self.group, bool):
+            raise PolicyError(f"group={self.group!r} must be True or False")
 
 
 def bytes_ratio(bytes_sent: float, bytes_per_iteration: float) -> float:

@@ -51,6 +51,7 @@ struct mcubic {
 	__u8 pad;
 	struct mltcp_iter it;
 };
+MLTCP_CA_FITS(struct mcubic);
 
 static __always_inline struct mcubic *mcubic_ca(struct sock *sk)
 {
@@ -268,7 +269,7 @@ void BPF_PROG(mcubic_cwnd_event, struct sock *sk, enum tcp_ca_event event)
 		if (seq_after(ca->epoch_start, now))
 			ca->epoch_start = now;
 	}
-	mltcp_iter_on_tx_start(sk, &ca->it, &mltcp_c_params, &mltcp_c_flows, &mltcp_c_stats);
+	mltcp_iter_on_tx_start(sk, &ca->it, &mltcp_c_params, &mltcp_c_flows, &mltcp_c_jobs, &mltcp_c_stats);
 }
 
 static __always_inline void hystart_update(struct sock *sk, struct mcubic *ca, __u32 delay)
@@ -327,7 +328,7 @@ void BPF_PROG(mcubic_pkts_acked, struct sock *sk, const struct ack_sample *sampl
 	__u32 delay;
 	__s32 rtt_us = sample->rtt_us;
 
-	mltcp_iter_on_ack(&ca->it);
+	mltcp_iter_on_ack(sk, &ca->it, &mltcp_c_params, &mltcp_c_jobs);
 	if (rtt_us < 0)
 		return;
 	/* no delay samples right after a congestion event: the queue is still draining */

@@ -49,6 +49,7 @@ struct mdctcp {
 	__u32 pad;
 	struct mltcp_iter it;
 };
+MLTCP_CA_FITS(struct mdctcp);
 
 static __always_inline struct mdctcp *mdctcp_ca(struct sock *sk)
 {
@@ -209,7 +210,8 @@ void BPF_PROG(mdctcp_cwnd_event, struct sock *sk, enum tcp_ca_event event)
 		mdctcp_react_to_loss(sk);
 		break;
 	case CA_EVENT_TX_START:
-		mltcp_iter_on_tx_start(sk, &ca->it, &mltcp_d_params, &mltcp_d_flows, &mltcp_d_stats);
+		mltcp_iter_on_tx_start(sk, &ca->it, &mltcp_d_params, &mltcp_d_flows, &mltcp_d_jobs,
+				       &mltcp_d_stats);
 		break;
 	default:
 		break;
@@ -225,7 +227,7 @@ void BPF_PROG(mdctcp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 SEC("struct_ops/mdctcp_pkts_acked")
 void BPF_PROG(mdctcp_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
-	mltcp_iter_on_ack(&mdctcp_ca(sk)->it);
+	mltcp_iter_on_ack(sk, &mdctcp_ca(sk)->it, &mltcp_d_params, &mltcp_d_jobs);
 }
 
 SEC(".struct_ops")

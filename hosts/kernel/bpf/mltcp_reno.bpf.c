@@ -14,6 +14,7 @@ MLTCP_MAPS(mltcp_r)
 struct mreno {
 	struct mltcp_iter it;
 };
+MLTCP_CA_FITS(struct mreno);
 
 static __always_inline struct mreno *mreno_ca(struct sock *sk)
 {
@@ -65,13 +66,14 @@ SEC("struct_ops/mreno_cwnd_event")
 void BPF_PROG(mreno_cwnd_event, struct sock *sk, enum tcp_ca_event event)
 {
 	if (event == CA_EVENT_TX_START)
-		mltcp_iter_on_tx_start(sk, &mreno_ca(sk)->it, &mltcp_r_params, &mltcp_r_flows, &mltcp_r_stats);
+		mltcp_iter_on_tx_start(sk, &mreno_ca(sk)->it, &mltcp_r_params, &mltcp_r_flows, &mltcp_r_jobs,
+				       &mltcp_r_stats);
 }
 
 SEC("struct_ops/mreno_pkts_acked")
 void BPF_PROG(mreno_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
-	mltcp_iter_on_ack(&mreno_ca(sk)->it);
+	mltcp_iter_on_ack(sk, &mreno_ca(sk)->it, &mltcp_r_params, &mltcp_r_jobs);
 }
 
 SEC(".struct_ops")
