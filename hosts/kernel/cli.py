@@ -7,7 +7,8 @@
     mlfc-mltcp unload [--cc reno,cubic,dctcp] [--fallback cubic]
     mlfc-mltcp marker attach|stats|detach --netns NS --dev DEV [--rate BPS --k B --limit B]   tc/eBPF ECN marker
 
-F is mlfc.policy.mltcp's, one value in its text form: --f (e.g. 16:0.5:step=0.1, 2:0.5). Parameters not
+F is mlfc.policy.mltcp's, one value in its text form: --f (e.g. 16:0.5:step=0.1, 2:0.5); --group/--no-group
+turns one progress per job (IterationDetection.group) on or off. Parameters not
 given keep their defaults (``load``: each family's default F, mlfc.policy.mltcp.default_params, and
 IterationDetection(); ``set``: the values loaded now).
 """
@@ -42,6 +43,9 @@ def _policy_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--ewma", type=float, help=f"weight of the last iteration in bytes per iteration (default {d.ewma_weight})"
     )
+    g.add_argument("--group", action=argparse.BooleanOptionalAction, default=None,
+                   help="one bytes_ratio per job: connections with the same namespace, local address, remote address "
+                   f"and port share their progress (default {'on' if d.group else 'off'})")  # fmt: skip
 
 
 def _namespace_args(p: argparse.ArgumentParser) -> None:
@@ -61,6 +65,7 @@ def _policy(
         args.idle_rtts if args.idle_rtts is not None else detection.idle_rtts,
         args.idle_min if args.idle_min is not None else detection.idle_min,
         args.ewma if args.ewma is not None else detection.ewma_weight,
+        args.group if args.group is not None else detection.group,
     )
     return policy, detection
 
@@ -75,7 +80,8 @@ def _formula(p: MltcpParams) -> str:
 def _describe(p: MltcpParams, d: IterationDetection) -> str:
     return (
         f"F {format_params(p)} = {_formula(p)}; iteration after "
-        f"max({d.idle_rtts:g} RTT, {d.idle_min * 1e3:g} ms) idle; EWMA {d.ewma_weight:g}"
+        f"max({d.idle_rtts:g} RTT, {d.idle_min * 1e3:g} ms) idle; EWMA {d.ewma_weight:g}; "
+        + ("one progress per job (--group)" if d.group else "progress per connection")
     )
 
 
@@ -115,7 +121,7 @@ def cmd_load(args: argparse.Namespace) -> int:
 
 def cmd_set(args: argparse.Namespace) -> int:
     algs = _cc_list(args.cc)
-    changing = any(v is not None for v in (args.f_text, args.idle_rtts, args.idle_min, args.ewma))
+    changing = any(v is not None for v in (args.f_text, args.idle_rtts, args.idle_min, args.ewma, args.group))
     if changing:
         for alg in algs:  # each algorithm keeps what is not given, from its own map
             current = [kp for kp in loader.read_params(alg) if kp.params]
@@ -125,7 +131,9 @@ def cmd_set(args: argparse.Namespace) -> int:
             n = loader.set_params([alg], policy, detection)
             print(f"{alg.name}: parameters written to {n} map(s): {_describe(policy, detection)}")
     elif not args.netns:
-        raise KernelMltcpError("nothing to set: give parameters (--f, --idle-rtts ...) and/or --netns NS --default CC")
+        raise KernelMltcpError(
+            "nothing to set: give parameters (--f, --idle-rtts, --group ...) and/or --netns NS --default CC"
+        )
     _apply_namespaces(args)
     return 0
 
@@ -170,7 +178,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         for f in s.flows:
             print(f"  flow {f.local} -> {f.peer} (netns {f.netns}): {f.iterations} iterations, "
                   f"{f.bytes_per_iteration} B/iteration, last {f.last_iteration_bytes} B at F {f.last_f:.2f}, "
-                  f"cwnd {f.cwnd}, updated {f.age_s:.1f} s ago")  # fmt: skip
+                  f"cwnd {f.cwnd}, updated {f.age_s:.1f} s ago"
+                  + (f"; job: {f.job_iterations} iterations, {f.job_bytes_per_iteration} B/iteration"
+                     if f.job_iterations else ""))  # fmt: skip
+        for j in s.jobs:
+            print(f"  job {j.local} -> {j.peer} (netns {j.netns}): {j.iterations} iterations, "
+                  f"{j.bytes_per_iteration} B/iteration, last {j.last_iteration_bytes} B at F {j.last_f:.2f}, "
+                  f"{j.this_iteration_bytes} B this iteration, idle {j.idle_s:.1f} s")  # fmt: skip
     uses = [d for d in defaults if d[2] in names]
     print("namespaces defaulting to MLTCP: " + (", ".join(f"{label} ({cc})" for label, _, cc in uses) or "none"))
     print(f"sockets using MLTCP: {len(socks)}")
