@@ -7,6 +7,8 @@ by someone else (they would not know what to restore)."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import os
 import socket
 import struct
@@ -51,8 +53,9 @@ needs_kernel = pytest.mark.skipif(bool(_missing()), reason=f"[kernel] {_missing(
      MltcpParams(2.0, 0.5, "power", exponent=0.5), MltcpParams(4.0, 0.25, "sigmoid", knee=0.3)],
     ids=str,
 )  # fmt: skip
-def test_params_encode_decode_round_trip(p):
-    d = IterationDetection(4.0, 0.005, 0.5)
+@pytest.mark.parametrize("group", [False, True])
+def test_params_encode_decode_round_trip(p, group):
+    d = IterationDetection(4.0, 0.005, 0.5, group=group)
     raw = params.encode(p, d)
     assert len(raw) == params.LAYOUT.size == 320  # sizeof(struct mltcp_params)
     kp = params.decode(raw)
@@ -61,6 +64,24 @@ def test_params_encode_decode_round_trip(p):
     assert list(kp.table) == params.f_table(p)
     assert kp.table[0] == round(p.intercept * params.FP_ONE)
     assert kp.table[-1] == round((p.intercept + p.slope) * params.FP_ONE)
+    assert struct.unpack_from("<I", raw, params.LAYOUT.size - 4)[0] == group  # the last word, mltcp_params.group
+
+
+def test_group_is_validated_and_off_by_default():
+    assert IterationDetection().group is False
+    with pytest.raises(ValueError, match="group"):
+        IterationDetection(group=1)  # type: ignore[arg-type]
+
+
+def test_cli_group_options():
+    ap = argparse.ArgumentParser()
+    cli._policy_args(ap)
+    base = (None, IterationDetection(4.0, 0.05, group=True))
+    got = [cli._policy(ap.parse_args(argv), base)[1] for argv in (["--group"], ["--no-group"], [])]
+    assert [d.group for d in got] == [True, False, True]  # not given: kept from the values loaded now
+    assert all(d.idle_min == 0.05 for d in got)
+    assert "one progress per job (--group)" in cli._describe(MltcpParams(), got[0])
+    assert "progress per connection" in cli._describe(MltcpParams(), got[1])
 
 
 def test_params_table_samples_the_policy_at_the_knots():
@@ -86,6 +107,10 @@ def test_params_decode_another_version_as_unset():
     old = struct.pack("<8I", 1, 1, 2 * params.FP_ONE, params.FP_ONE // 2, 4 * params.FP_ONE, 5000, 32768, 0)
     kp = params.decode(old)
     assert kp.version == 1 and kp.params is None and kp.detection is None
+    v2 = bytearray(params.encode(MltcpParams(), IterationDetection()))  # version 2: the layout before `group`
+    struct.pack_into("<I", v2, 0, 2)
+    kp = params.decode(bytes(v2))
+    assert kp.version == 2 and kp.params is None and kp.detection is None
 
 
 def test_params_out_of_fixed_point_range_are_refused():
@@ -234,6 +259,72 @@ def test_kernel_step_is_a_ramp_of_one_interval_at_the_knee():
         assert 0.5 < f(0.199) < f(0.2) < 16.5  # Python's step is still 0.5 just below the knee
 
 
+JTEST_IN = struct.Struct("<QQII")  # struct mltcp_jtest_ctx after its params: now_ns, threshold_ns, op, bytes
+JOB = struct.Struct("<QQQQQII")  # struct mltcp_job
+JTEST_OUT = struct.Struct("<IIII")  # began, ratio_fp, f_fp, pad
+JTEST_RESET, JTEST_ACK, JTEST_START = 0, 1, 2
+MS = 1_000_000
+
+
+def _jtest(fd: int, head: bytes, op: int, now_ms: float = 0.0, nbytes: int = 0) -> dict[str, int]:
+    """One step of a job through mltcp_job_begin / mltcp_job_on_ack (idle gap 50 ms); the job after it."""
+    ctx = bytearray(params.LAYOUT.size + JTEST_IN.size + JOB.size + JTEST_OUT.size)
+    ctx[: params.LAYOUT.size] = head
+    JTEST_IN.pack_into(ctx, params.LAYOUT.size, round(now_ms * MS), 50 * MS, op, nbytes)
+    assert libbpf.prog_test_run(fd, ctx) == 0
+    off = params.LAYOUT.size + JTEST_IN.size
+    acked, start, bpi, last_bytes, last_ns, iterations, last_f = JOB.unpack_from(ctx, off)
+    began, ratio_fp, f_fp, _ = JTEST_OUT.unpack_from(ctx, off + JOB.size)
+    return {"acked": acked, "this": acked - start, "bpi": bpi, "last_bytes": last_bytes, "last_ns": last_ns,
+            "iterations": iterations, "last_f": last_f, "began": began, "ratio_fp": ratio_fp, "f_fp": f_fp}  # fmt: skip
+
+
+@needs_kernel
+def test_kernel_job_iteration_begins_once_for_its_connections():
+    """Job grouping's bookkeeping in the BPF code (the congestion controls' mltcp_job_* functions, run by the
+    test program): the connections of a job starting their iterations microseconds apart begin one job
+    iteration; bytes from every connection count in it; the job's total feeds the EWMA when the next one
+    begins, after the whole job was idle for the gap; a start within the gap (or with a clock behind the
+    job's last activity) joins."""
+    build.ensure_built()
+    p = MltcpParams(2.0, 0.5)
+    head = params.encode(p, IterationDetection(group=True))
+    table = params.f_table(p)
+
+    def f(ratio: float) -> int:
+        return params.table_f_fp(table, round(ratio * params.FP_ONE))
+
+    with libbpf.BpfObject(str(build.object_path("mltcp_ftest"))) as obj:
+        obj.load()
+        fd = obj.prog_fd("mltcp_jtest")
+        _jtest(fd, head, JTEST_RESET)
+        j = _jtest(fd, head, JTEST_START, 1000.0)  # the first connection's first data: a new job
+        assert j["began"] == 1 and j["iterations"] == 1 and j["last_ns"] == 1000 * MS
+        j = _jtest(fd, head, JTEST_START, 1000.01)  # the second connection, 10 us later: joins
+        assert j["began"] == 0 and j["iterations"] == 1
+        _jtest(fd, head, JTEST_ACK, 1001.0, 600_000)
+        j = _jtest(fd, head, JTEST_ACK, 1002.0, 400_000)  # the other connection's bytes
+        assert j["this"] == 1_000_000 and j["ratio_fp"] == 0 and j["f_fp"] == f(0)  # no estimate yet
+        j = _jtest(fd, head, JTEST_START, 1152.0)  # 150 ms of compute: the job's second iteration
+        assert j["began"] == 1 and j["iterations"] == 2
+        assert j["bpi"] == j["last_bytes"] == 1_000_000 and j["this"] == 0
+        assert j["last_f"] == f(0)  # the first iteration ended without an estimate, as a connection's does
+        j = _jtest(fd, head, JTEST_START, 1152.02)
+        assert j["began"] == 0 and j["iterations"] == 2
+        j = _jtest(fd, head, JTEST_ACK, 1153.0, 250_000)
+        assert j["ratio_fp"] == params.FP_ONE // 4 and j["f_fp"] == f(0.25)  # the job's ratio, of both connections
+        j = _jtest(fd, head, JTEST_ACK, 1154.0, 1_750_000)
+        assert j["ratio_fp"] == params.FP_ONE and j["f_fp"] == f(1.0)
+        j = _jtest(fd, head, JTEST_START, 1164.0)  # 10 ms after the job's last ACK: within the gap, joins
+        assert j["began"] == 0 and j["iterations"] == 2
+        j = _jtest(fd, head, JTEST_START, 1100.0)  # a clock behind the job's last activity (another CPU)
+        assert j["began"] == 0
+        j = _jtest(fd, head, JTEST_START, 1354.0)
+        assert j["began"] == 1 and j["iterations"] == 3
+        assert j["last_bytes"] == 2_000_000 and j["bpi"] == 1_500_000  # EWMA 0.5 of 1 MB and 2 MB
+        assert j["last_f"] == f(1.0)
+
+
 @pytest.fixture(scope="module")
 def loaded() -> Iterator[MltcpParams]:
     reason = _missing()
@@ -375,6 +466,113 @@ def test_transfer_between_namespaces_detects_iterations(loaded, two_namespaces, 
         assert info["delivered_ce"] == 0  # nothing marks on a bare veth pair
 
 
+JOB_SHARES = (1_500_000, 500_000)  # one iteration of a two-connection job: the first's bytes, then the second's
+
+
+def _serve_bytes(conn: socket.socket, nbytes: int, errors: list[BaseException]) -> None:
+    try:
+        with conn:
+            buf = bytearray(1 << 20)
+            for _ in range(ITERATIONS):
+                got = 0
+                while got < nbytes:
+                    n = conn.recv_into(buf)
+                    if not n:
+                        raise ConnectionError("sender closed early")
+                    got += n
+                conn.sendall(b"k")
+    except BaseException as exc:
+        errors.append(exc)
+
+
+def _job_transfer(a: str, b: str, cc: str, port: int) -> tuple[list[loader.FlowState], list[loader.JobState]]:
+    """ITERATIONS iterations of a job with two connections from namespace a to b's ``port``: the first
+    connection sends its share of JOB_SHARES, then (1 ms after its last ACK) the second its share, then
+    150 ms of compute. Returns the two connections' records, the first's first, and the records of the
+    job (``port``'s), both read before close (a FIN's ACK counts one byte)."""
+    alg = loader.algorithm(cc)
+    srv = in_netns(b, lambda: socket.create_server(("10.81.1.2", port)))
+    srv.settimeout(20)
+    errors: list[BaseException] = []
+    threads: list[threading.Thread] = []
+    socks: list[socket.socket] = []
+    try:
+        for _ in JOB_SHARES:
+            socks.append(in_netns(a, lambda: socket.create_connection(("10.81.1.2", port), timeout=20)))
+        assert all(_cc_of(s) == cc for s in socks)
+        share = {s.getsockname()[1]: n for s, n in zip(socks, JOB_SHARES, strict=True)}
+        for _ in socks:
+            conn, peer = srv.accept()
+            threads.append(threading.Thread(target=_serve_bytes, args=(conn, share[peer[1]], errors), daemon=True))
+            threads[-1].start()
+        for _ in range(ITERATIONS):
+            for s, n in zip(socks, JOB_SHARES, strict=True):
+                s.sendall(b"x" * n)
+                assert s.recv(1) == b"k"  # all acknowledged: the reply carries the ACK
+                time.sleep(0.001)
+            time.sleep(0.15)
+        records = {f.local: f for f in loader.flows(alg)}
+        mine = [records[f"10.81.1.1:{s.getsockname()[1]}"] for s in socks]
+        jobs = [j for j in loader.jobs(alg) if j.local == "10.81.1.1" and j.peer == f"10.81.1.2:{port}"]
+    finally:
+        for s in socks:
+            s.close()
+        for t in threads:
+            t.join(10)
+        srv.close()
+    assert not errors, errors
+    return mine, jobs
+
+
+@needs_kernel
+@pytest.mark.parametrize("cc, port", [("mltcp_reno", 5211), ("mltcp_cubic", 5212), ("mltcp_dctcp", 5213)])
+def test_group_gives_a_jobs_connections_one_progress(loaded, two_namespaces, cc, port):
+    """Grouping on (IterationDetection(group=True)): two connections of one job (same namespace, addresses
+    and server port) take turns in each iteration. Each still counts its own iterations, but its F is the
+    job's: the first connection ends its part at the job's ratio 1.5 MB / 2 MB (its own would be 1), the
+    second at the job's iteration end, 1; both report the job's 5 iterations of 2 MB (the second joined the
+    iteration the first began), and so does the job's record."""
+    a, b = two_namespaces
+    alg = loader.algorithm(cc)
+    namespaces.set_default_cc(namespaces.resolve(a), cc)
+    if cc == "mltcp_dctcp":  # ECN: the listener needs it too
+        namespaces.set_default_cc(namespaces.resolve(b), cc)
+    detection = IterationDetection(idle_rtts=4.0, idle_min=0.05)  # the fixture's
+    loader.set_params([alg], loaded, dataclasses.replace(detection, group=True))
+    try:
+        (first, second), jobs = _job_transfer(a, b, cc, port)
+    finally:
+        loader.set_params([alg], loaded, detection)
+    total = sum(JOB_SHARES)
+    assert (first.iterations, second.iterations) == (ITERATIONS, ITERATIONS)
+    assert (first.bytes_per_iteration, second.bytes_per_iteration) == JOB_SHARES
+    assert (first.job_iterations, second.job_iterations) == (ITERATIONS, ITERATIONS)
+    assert first.job_bytes_per_iteration == second.job_bytes_per_iteration == total
+    assert first.last_f == pytest.approx(mltcp_factor(JOB_SHARES[0] / total, loaded), abs=1e-3)
+    assert second.last_f == pytest.approx(mltcp_factor(1.0, loaded), abs=1e-3)
+    assert len(jobs) == 1, jobs
+    job = jobs[0]
+    assert job.iterations == ITERATIONS
+    assert job.bytes_per_iteration == job.last_iteration_bytes == job.this_iteration_bytes == total
+    assert job.last_f == second.last_f  # the job's iteration ended where its second connection's did
+
+
+@needs_kernel
+def test_group_off_keeps_one_progress_per_connection(loaded, two_namespaces):
+    """The same job with grouping off (the default): each connection's F from its own ratio, 1 at the end
+    of its part; no job record."""
+    a, b = two_namespaces
+    alg = loader.algorithm("mltcp_reno")
+    assert all(not kp.detection.group for kp in loader.read_params(alg) if kp.detection)
+    namespaces.set_default_cc(namespaces.resolve(a), alg.name)
+    (first, second), jobs = _job_transfer(a, b, alg.name, 5214)
+    assert (first.iterations, second.iterations) == (ITERATIONS, ITERATIONS)
+    assert (first.bytes_per_iteration, second.bytes_per_iteration) == JOB_SHARES
+    assert first.last_f == second.last_f == pytest.approx(mltcp_factor(1.0, loaded), abs=1e-3)
+    assert (first.job_iterations, first.job_bytes_per_iteration) == (second.job_iterations, 0) == (0, 0)
+    assert not jobs
+
+
 def _sysctl(ns: str, setting: str) -> None:
     subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", setting], check=True)
 
@@ -480,6 +678,15 @@ def test_status_and_set_report_the_parameters(loaded, capsys):
     assert "mltcp_reno: registered" in out and "mltcp_cubic: registered" in out
     assert "mltcp_dctcp: registered" in out
     assert "F 2:0.5 = 2 * bytes_ratio + 0.5; iteration after max(4 RTT, 50 ms) idle" in out
+    assert "; progress per connection" in out
+    assert cli.main(["set", "--cc", "reno", "--group"]) == 0
+    kps = [kp for kp in loader.read_params(loader.algorithm("reno")) if kp.detection]
+    assert kps and all(kp.detection.group and kp.detection.idle_min == 0.05 for kp in kps)  # the rest kept
+    capsys.readouterr()
+    assert cli.main(["status"]) == 0
+    assert "idle; EWMA 0.5; one progress per job (--group)" in capsys.readouterr().out
+    assert cli.main(["set", "--cc", "reno", "--no-group"]) == 0
+    assert not any(kp.detection.group for kp in loader.read_params(loader.algorithm("reno")) if kp.detection)
     assert cli.main(["set", "--cc", "reno", "--f", "4:0.5"]) == 0
     current = [kp.params for kp in loader.read_params(loader.algorithm("reno")) if kp.params]
     assert MltcpParams(4.0, 0.5) in current
