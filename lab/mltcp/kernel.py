@@ -156,7 +156,8 @@ def _measure_queue(args, lab: NetnsLab, queue: int, grid, detection, cells: dict
                     ideal = _ideal(net, mix, fam, args, rate, out, rnd)  # (average, slowest job)
                     runs = [(fam, *_plain(fam))]
                     points = grid or [default_params(fam)]
-                    runs += [(FAMILIES[fam] + label(params), FAMILIES[fam], params) for params in points]
+                    mltcp = FAMILIES[fam] + ("+job" if detection.group else "")  # one progress per job
+                    runs += [(mltcp + label(params), FAMILIES[fam], params) for params in points]
                     base_avg = math.nan
                     for name, cc, params in runs:
                         if params is not None:
@@ -186,7 +187,7 @@ def experiment(args: argparse.Namespace) -> int:
             MIXES[name] = Mix(m.name, m.description, tuple(scaled))
     grid = [parse_params(text) for text in args.grid.split(",")] if args.grid else []  # []: each family's default
     queues = [int(q) for q in args.buffer.split(",")]
-    detection = IterationDetection()
+    detection = IterationDetection(group=args.group)
     families = [f for f in args.cc.split(",") if f]
     algs = [loader.algorithm(FAMILIES[f]) for f in families]
     loaded_here = [a for a in algs if not loader.registered(a)]
@@ -337,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slow-start-after-idle", type=int, choices=(0, 1), default=1,
                     help="the workers' net.ipv4.tcp_slow_start_after_idle (Linux's default 1)")  # fmt: skip
     ap.add_argument("--rto-min", type=float, help="ms: the workers' route rto_min (Linux's default 200)")
+    ap.add_argument("--group", action="store_true",
+                    help="kernel MLTCP's job grouping: a job's connections share one bytes ratio (treatment "
+                    "mltcp_<cc>+job; docs/kernel-mltcp.md)")  # fmt: skip
     ap.add_argument("--keep-loaded", action="store_true", help="leave mltcp_* registered if this run loaded them")
     ap.add_argument(
         "--publish",

@@ -22,9 +22,10 @@ from typing import Any
 from mlfc.lab.results import markdown_table
 
 EXPERIMENT = "mltcp-regime"
-KEY = ("platform", "mix", "cc", "f", "queue_bytes", "mark_threshold_bytes")
+KEY = ("platform", "mix", "cc", "treatment", "f", "queue_bytes", "mark_threshold_bytes")
 SCHEMA = (
-    "issue 45 item 1: one row per platform, mix, cc, F, queue and marking threshold; per round: share_of_ideal "
+    "issue 45 item 1: one row per platform, mix, cc, treatment (mltcp_<cc>, or mltcp_<cc>+job: one progress per "
+    "job), F, queue and marking threshold; per round: share_of_ideal "
     "(0..1, against the plain algorithm in the same round), avg_over_ideal and baseline_avg_over_ideal (average "
     "iteration time over the ideal's), interleaved_from; signals_per_phase: retransmitted segments + CE marks per "
     "connection per communication phase under MLTCP (mean over rounds), baseline_signals_per_phase the same for "
@@ -43,6 +44,7 @@ def row(
     platform: str,
     mix: str,
     cc: str,
+    treatment: str,
     f: str,
     queue_bytes: int,
     mark_threshold_bytes: int | None,
@@ -67,6 +69,7 @@ def row(
         "platform": platform,
         "mix": mix,
         "cc": cc,
+        "treatment": treatment,
         "f": f,
         "queue_bytes": int(queue_bytes),
         "mark_threshold_bytes": None if mark_threshold_bytes is None else int(mark_threshold_bytes),
@@ -84,8 +87,8 @@ def row(
 
 
 def _order(r: Row) -> tuple:
-    return (r["platform"], r["mix"], r["cc"], r["f"], -(r["mark_threshold_bytes"] or r["queue_bytes"]),
-            -r["queue_bytes"])  # fmt: skip
+    depth = r["mark_threshold_bytes"] or r["queue_bytes"]
+    return (r["platform"], r["mix"], r["cc"], r.get("treatment", ""), r["f"], -depth, -r["queue_bytes"])
 
 
 def _kb(value: int | None) -> str:
@@ -104,7 +107,7 @@ def render(summary: Mapping[str, Any]) -> str:
     body = []
     for r in sorted(summary["rows"], key=_order):
         body.append([
-            r["platform"], r["mix"], r["cc"], f"`{r['f']}`", f"{r['link_bps'] / 1e6:g} Mbit/s",
+            r["platform"], r["mix"], r.get("treatment", "-"), f"`{r['f']}`", f"{r['link_bps'] / 1e6:g} Mbit/s",
             _kb(r["queue_bytes"]), _kb(r["mark_threshold_bytes"]),
             "-" if r["signals_per_phase"] is None else f"{r['signals_per_phase']:.1f}",
             "-" if r.get("baseline_signals_per_phase") is None else f"{r['baseline_signals_per_phase']:.1f}",
@@ -112,7 +115,7 @@ def render(summary: Mapping[str, Any]) -> str:
             _spread(r["avg_over_ideal"], fmt=".2f"), _spread(r["baseline_avg_over_ideal"], fmt=".2f"),
             "/".join("-" if i is None else str(i) for i in r["interleaved_from"]),
         ])  # fmt: skip
-    headers = ["platform", "mix", "cc", "F", "link", "queue", "marks above", "signals/phase (MLTCP)",
+    headers = ["platform", "mix", "treatment", "F", "link", "queue", "marks above", "signals/phase (MLTCP)",
                "signals/phase (plain)", "rounds", "of ideal gain: mean (min..max)", "avg / ideal (MLTCP)",
                "avg / ideal (plain)", "interleaved from"]  # fmt: skip
     commands = sorted({f"`{r['command']}`" for r in summary["rows"]})
@@ -134,12 +137,12 @@ def plot(summary: Mapping[str, Any], path: Path) -> None:
     groups: dict[tuple, list[Row]] = {}
     for r in summary["rows"]:
         kind = "marks" if r["mark_threshold_bytes"] else "drops"
-        groups.setdefault((r["platform"], r["mix"], r["cc"], r["f"], kind), []).append(r)
+        groups.setdefault((r["platform"], r["mix"], r.get("treatment", r["cc"]), r["f"], kind), []).append(r)
     if not groups:
         return
     lo, hi = Y_RANGE
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
-    for (platform, mix, cc, f, kind), rows in sorted(groups.items()):
+    for (platform, mix, treatment, f, kind), rows in sorted(groups.items()):
         pts = []
         for r in rows:
             shares = [100 * s for s in r["share_of_ideal"] if s is not None]
@@ -149,7 +152,7 @@ def plot(summary: Mapping[str, Any], path: Path) -> None:
         if not pts:
             continue
         style = "o-" if kind == "marks" else "s--"
-        label = f"{platform} {mix} {cc} {f}, {kind}"
+        label = f"{platform} {mix} {treatment} {f}, {kind}"
         by_signals = sorted((p for p in pts if p[0]), key=lambda p: p[0])
         if by_signals:
             (line,) = left.plot([p[0] for p in by_signals], [min(hi, max(lo, p[2])) for p in by_signals], style,

@@ -58,6 +58,11 @@ class Cell:
         return self.treatment not in FAMILIES
 
     @property
+    def algorithm(self) -> str:
+        """The treatment without F: 'mltcp_reno', 'mltcp_reno+job' (one progress per job), 'reno'."""
+        return self.treatment.split(" ", 1)[0]
+
+    @property
     def f(self) -> str:
         """The MLTCP treatment's F in its text form ('' for the plain algorithm)."""
         return self.treatment.split(" ", 1)[1] if self.mltcp else ""
@@ -140,7 +145,7 @@ def published_rows(
             "mix": c.mix,
             "cc": c.family,
             "dataplane": dataplane,
-            "treatment": FAMILIES[c.family],
+            "treatment": c.algorithm,
             "jobs": jobs(c),
             "rounds": len(c.runs),
             "share_of_ideal": [None if math.isnan(v) else round(v, 4) for v in c.shares()],
@@ -167,7 +172,7 @@ def published_rows(
             **extra(c, base),
         }
         tag = f"{c.mix}/{dataplane}-{regime_label(c.queue_bytes, c.mark_threshold_bytes)}"
-        name = FAMILIES[c.family]
+        name = c.algorithm
         runs = [(p, f"{tag}/{name}@{c.f.replace(':', '_')}-r{i + 1}.csv") for i, p in enumerate(c.csvs)]
         runs += [(p, f"{tag}/{c.family}-r{i + 1}.csv") for i, p in enumerate(base.csvs)]
         out.append((row, runs))
@@ -179,6 +184,7 @@ def regime_rows(cells: Sequence[Cell], command: str, *, platform: str) -> list[d
     return [
         regime.row(
             platform=platform,
+            treatment=c.algorithm,
             mix=c.mix,
             cc=c.family,
             f=c.f,
