@@ -242,7 +242,7 @@ def render_mltcp(summary: Mapping[str, Any]) -> str:
             [
                 r["mix"],
                 r["dataplane"],
-                r["cc"],
+                r["cc"] + (" (one progress per job)" if r.get("treatment", "").endswith("+job") else ""),
                 f"`{r['f']}`",
                 "-" if r.get("ack_delay") is None else f"{1e3 * r['ack_delay']:g} ms",
                 _mltcp_regime(r),
