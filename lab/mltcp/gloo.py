@@ -73,12 +73,13 @@ from mlfc.lab.mltcp.kernel_net import (
     DEFAULT_RATE_MBPS,
     SERVER_ADDR,
     Bottleneck,
+    RecordMetrics,
     build_network,
     loss_events,
 )
 from mlfc.lab.mltcp.rows import HEADERS, Cell, regime_label, summary_rows
 from mlfc.lab.results import IterationRecord, format_table, markdown_table, plot_timeline, summarise, write_csv
-from mlfc.lab.scenarios import ideal_iteration_times, interleaving_iteration, share_of_ideal_gain
+from mlfc.lab.scenarios import ideal_iteration_times, share_of_ideal_gain
 from mlfc.policy.mltcp import IterationDetection, MltcpParams, default_params, format_params, parse_params
 from mlfc.testing.netns import NetnsError, NetnsLab, in_netns, run
 
@@ -224,7 +225,7 @@ def records_of(scenario: str, job: int, rank: int, out: RankOutput, t0: float) -
 
 
 @dataclass
-class DdpRun:
+class DdpRun(RecordMetrics):
     """One run: every job's steps (both ranks), its gloo data connections and the congestion signals."""
 
     scenario: str
@@ -243,22 +244,6 @@ class DdpRun:
         """Congestion signals (loss events + CE marks) per connection per communication phase (= step)."""
         phases = sum(self.connections.values()) * self.steps
         return (self.loss_events + self.marks) / phases if phases else float("nan")
-
-    @property
-    def overall(self):
-        return summarise(self.records)[1]
-
-    @property
-    def avg(self) -> float:
-        return self.overall.avg
-
-    @property
-    def p99(self) -> float:
-        return self.overall.p99
-
-    @property
-    def interleaved_at(self) -> int | None:
-        return interleaving_iteration(self.records)
 
     def per_job(self) -> dict[int, tuple[float, float]]:
         """Per job: (average step, average communication), first step left out."""
@@ -483,16 +468,8 @@ def regime_rows(cells: Sequence[Cell], command: str) -> list[dict]:
 
 
 def verdicts(cells: Sequence[Cell]) -> list[str]:
-    """Each MLTCP row against lab/figures.py's targets (the table the docs are generated with)."""
-    out = []
-    for row, _ in published_rows(cells, ""):
-        goal = figures.mltcp_target(row)
-        vals = [v for v in row["share_of_ideal"] if v is not None]
-        m = statistics.fmean(vals) if vals else math.nan
-        verdict = "no target" if goal == "-" else ("met" if figures.mltcp_meets(row) else "MISSED")
-        out.append(f"{row['mix']} {row['treatment']} {row['f']}: {m:.0%} of the ideal gain over {len(vals)} "
-                   f"round(s) (target {goal.replace('>=', ' >= ')}): {verdict}")  # fmt: skip
-    return out
+    """Each MLTCP row with a target, against lab/figures.py's table (lab/mltcp/rows.py)."""
+    return rows.verdicts([row for row, _ in published_rows(cells, "")])
 
 
 def write_round_csv(path: Path, cells: Sequence[Cell]) -> None:

@@ -24,7 +24,6 @@ import csv
 import math
 import os
 import signal
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -92,20 +91,8 @@ def regime_rows(cells: list[Cell], command: str) -> list[dict]:
 
 
 def targets(cells: list[Cell]) -> list[str]:
-    """Issue 24's kernel targets (lab/figures.py's table, the one the docs are generated with)."""
-    out = []
-    for row, _ in published_rows(cells, ""):
-        goal = figures.mltcp_target(row)
-        if goal == "-":
-            continue
-        vals = [v for v in row["share_of_ideal"] if v is not None]
-        m = statistics.fmean(vals) if vals else math.nan
-        out.append(
-            f"{row['mix']} {row['treatment']} {row['f']}: {m:.0%} of the ideal gain, mean of {len(vals)} rounds "
-            f"({min(vals, default=math.nan):.0%}..{max(vals, default=math.nan):.0%}; pooled "
-            f"{'-' if row['pooled_share'] is None else format(row['pooled_share'], '.0%')}) "
-            f"(target {goal.replace('>=', ' >= ')}): {'met' if figures.mltcp_meets(row) else 'MISSED'}"
-        )
+    """The rows' verdicts (lab/mltcp/rows.py) and issue 24's largest ideal gain."""
+    out = rows.verdicts([row for row, _ in published_rows(cells, "")])
     best = max((s for c in cells for s in c.ideal_speedups()), default=math.nan)
     out.append(
         f"largest ideal average gain of a run: {best:.2f}x (target >= 1.8x): {'met' if best >= 1.8 else 'MISSED'}"

@@ -184,8 +184,30 @@ def _retrans(sock: socket.socket) -> int:
     return struct.unpack_from("<I", info, TCP_INFO_TOTAL_RETRANS)[0]
 
 
+class RecordMetrics:
+    """The lab's metrics of a run from its per-iteration ``records`` (first iteration left out)."""
+
+    records: list[IterationRecord]
+
+    @property
+    def overall(self):
+        return summarise(self.records)[1]
+
+    @property
+    def avg(self) -> float:
+        return self.overall.avg
+
+    @property
+    def p99(self) -> float:
+        return self.overall.p99
+
+    @property
+    def interleaved_at(self) -> int | None:
+        return interleaving_iteration(self.records)
+
+
 @dataclass
-class RunResult:
+class RunResult(RecordMetrics):
     scenario: str
     cc: str
     records: list[IterationRecord]
@@ -207,22 +229,6 @@ class RunResult:
         (issue 45). NaN without records."""
         phases = len(self.records) * self.flows
         return (self.loss_events + self.marks) / phases if phases else float("nan")
-
-    @property
-    def overall(self):
-        return summarise(self.records)[1]
-
-    @property
-    def avg(self) -> float:
-        return self.overall.avg
-
-    @property
-    def p99(self) -> float:
-        return self.overall.p99
-
-    @property
-    def interleaved_at(self) -> int | None:
-        return interleaving_iteration(self.records)
 
 
 def run_jobs(

@@ -201,3 +201,24 @@ def regime_rows(cells: Sequence[Cell], command: str, *, platform: str) -> list[d
         )
         for c, base in pairs(cells)
     ]
+
+
+def verdicts(published: Sequence[dict]) -> list[str]:
+    """A line per published row that has a target in lab/figures.py's table (the one the docs are generated
+    with): mean share of the ideal gain, its range, the pooled share and the verdict."""
+    from mlfc.lab import figures  # figures imports this package's regime module
+
+    out = []
+    for row in published:
+        goal = figures.mltcp_target(row)
+        if goal == "-":
+            continue
+        vals = [v for v in row["share_of_ideal"] if v is not None]
+        m = statistics.fmean(vals) if vals else math.nan
+        pooled = "-" if row["pooled_share"] is None else format(row["pooled_share"], ".0%")
+        out.append(
+            f"{row['mix']} {row['treatment']} {row['f']}: {m:.0%} of the ideal gain, mean of {len(vals)} rounds "
+            f"({min(vals, default=math.nan):.0%}..{max(vals, default=math.nan):.0%}; pooled {pooled}) "
+            f"(target {goal.replace('>=', ' >= ')}): {'met' if figures.mltcp_meets(row) else 'MISSED'}"
+        )
+    return out
