@@ -24,7 +24,7 @@ from . import convert, explain
 from .api import MAX_BATCH
 from .decision import Decision, FitCache, JobView, Memory, decide, fit_job
 from .errors import InvalidRequest
-from .jobs import ACTIVE, COMM_HISTORY, FINISHED, REACHED_FINAL, SILENT, JobBook, JobRecord, WorkerTally
+from .jobs import ACTIVE, COMM_HISTORY, FINISHED, REACHED_FINAL, SILENT, JobBook, JobRecord, ReportPlan, WorkerTally
 from .store import Store
 from .validate import check_job_id, metric_kind
 
@@ -66,11 +66,16 @@ class Engine:
         self._last_key: bytes | None = None  # the latest decision's intent (convert.intent_key)
         self._fallback = fb.FallbackState()  # the fallback's state after the latest evaluation
         self.latest_seq = 0
+        self.latest_at = 0.0  # wall clock of the latest decision (0: none yet)
         self.applied_seq = 0
         self.reports = 0
         self.sink: Callable[[int, intent_pb2.Intent], None] | None = None  # gets every new decision
         self.on_commit: Callable[[], None] = lambda: None  # after every committed change (the decision loop)
         self.controller_error: Callable[[], str] = lambda: ""
+        # Observers (coordinator/metrics.py): committed reports (duplicates included), and every evaluation's
+        # duration in seconds with whether it made a new decision.
+        self.on_reports: Callable[[ReportPlan], None] = lambda plan: None
+        self.on_evaluated: Callable[[float, bool], None] = lambda seconds, changed: None
         self._load()
 
     # -- recovery -------------------------------------------------------------------------------
@@ -100,7 +105,7 @@ class Engine:
         self.reports = self._store.report_count()
         latest = self._store.latest_decision()
         if latest is not None:
-            self.latest_seq = latest.seq
+            self.latest_seq, self.latest_at = latest.seq, latest.created_at
             self._memory = convert.memory_from_json(latest.memory)
             self._fallback = convert.fallback_from_json(latest.memory) or fb.FallbackState()
             self._last_key = convert.intent_key(intent_pb2.Intent.FromString(latest.intent))
@@ -137,6 +142,7 @@ class Engine:
             plan = self.book.plan_reports(batch.reports, wall, self._store.report)
             accepted = len(plan.accepted)
             if not accepted:
+                self.on_reports(plan)
                 return pb.ReportAck(duplicates=plan.duplicates)
             with self._store.transaction() as db:
                 Store.insert_reports(db, plan.rows)
@@ -148,6 +154,7 @@ class Engine:
                     Store.set_state(db, jid, FINISHED, REACHED_FINAL, wall)
             self.book.apply_reports(plan, wall, self._clock())
             self.reports += len(plan.rows)
+        self.on_reports(plan)
         self.on_commit()
         return pb.ReportAck(accepted=accepted, duplicates=plan.duplicates)
 
@@ -219,6 +226,7 @@ class Engine:
 
         Returns the new decision's sequence number, or None if nothing changed."""
         with self._decide_lock:
+            started = time.perf_counter()
             if persist:
                 self.retire_silent()
             decision = self.evaluate()
@@ -228,14 +236,16 @@ class Engine:
             with self._lock:
                 changed = persist and key != self._last_key
                 if changed:
+                    wall = self._wall()
                     with self._store.transaction() as db:
                         memory = convert.memory_json(decision.memory(), state)
-                        seq = Store.insert_decision(db, self._wall(), intent.SerializeToString(), memory)
-                    self._last_key, self.latest_seq = key, seq
+                        seq = Store.insert_decision(db, wall, intent.SerializeToString(), memory)
+                    self._last_key, self.latest_seq, self.latest_at = key, seq, wall
                 self._memory = decision.memory()
                 if state is not None:
                     self._fallback = state
                 self._evaluated = (decision, self.latest_seq)
+            self.on_evaluated(time.perf_counter() - started, changed)
             if not changed:
                 return None
             if self.sink is not None:
@@ -269,6 +279,11 @@ class Engine:
                 reports=self.reports,
                 fallback=explain.fallback_status(self._fallback if self.config.fallback is not None else None),
             )
+
+    def latest_evaluation(self) -> Decision | None:
+        """The latest evaluation's ranking (applied or, under the fallback, held back); None before the first."""
+        with self._lock:
+            return self._evaluated[0] if self._evaluated is not None else None
 
     def job_state(self, job_id: int) -> str | None:
         with self._lock:
