@@ -32,6 +32,7 @@ from .api import read_token
 from .client import CoordinatorClient
 from .engine import Engine, EngineConfig
 from .errors import RequestError
+from .metrics import start_metrics_server
 from .service import DEFAULT_LISTEN, Coordinator
 from .store import Store, StoreError
 
@@ -124,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--db", required=True, help="SQLite database (created if missing)")
     r.add_argument("--listen", default=DEFAULT_LISTEN, help="HOST:PORT, loopback unless --allow-remote (%(default)s)")
     r.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --listen address")
+    r.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics here (port 0: any free port; loopback unless --allow-remote; "
+        "docs/metrics.md); omit for none",
+    )
     r.add_argument("--controller", help="controller IntentService address; omit to decide without applying")
     r.add_argument("--token-file", required=True, help="file holding the token agents must send")
     r.add_argument(
@@ -153,6 +160,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _start_metrics(coord: Coordinator, args: argparse.Namespace) -> object | None:
+    """The /metrics server of --metrics-listen (None without it); a failure stops the coordinator."""
+    if not args.metrics_listen:
+        return None
+    try:
+        server, port = start_metrics_server(coord.engine, args.metrics_listen, args.allow_remote)
+    except BaseException:
+        coord.stop(grace=0)
+        raise
+    print(f"mlfc-coordinator: metrics on {args.metrics_listen.rpartition(':')[0]}:{port}", flush=True)
+    return server
+
+
 def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
@@ -168,10 +188,13 @@ def _run(args: argparse.Namespace) -> int:
         allow_remote=args.allow_remote,
     ).start()
     print(f"mlfc-coordinator: listening on {coord.address}", flush=True)
+    metrics = _start_metrics(coord, args)
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
     done.wait()
+    if metrics is not None:
+        metrics.shutdown()  # type: ignore[attr-defined]
     coord.stop(grace=1.0)
     return 0
 
