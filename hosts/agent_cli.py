@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import re
 import signal
 import subprocess
@@ -26,12 +27,20 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
+from mlfc.policy.mltcp import F_HELP, f_argument, parse_params
+
 from .agent import DEFAULT_COORDINATOR, Agent, Flow, Worker
+from .agent_metrics import AgentMetrics, IterationSample, start_metrics_server
 
 _KV = re.compile(r"([A-Za-z_]+)\s*[=:]\s*([^\s,;]+)")
 _ITER_KEYS = ("iteration", "iter", "step")
 _METRIC_KEYS = {"accuracy": ("accuracy", "acc", "metric"), "loss": ("loss", "metric")}
 _FIELDS = {"compute": ("compute_s", "compute"), "comm": ("comm_s", "comm"), "bytes": ("bytes",), "worker": ("worker",)}
+# What a training worker's record says beyond the report, for --metrics-listen (hosts/agent_metrics.py): optional,
+# a value that does not parse is left out rather than costing the line its report.
+_EXTRAS = {"sent_bytes": int, "chunks": int, "withheld_chunks": int, "bytes_ratio": float, "mltcp_f": float}
 
 
 def parse_line(line: str, metric: str, pattern: re.Pattern[str] | None = None) -> dict[str, Any] | None:
@@ -67,6 +76,7 @@ def parse_line(line: str, metric: str, pattern: re.Pattern[str] | None = None) -
                 if k in raw:
                     out[name] = raw[k]
                     break
+        out.update({k: raw[k] for k in _EXTRAS if k in raw})
         raw = out
     if "iteration" not in raw:
         return None
@@ -82,6 +92,13 @@ def parse_line(line: str, metric: str, pattern: re.Pattern[str] | None = None) -
                 rep[name] = int(raw[name])
     except ValueError:
         return None
+    for name, kind in _EXTRAS.items():
+        try:
+            value = kind(raw[name]) if name in raw else None
+        except ValueError:
+            value = None
+        if value is not None and 0 <= value < math.inf:
+            rep[name] = value
     return rep
 
 
@@ -140,6 +157,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="append one JSON line per batch the coordinator answered: {job, committed, reports: [[worker, "
         "iteration], ...]} (an audit of what was acknowledged; survives this agent being killed)",
     )
+    p.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics here (port 0: any free port, printed on stderr; loopback unless "
+        "--allow-remote; docs/metrics.md); omit for none",
+    )
+    p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --metrics-listen address")
+    p.add_argument(
+        "--mltcp-f",
+        type=f_argument,
+        metavar="F",
+        help="derive the metrics' F from bytes_ratio for lines that carry no mltcp_f: " + F_HELP.split(" (")[0],
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     return p
@@ -154,6 +184,30 @@ def _ack_logger(path: str, job: int):
         out.write(json.dumps(row) + "\n")
 
     return log_ack
+
+
+def _start_metrics(agent: Agent, args: argparse.Namespace) -> tuple[AgentMetrics | None, object | None]:
+    """The agent's metrics and their server, with --metrics-listen; (None, None) without."""
+    if not args.metrics_listen:
+        return None, None
+    mltcp = parse_params(args.mltcp_f) if args.mltcp_f else None
+    metrics = AgentMetrics(agent, CollectorRegistry(), args.bytes_per_iteration, mltcp)
+    server, port = start_metrics_server(metrics, args.metrics_listen, args.allow_remote)
+    print(f"mlfc-agent: metrics on {args.metrics_listen.rpartition(':')[0]}:{port}", file=sys.stderr, flush=True)
+    return metrics, server
+
+
+def _sample(rep: dict[str, Any], default_worker: int) -> IterationSample:
+    """The metrics' view of a parsed line (parse_line's keys)."""
+    extras = {k: rep[k] for k in _EXTRAS if k in rep}
+    return IterationSample(
+        worker=rep.get("worker", default_worker),
+        iteration=rep["iteration"],
+        bytes=rep.get("bytes", 0),
+        compute_s=rep.get("compute", 0.0),
+        comm_s=rep.get("comm", 0.0),
+        **extras,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -193,6 +247,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"mlfc-agent: {e}", file=sys.stderr)
         return 2
+    try:
+        metrics, metrics_server = _start_metrics(agent, args)
+    except (OSError, ValueError) as e:
+        print(f"mlfc-agent: metrics: {e}", file=sys.stderr)
+        agent.close()
+        return 2
     agent.start()
     try:
         child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1)
@@ -224,6 +284,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         except ValueError as e:
             print(f"mlfc-agent: skipped line {line.strip()!r}: {e}", file=sys.stderr)
+            continue
+        if metrics is not None:
+            metrics.observe(_sample(rep, args.report_worker))
     rc = child.wait()
     code = 128 - rc if rc < 0 else rc
     delivered = agent.finish("" if rc == 0 else f"command exited with status {code}")
@@ -234,6 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         + ("" if delivered else f"; last error: {st.last_error or 'flush timed out'}"),
         file=sys.stderr,
     )
+    if metrics_server is not None:
+        metrics_server.shutdown()  # type: ignore[attr-defined]
     return code
 
 
