@@ -51,6 +51,11 @@ class ControllerCollector(Collector):
         )
         connects = CounterMetricFamily("mlfc_switch_connects", "Successful P4Runtime connections", labels=["switch"])
         reconcile = GaugeMetricFamily("mlfc_reconcile_seconds", "Duration of the last reconcile", labels=["switch"])
+        write_error = GaugeMetricFamily(
+            "mlfc_switch_write_error",
+            "1 while the switch's last refused write stands (until a reconcile succeeds)",
+            labels=["switch"],
+        )
         for name, agent in list(d.agents.items()):
             st = agent.refresh()
             counters = st.counters
@@ -79,6 +84,7 @@ class ControllerCollector(Collector):
             loads.add_metric([name], st.pipeline_loads)
             connects.add_metric([name], st.connects)
             reconcile.add_metric([name], st.reconcile_seconds)
+            write_error.add_metric([name], int(bool(st.write_error)))
         generation = GaugeMetricFamily("mlfc_intent_generation", "Generation of the accepted intent")
         generation.add_metric([], d.generation)
         yield from (
@@ -97,6 +103,7 @@ class ControllerCollector(Collector):
             loads,
             connects,
             reconcile,
+            write_error,
             generation,
         )
 

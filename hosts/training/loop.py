@@ -296,6 +296,8 @@ def _iteration(
         g = p.grad if p.grad is not None else torch.zeros_like(p)
         client.push(it, t, g.detach().reshape(-1).numpy(), layer_index=t, num_layers=n, result=push)
     push_end = time.time()
+    # MLTCP's state as the push left it: how far through the declared bytes its flow got, and F there
+    bytes_ratio, mltcp_f = client.tx.progress.ratio, client.tx.cc.factor()
     zero_filled = 0
     with torch.no_grad():
         for t, p in enumerate(params):
@@ -331,6 +333,8 @@ def _iteration(
         "held_elements": push.held_elements,
         "withheld_chunks": push.withheld_chunks,
         "sent_bytes": push.sent_bytes,
+        "bytes_ratio": round(bytes_ratio, 5),
+        "mltcp_f": round(mltcp_f, 5),
         "pull_sent_bytes": stats.get("pull_sent_bytes", views_bytes),
         "pull_stale_elements": stats.get("pull_stale_elements", 0),
         "lost_chunks": stats["lost_chunks"],

@@ -54,11 +54,16 @@ def test_two_workers_train_digits_over_loopback_with_loss_counted():
     assert all(rec["job_lost_chunks"] == ps_by_it[rec["iteration"]] for rec in run.records)
     per_tensor = sum(sum(rec["lost_by_tensor"].values()) for rec in by_worker[1])
     assert per_tensor == lost[1]
-    # what mlfc-agent makes of a worker line: an iteration report with the real accuracy and timings
+    # what mlfc-agent makes of a worker line: an iteration report with the real accuracy and timings, and what
+    # its metrics export (bytes on the wire, withheld chunks, the transport's MLTCP state at the push's end)
     line = next(rec for rec in by_worker[0] if "accuracy" in rec)
     rep = parse_line(json.dumps(line), "accuracy")
     assert rep == {"iteration": line["iteration"], "metric": line["accuracy"], "compute": line["compute_s"],
-                   "comm": line["comm_s"], "bytes": line["bytes"], "worker": 0}  # fmt: skip
+                   "comm": line["comm_s"], "bytes": line["bytes"], "worker": 0, "sent_bytes": line["sent_bytes"],
+                   "chunks": line["chunks"], "withheld_chunks": line["withheld_chunks"],
+                   "bytes_ratio": line["bytes_ratio"], "mltcp_f": line["mltcp_f"]}  # fmt: skip
+    # nothing withheld (no --withhold): the push's flow got through all its declared bytes
+    assert line["withheld_chunks"] == 0 and line["sent_bytes"] == line["bytes"] and line["bytes_ratio"] == 1.0
 
 
 @pytest.mark.slow
