@@ -1,6 +1,7 @@
-"""deploy/grafana/mlfc.json queries only metrics the daemons register: every metric name in every panel's PromQL
-(and in the template variables' queries) is one that the controller's, the coordinator's or an agent's metrics
-expose, collected from the real metrics objects, each in a fresh registry."""
+"""deploy/grafana/mlfc.json and docs/metrics.md name only metrics the daemons register, and the docs all of them:
+every metric name in every panel's PromQL (and in the template variables' queries) is one that the controller's,
+the coordinator's or an agent's metrics expose, collected from the real metrics objects, each in a fresh
+registry."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from mlfc.hosts.agent_metrics import AgentMetrics
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "mlfc.json"
+METRICS_DOC = ROOT / "docs" / "metrics.md"
 SCRAPE_CONFIG = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 
 # What the exposition format adds to a family's name, by type (prometheus-client): a counter "x" is queried as
@@ -83,7 +85,12 @@ def exposed_names(registry: CollectorRegistry) -> set[str]:
     return names
 
 
-def controller_names() -> set[str]:
+def family_names(registry: CollectorRegistry) -> set[str]:
+    """Each family as docs/metrics.md names it: a counter by its _total series, any other by its own name."""
+    return {f.name + "_total" if f.type == "counter" else f.name for f in registry.collect()}
+
+
+def controller_registry() -> CollectorRegistry:
     config = parse_config(
         {
             "switches": [{"name": "s1", "grpc_addr": "127.0.0.1:1", "device_id": 1, "ports": [1]}],
@@ -92,27 +99,20 @@ def controller_names() -> set[str]:
     )
     registry = CollectorRegistry()
     registry.register(ControllerCollector(Daemon(config)))  # built, not started: the switch is never dialled
-    return exposed_names(registry)
+    return registry
 
 
-def coordinator_names(tmp_path: Path) -> set[str]:
-    store = Store(tmp_path / "coord.sqlite")
-    try:
-        registry = CollectorRegistry()
-        CoordinatorMetrics(Engine(store), registry)
-        return exposed_names(registry)
-    finally:
-        store.close()
+def coordinator_registry(tmp_path: Path) -> CollectorRegistry:
+    store = Store(tmp_path / "coord.sqlite")  # the collector reads the engine at each collect: keep it open
+    registry = CollectorRegistry()
+    CoordinatorMetrics(Engine(store), registry)
+    return registry
 
 
-def agent_names() -> set[str]:
-    agent = Agent(1, coordinator="127.0.0.1:1", token="t")  # never started: nothing dialled
-    try:
-        registry = CollectorRegistry()
-        AgentMetrics(agent, registry)
-        return exposed_names(registry)
-    finally:
-        agent.close()
+def agent_registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    AgentMetrics(Agent(1, coordinator="127.0.0.1:1", token="t"), registry)  # never started: nothing dialled
+    return registry
 
 
 needs_artifacts = pytest.mark.skipif(
@@ -124,9 +124,9 @@ needs_artifacts = pytest.mark.skipif(
 @needs_artifacts
 def test_every_dashboard_query_names_registered_metrics(tmp_path: Path) -> None:
     by_daemon = {
-        "controller": controller_names(),
-        "coordinator": coordinator_names(tmp_path),
-        "agent": agent_names(),
+        "controller": exposed_names(controller_registry()),
+        "coordinator": exposed_names(coordinator_registry(tmp_path)),
+        "agent": exposed_names(agent_registry()),
     }
     registered = set().union(*by_daemon.values())
     queries = dashboard_queries(json.loads(DASHBOARD.read_text()))
@@ -171,7 +171,7 @@ def test_the_name_extractor_finds_what_a_query_selects() -> None:
         '/ on (instance) group_left (job) mlfc_typo_total{state="a{b}"} * 1e6 + time() - x:recorded offset 5m'
     )
     assert metric_names(expr) == {"mlfc_coordinator_evaluation_seconds_bucket", "mlfc_typo_total", "x:recorded"}
-    assert "mlfc_typo_total" not in agent_names()  # so the dashboard test would name it
+    assert "mlfc_typo_total" not in exposed_names(agent_registry())  # so the dashboard test would name it
 
 
 def test_the_scrape_config_keeps_the_mlfc_job_label() -> None:
@@ -183,3 +183,14 @@ def test_the_scrape_config_keeps_the_mlfc_job_label() -> None:
     assert all(j["honor_labels"] is True for j in jobs.values())
     roles = {j["job_name"]: {c["labels"]["role"] for c in j["static_configs"]} for j in jobs.values()}
     assert roles == {"mlfc-controller": {"controller"}, "mlfc-coordinator": {"coordinator"}, "mlfc-agent": {"agent"}}
+
+
+@needs_artifacts
+def test_docs_list_every_metric_the_daemons_register(tmp_path: Path) -> None:
+    registered = set().union(
+        *(family_names(r) for r in (controller_registry(), coordinator_registry(tmp_path), agent_registry()))
+    )
+    rows = [line for line in METRICS_DOC.read_text().splitlines() if line.startswith("| `mlfc_")]
+    documented = {name for line in rows for name in re.findall(r"`(mlfc_\w+)`", line.split(" | ")[0])}
+    assert registered - documented == set(), "registered but not in docs/metrics.md"
+    assert documented - registered == set(), "in docs/metrics.md but registered by no daemon"
