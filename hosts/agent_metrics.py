@@ -137,9 +137,10 @@ class AgentMetrics:
             self.withheld_chunks.labels(*labels).inc(s.withheld_chunks)
         ratio = self._ratio(s)
         self.bytes_ratio.labels(*labels).set(ratio)
-        f = s.mltcp_f if s.mltcp_f is not None else None if self.mltcp is None else mltcp_factor(ratio, self.mltcp)
-        if f is not None:
-            self.mltcp_f.labels(*labels).set(f)
+        if s.mltcp_f is not None:
+            self.mltcp_f.labels(*labels).set(s.mltcp_f)
+        elif self.mltcp is not None:
+            self.mltcp_f.labels(*labels).set(mltcp_factor(ratio, self.mltcp))
         self.compute_s.labels(*labels).set(s.compute_s)
         self.comm_s.labels(*labels).set(s.comm_s)
 
