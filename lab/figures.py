@@ -533,7 +533,7 @@ def render_approx(summary: Mapping[str, Any]) -> str:
 
 # Issue 29's chaos targets per seed: every acknowledged report found in the store, every acknowledged
 # decision applied on every switch, restores within 1 s, final accuracy within 0.5 pp of the undisturbed
-# run; the method: >= 10 faults, among them kill -9, SIGSTOP and a link down (lab/chaos_schedule.py KINDS).
+# run; the method: >= 10 faults, among them kill -9, SIGSTOP and a link down (lab/chaos/schedule.py KINDS).
 CHAOS_RESTORE_S = 1.0
 CHAOS_ACC_PP = 0.5
 CHAOS_FAULTS = 10

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from mlfc.lab import dataplanes
-from mlfc.lab.chaos_cli import run_chaos
-from mlfc.lab.chaos_records import final_accuracy
-from mlfc.lab.chaos_schedule import KINDS, chaos_job
+from mlfc.lab.chaos.cli import run_chaos
+from mlfc.lab.chaos.records import final_accuracy
+from mlfc.lab.chaos.schedule import KINDS, chaos_job
 
 SEED = 7
 ITERATIONS = 45
