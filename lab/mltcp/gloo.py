@@ -17,7 +17,7 @@ crosses the shared bottleneck. **Only one direction is shaped**: gloo's 2-rank r
 gradient's size each way per step, rank 1 -> rank 0 (w -> s) through the htb/bfifo bottleneck, rank 0 ->
 rank 1 (s -> w) over the router's unshaped veths; the jobs contend (and MLTCP acts) on the w -> s half.
 
-Each job sleeps "the rest of a real step" (``time.sleep``, as lab/kernel_gloo.py does), then runs forward,
+Each job sleeps "the rest of a real step" (``time.sleep``, as lab/mltcp/kernel_gloo.py does), then runs forward,
 ``loss.backward()`` (DDP's hooks allreduce the gradients before it returns) and the optimiser step. The
 gradient size and the sleep make the jobs compatible: a job's communication alone is ~40 % of its step for
 2 jobs (sum 0.8), ~20 % for 4 (sum 0.8) (:func:`layout`).

@@ -116,7 +116,7 @@ def test_the_shift_equation_is_for_the_line_only() -> None:
 
 
 def test_sweep_shape_axis_crosses_linear_points_only() -> None:
-    from mlfc.lab.sweep import parse_grid, parse_shapes, with_shapes
+    from mlfc.lab.mltcp.sweep import parse_grid, parse_shapes, with_shapes
 
     grid = parse_grid("2:0.5,4:0.25:step=0.2")
     shapes = parse_shapes("linear,power=0.5")

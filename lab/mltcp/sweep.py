@@ -1,6 +1,6 @@
 """`make sweep`: MLTCP's F = intercept + slope * g(bytes_ratio), swept on one job mix.
 
-    python -m mlfc.lab.sweep [--mix two-compatible] [--cc reno] [--grid 1:0.5,4:0.25:step=0.2 ...]
+    python -m mlfc.lab.mltcp.sweep [--mix two-compatible] [--cc reno] [--grid 1:0.5,4:0.25:step=0.2 ...]
                                     [--shape linear,power=0.5,step=0.2,sigmoid=0.3]
                                     [--iterations 12] [--repeat 1] [--dataplane auto|bmv2|ref]
                                     [--tune [SLOPE:INTERCEPT]] [--out results/sweep]

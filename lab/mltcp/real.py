@@ -1,6 +1,6 @@
 """`make mltcp-real`: MLTCP's interleaving of two compatible jobs, real PyTorch jobs next to the emulator.
 
-    python -m mlfc.lab.mltcp_real [--width 16] [--compute-s 0.6] [--iterations 24] [--rounds 3]
+    python -m mlfc.lab.mltcp.real [--width 16] [--compute-s 0.6] [--iterations 24] [--rounds 3]
                                   [--workloads training,emulator] [--dataplane auto|bmv2|ref|both]
                                   [--out results/mltcp-real]
 

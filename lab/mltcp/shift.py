@@ -1,7 +1,7 @@
 """MLTCP's shift equation against a run: the offset between two jobs' pushes, iteration by iteration,
 as measured and as the model (mlfc.policy.mltcp.shift) predicts from the measured first offset.
 
-    python -m mlfc.lab.shift RUN.csv --slope 2 --intercept 0.5 [--jobs 1,2] [--out shift.png]
+    python -m mlfc.lab.mltcp.shift RUN.csv --slope 2 --intercept 0.5 [--jobs 1,2] [--out shift.png]
 
 The offset of iteration i is D_i = (start of job b's push - start of job a's push) mod T, folded to
 [0, T/2]; T is the jobs' mean iteration time over the run and a their push fraction once interleaved
