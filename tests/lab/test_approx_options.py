@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from mlfc.lab import approx
+from mlfc.lab.approx import cli as approx
 from mlfc.lab.results import IterationRecord
 from mlfc.lab.tta import accuracy_points, final_mean
 

@@ -608,7 +608,9 @@ def without_out(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m mlfc.lab.approx", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--model", type=parse_models, default=tuple(MODELS), help="comma list of %(default)s")
     ap.add_argument("--jobs", type=int, default=3, help="jobs on the bottleneck in the congested runs (%(default)s)")
     ap.add_argument("--no-alone", dest="alone", action="store_false", help="skip the one-job (uncongested) runs")

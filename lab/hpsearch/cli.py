@@ -67,8 +67,8 @@ from pathlib import Path
 
 from mlfc.lab import astar, dataplanes, figures
 from mlfc.lab import decisions as dec
-from mlfc.lab import hpsearch_rows as hrows
 from mlfc.lab.cleanup import interrupt_on_sigterm
+from mlfc.lab.hpsearch import rows as hrows
 from mlfc.lab.realjobs import (
     RealRun,
     real_compute_s,
@@ -681,7 +681,9 @@ def run_plane(args: argparse.Namespace, configs: list[Config], plane: dataplanes
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m mlfc.lab.hpsearch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument(
         "--task",
         type=lambda t: t.split(","),

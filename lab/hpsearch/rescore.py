@@ -1,12 +1,12 @@
 """Publish a `make hpsearch` run from its files: the top-job slowdown recomputed, or the completed rounds
 of a run that was stopped.
 
-    python -m mlfc.lab.hpsearch_rescore results/hpsearch/digits/ref [--publish]
-    python -m mlfc.lab.hpsearch_rescore results/hpsearch/digits/ref --from-files --command "..." [--publish]
+    python -m mlfc.lab.hpsearch.rescore results/hpsearch/digits/ref [--publish]
+    python -m mlfc.lab.hpsearch.rescore results/hpsearch/digits/ref --from-files --command "..." [--publish]
 
 The top job's slowdown is derived data: the job that held MAIF's top class longest (the decision CSV),
 its iteration time over the iterations it ran entirely in the top class (the run's iteration CSV), over
-its configuration's time alone (the solo CSVs). When that definition changes (lab/hpsearch_rows.py), a
+its configuration's time alone (the solo CSVs). When that definition changes (lab/hpsearch/rows.py), a
 finished run need not be measured again: the first form recomputes ``top_job`` and ``top_job_slowdown`` of
 the MAIF rows already in docs/data/hpsearch/summary.json, prints old and new side by side, and with
 --publish writes them (and copies the decision CSVs beside the iteration CSVs). Nothing else of a row
@@ -30,9 +30,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from mlfc.lab import figures
-from mlfc.lab import hpsearch_rows as hrows
 from mlfc.lab.decisions import DecisionSample
-from mlfc.lab.hpsearch import DEFAULT_ITERATIONS, FRACTIONS, HPSEARCH_PPS, mean_iter
+from mlfc.lab.hpsearch import rows as hrows
+from mlfc.lab.hpsearch.cli import DEFAULT_ITERATIONS, FRACTIONS, HPSEARCH_PPS, mean_iter
 from mlfc.lab.results import IterationRecord, read_csv
 from mlfc.lab.tta import search_start
 
