@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mlfc.hosts.transport.recovery import DEFAULT_TOLERATED_LOSS
-from mlfc.lab import astar, dataplanes, figures
+from mlfc.lab import astar, dataplanes, summaries
 from mlfc.lab.cleanup import interrupt_on_sigterm
 from mlfc.lab.jobs import JobSpec
 from mlfc.lab.realjobs import RealRun, real_compute_s, run_experiment, run_real, say, start_lead, training_spec
@@ -585,7 +585,7 @@ def run_plane(args: argparse.Namespace, plane: dataplanes.Dataplane, command: st
                 say(summary(e))
             if args.publish:
                 rows, runs = zip(*published_rows(e, command), strict=True)
-                path = figures.publish("approx", list(rows), key=KEY, runs=[x for rs in runs for x in rs],
+                path = summaries.publish("approx", list(rows), key=KEY, runs=[x for rs in runs for x in rs],
                                        meta={"schema": SCHEMA})  # fmt: skip
                 say(f"published {len(rows)} row(s) to {path}; `make figures` regenerates the docs' tables")
             texts.append(summary(e))

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlfc.lab import dataplanes, figures
+from mlfc.lab import dataplanes, summaries
 from mlfc.lab.chaos.outputs import FaultRow, fault_rows, summary_text, write_outputs
 from mlfc.lab.chaos.records import final_accuracy
 from mlfc.lab.chaos.run import ChaosRun, RunResult
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.publish:
         rows = [publish_row(o, replay(args, o.seed) + " --publish") for o in outcomes]
         runs = [(p, f"{o.plane}-seed{o.seed}-{p.name}") for o in outcomes for p in o.ledger_csvs]
-        path = figures.publish("chaos", rows, key=CHAOS_KEY, runs=runs, meta={"schema": list(CHAOS_ROW)})
+        path = summaries.publish("chaos", rows, key=CHAOS_KEY, runs=runs, meta={"schema": list(CHAOS_ROW)})
         say(f"published {len(rows)} row(s) to {path}; `make figures` regenerates the docs' tables")
     if len(outcomes) > 1:
         print("seeds: " + ", ".join(f"{o.seed} {'ok' if o.ok else 'FAILED'}" for o in outcomes))

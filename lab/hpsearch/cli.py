@@ -48,7 +48,7 @@ time alone (FIFO: the same job's over the whole run).
 Output in OUT/<task>/<dataplane>/: summary.md (tables, decision timeline), hpsearch.csv (one row per run),
 per run the iteration CSV, accuracy-vs-time PNG and (MAIF) the decision CSV and timeline PNG;
 compare-rN.png (best accuracy so far, every treatment). --publish merges one row per task, dataplane and
-treatment into docs/data/hpsearch/summary.json (lab/figures.py) with the per-run CSVs beside it.
+treatment into docs/data/hpsearch/summary.json (lab/summaries.py) with the per-run CSVs beside it.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mlfc.lab import astar, dataplanes, figures
+from mlfc.lab import astar, dataplanes, summaries
 from mlfc.lab import decisions as dec
 from mlfc.lab.cleanup import interrupt_on_sigterm
 from mlfc.lab.hpsearch import rows as hrows
@@ -770,7 +770,7 @@ def main(argv: list[str] | None = None) -> int:
             texts.append(summary(s, targs.treatments))
             if args.publish:
                 rows, runs = zip(*published_rows(s, command), strict=True)
-                path = figures.publish("hpsearch", list(rows), key=hrows.KEY, runs=[r for rs in runs for r in rs],
+                path = summaries.publish("hpsearch", list(rows), key=hrows.KEY, runs=[r for rs in runs for r in rs],
                                        meta={"schema": hrows.SCHEMA})  # fmt: skip
                 say(f"published {len(rows)} row(s) to {path}; `make figures` regenerates the docs' tables")
         return "\n\n".join(texts)

@@ -29,7 +29,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from mlfc.lab import figures
+from mlfc.lab import summaries
 from mlfc.lab.decisions import DecisionSample
 from mlfc.lab.hpsearch import rows as hrows
 from mlfc.lab.hpsearch.cli import DEFAULT_ITERATIONS, FRACTIONS, HPSEARCH_PPS, mean_iter
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bottleneck-pps", type=int, default=HPSEARCH_PPS, help="--from-files (%(default)s)")
     args = ap.parse_args(argv)
     dataplane, task = args.run_dir.name, args.run_dir.parent.name
-    summary = figures.load("hpsearch")
+    summary = summaries.load("hpsearch")
     if args.from_files:
         if not args.command:
             ap.error("--from-files needs --command (the command the run was started with)")
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{task} {dataplane} {row['treatment']}: top job {before['top_job']} -> {row['top_job']}; "
               f"slowdown {before['top_job_slowdown']} -> {row['top_job_slowdown']}")  # fmt: skip
     if args.publish:
-        path = figures.publish("hpsearch", [r for r, _ in rows], key=hrows.KEY,
+        path = summaries.publish("hpsearch", [r for r, _ in rows], key=hrows.KEY,
                                runs=[p for _, ps in rows for p in ps], meta={"schema": hrows.SCHEMA})  # fmt: skip
         print(f"published to {path}; `make figures` regenerates the docs' tables")
     return 0

@@ -65,8 +65,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlfc.hosts.kernel import KernelMltcpError, build, loader, namespaces
-from mlfc.lab import figures
+from mlfc.lab import summaries
 from mlfc.lab.mltcp import regime, rows
+from mlfc.lab.mltcp.figures import MLTCP_KEY, MLTCP_SCHEMA
 from mlfc.lab.mltcp.kernel_net import (
     DEFAULT_BUFFER,
     DEFAULT_MARK_THRESHOLD,
@@ -468,7 +469,7 @@ def regime_rows(cells: Sequence[Cell], command: str) -> list[dict]:
 
 
 def verdicts(cells: Sequence[Cell]) -> list[str]:
-    """Each MLTCP row with a target, against lab/figures.py's table (lab/mltcp/rows.py)."""
+    """Each MLTCP row with a target, against lab/mltcp/figures.py's table (lab/mltcp/rows.py)."""
     return rows.verdicts([row for row, _ in published_rows(cells, "")])
 
 
@@ -646,10 +647,10 @@ def _publish(cells: list[Cell], command: str) -> None:
     published = published_rows(cells, command)
     rows = [row for row, _ in published]
     runs = [r for _, rs in published for r in rs]
-    path = figures.publish("mltcp", rows, key=figures.MLTCP_KEY, runs=runs, meta={"schema": figures.MLTCP_SCHEMA})
+    path = summaries.publish("mltcp", rows, key=MLTCP_KEY, runs=runs, meta={"schema": MLTCP_SCHEMA})
     say(f"published {len(rows)} row(s) to {path}")
     curve = regime_rows(cells, command)
-    path = figures.publish(regime.EXPERIMENT, curve, key=regime.KEY, meta={"schema": regime.SCHEMA})
+    path = summaries.publish(regime.EXPERIMENT, curve, key=regime.KEY, meta={"schema": regime.SCHEMA})
     say(f"published {len(curve)} regime row(s) to {path}; `make figures` regenerates the docs' tables")
 
 

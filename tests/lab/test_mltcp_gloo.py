@@ -14,7 +14,8 @@ import pytest
 
 from mlfc.hosts.kernel import KernelMltcpError, build
 from mlfc.hosts.kernel.namespaces import TcpSocket
-from mlfc.lab import figures
+from mlfc.lab import summaries
+from mlfc.lab.mltcp import figures as mltcp_figures
 from mlfc.lab.mltcp import gloo, regime
 from mlfc.lab.mltcp.rows import Cell
 from mlfc.lab.results import IterationRecord
@@ -150,7 +151,7 @@ def test_a_published_row_per_mltcp_treatment_with_the_kernel_labs_fields() -> No
         "mix": "ddp-2", "cc": "reno", "dataplane": "real", "treatment": "mltcp_reno", "f": "16:0.5:step=0.2",
         "jobs": 2, "rounds": 2, "command": "cmd",
     }  # fmt: skip
-    assert set(figures.MLTCP_KEY) <= set(row)
+    assert set(mltcp_figures.MLTCP_KEY) <= set(row)
     fields = {"share_of_ideal", "avg_speedup", "p99_speedup", "ideal_avg", "ideal_p99", "interleaved_from",
               "link_bps", "queue_bytes", "mark_threshold_bytes", "signals_per_phase", "avg_over_ideal"}  # fmt: skip
     assert fields <= set(row)
@@ -169,10 +170,10 @@ def test_a_published_row_per_mltcp_treatment_with_the_kernel_labs_fields() -> No
 def test_the_shallow_regimes_targets_judge_the_rows() -> None:
     [(two, _)] = gloo.published_rows(_cells([1.0], [0.85], [0.8]), "cmd")
     [(four, _)] = gloo.published_rows(_cells([1.0], [0.85], [0.8], jobs=4), "cmd")
-    assert figures.mltcp_target(two) == "share>=0.70"
-    assert figures.mltcp_target(four) == "share>=0.60"
+    assert mltcp_figures.mltcp_target(two) == "share>=0.70"
+    assert mltcp_figures.mltcp_target(four) == "share>=0.60"
     assert four["jobs"] == 4
-    assert figures.mltcp_meets(two) and figures.mltcp_meets(four)  # 75 % of the ideal gain
+    assert mltcp_figures.mltcp_meets(two) and mltcp_figures.mltcp_meets(four)  # 75 % of the ideal gain
 
 
 def test_regime_rows_are_platform_kernel_ddp() -> None:
@@ -251,8 +252,8 @@ def test_publish_writes_the_mltcp_and_regime_rows(monkeypatch, tmp_path: Path) -
     for c in cells:
         c.csvs = [tmp_path / f"{c.treatment.split()[0]}.csv"]
         c.csvs[0].write_text("scenario\n")
-    real_publish = figures.publish
-    monkeypatch.setattr(figures, "publish", lambda *a, **k: real_publish(*a, **k, data=tmp_path / "data"))
+    real_publish = summaries.publish
+    monkeypatch.setattr(summaries, "publish", lambda *a, **k: real_publish(*a, **k, data=tmp_path / "data"))
     gloo._publish(cells, "python -m mlfc.lab.mltcp.gloo --jobs 2")
     mltcp = json.loads((tmp_path / "data" / "mltcp" / "summary.json").read_text())
     [row] = mltcp["rows"]
