@@ -32,7 +32,7 @@ from pathlib import Path
 from mlfc.lab import summaries
 from mlfc.lab.decisions import DecisionSample
 from mlfc.lab.hpsearch import rows as hrows
-from mlfc.lab.hpsearch.cli import DEFAULT_ITERATIONS, FRACTIONS, HPSEARCH_PPS, mean_iter
+from mlfc.lab.hpsearch.search import DEFAULT_ITERATIONS, FRACTIONS, HPSEARCH_PPS, mean_iter
 from mlfc.lab.results import IterationRecord, read_csv
 from mlfc.lab.tta import search_start
 
