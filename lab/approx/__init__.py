@@ -1,5 +1,7 @@
 """`make approx`: accuracy-centric approximate flow control against full delivery and rigid compression
 (issue 25).
 
-The command line and the run are cli.py; figures.py is the docs' table.
+cli.py is the command line and runs every model on each dataplane; variants.py the treatments and how each
+runs; run.py one run and its result; report.py the tables, plots, CSVs and published rows; figures.py the
+docs' table.
 """
