@@ -2,7 +2,7 @@
 and how a cell of rounds becomes a docs/data/mltcp row and a docs/data/mltcp-regime row: written once for both.
 
 A run result is anything with ``avg``, ``p99``, ``interleaved_at``, ``signals_per_phase`` and ``retransmits``
-(lab.mltcp.kernel_net.RunResult, lab.mltcp.gloo.DdpRun).
+(lab.mltcp.kernel_net.RunResult, lab.mltcp.gloo_ddp.DdpRun).
 """
 
 from __future__ import annotations
