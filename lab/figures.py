@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mlfc.lab import bench_figures, e2e_figures, sim_figures
+from mlfc.lab import bench_figures, sim_figures
 from mlfc.lab.approx import figures as approx_figures
 from mlfc.lab.chaos import figures as chaos_figures
+from mlfc.lab.e2e import figures as e2e_figures
 from mlfc.lab.hpsearch import figures as hpsearch_figures
 from mlfc.lab.mltcp import figures as mltcp_figures
 from mlfc.lab.mltcp import regime

@@ -11,7 +11,7 @@ from typing import Any
 from mlfc.lab.results import markdown_table
 from mlfc.lab.summaries import Row, spread_cell
 
-# docs/data/mltcp: written by lab/e2e.py (switches), lab/mltcp/kernel.py (kernel TCP) and lab/mltcp/gloo.py
+# docs/data/mltcp: written by lab/e2e/cli.py (switches), lab/mltcp/kernel.py (kernel TCP) and lab/mltcp/gloo.py
 MLTCP_KEY = ("mix", "cc", "dataplane", "treatment", "f", "ack_delay", "queue_bytes", "mark_threshold_bytes")
 MLTCP_SCHEMA = (
     "issue 24: one row per mix, dataplane, MLTCP treatment and F; share_of_ideal per round (0..1); issue 45: each "

@@ -33,7 +33,7 @@ from pathlib import Path
 from mlfc.hosts.cc import ALGORITHMS
 from mlfc.lab import dataplanes
 from mlfc.lab.cleanup import interrupt_on_sigterm, leftovers
-from mlfc.lab.e2e import run_solo, run_treatment, say
+from mlfc.lab.e2e.cli import run_solo, run_treatment, say
 from mlfc.lab.rounds import Rounds, rounds_table
 from mlfc.lab.scenarios import (
     MIXES,

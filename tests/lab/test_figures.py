@@ -255,7 +255,7 @@ def test_the_coordinated_table_says_when_the_fallback_engaged(tmp_path: Path) ->
 
 
 def test_e2e_publishes_mltcp_alone_and_the_coordinators_treatments_apart() -> None:
-    from mlfc.lab.e2e import PUBLISHED
+    from mlfc.lab.e2e.cli import PUBLISHED
     from mlfc.lab.scenarios import TREATMENTS
 
     def where(name: str) -> list[str]:

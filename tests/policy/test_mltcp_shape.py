@@ -210,7 +210,7 @@ def test_the_emulator_refuses_a_bad_shape_when_it_parses_its_arguments(capsys) -
 
 
 def test_e2e_takes_f_for_its_mltcp_treatments() -> None:
-    from mlfc.lab.e2e import _f_arg
+    from mlfc.lab.e2e.cli import _f_arg
 
     assert _f_arg("16:0.5:step=0.2") == MltcpParams(16, 0.5, "step", knee=0.2)
     with pytest.raises(argparse.ArgumentTypeError, match="must be numbers"):

@@ -23,7 +23,7 @@ from pathlib import Path
 from mlfc.hosts.transport.config import DEFAULT_CHUNK
 from mlfc.lab import dataplanes, summaries
 from mlfc.lab.cleanup import interrupt_on_sigterm, leftovers
-from mlfc.lab.e2e_figures import COORDINATED_SCHEMA
+from mlfc.lab.e2e.figures import COORDINATED_SCHEMA
 from mlfc.lab.fallback_watch import FallbackWatch
 from mlfc.lab.fallback_watch import describe as describe_fallback
 from mlfc.lab.mltcp.figures import MLTCP_KEY, MLTCP_SCHEMA
@@ -344,7 +344,9 @@ def _f_arg(text: str) -> MltcpParams:
 
 def main(argv: list[str] | None = None) -> int:
     interrupt_on_sigterm()
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m mlfc.lab.e2e", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--out", type=Path, default=Path("results"))
     ap.add_argument("--mix", action="append", choices=sorted(MIXES), help="mix to run (repeatable; default all)")
     ap.add_argument("--treatment", action="append", choices=sorted(TREATMENTS), help="override the plan's treatments")

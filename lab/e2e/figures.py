@@ -1,4 +1,4 @@
-"""The end-to-end runs' coordinator table (docs/data/coordinated, written by lab/e2e.py beside its MLTCP rows)."""
+"""The end-to-end runs' coordinator table (docs/data/coordinated, written by lab/e2e/cli.py beside its MLTCP rows)."""
 
 from __future__ import annotations
 
