@@ -1,4 +1,4 @@
-"""A short chaos run (lab/chaos.py, `make chaos`) on the reference switch under Mininet: real training
+"""A short chaos run (lab/chaos/, `make chaos`) on the reference switch under Mininet: real training
 while switch, controller, coordinator, agent, PS and worker are each killed -9 and restarted once, and
 frozen (SIGSTOP) and let go on once, and the link between the switches goes down and up once. The
 job completes, no report the coordinator acknowledged is missing, the switches hold the latest decision
