@@ -1,5 +1,5 @@
-"""lab/figures.py: rows merge into docs/data/<experiment>/summary.json by key, CSVs are copied beside
-it, nothing is half-written, and the docs' figures blocks are regenerated from the data (``--check``
+"""lab/summaries.py and lab/figures.py: rows merge into docs/data/<experiment>/summary.json by key, CSVs are
+copied beside it, nothing is half-written, and the docs' figures blocks are regenerated from the data (``--check``
 fails on a stale block)."""
 
 from __future__ import annotations
