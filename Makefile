@@ -46,7 +46,7 @@ kernel-mltcp-ddp: install  ## N PyTorch DDP jobs (gloo) through the kernel lab's
 	flock /tmp/mlfc-measure.lock $(PY) -m mlfc.lab.mltcp.gloo --out results/kernel-ddp $(ARGS)
 
 kernel-mltcp-gloo: install  ## unmodified PyTorch DDP over gloo between namespaces on mltcp_cubic: what it detects (root, torch)
-	$(PY) -m mlfc.lab.kernel_gloo $(ARGS)
+	$(PY) -m mlfc.lab.mltcp.kernel_gloo $(ARGS)
 
 # ns-3 is a separate step: PyPI's ns3 wheel (with cppyy) takes ~6 minutes to download and ~300 MB.
 $(VENV)/.installed-sim: $(VENV)/.installed
@@ -87,7 +87,7 @@ figures: install  ## regenerate the docs' result tables (docs/results.md, README
 	$(PY) -m mlfc.lab.figures
 
 sweep: install  ## MLTCP slope/intercept sweep on one mix: table and plots in results/sweep (DATAPLANE=bmv2|ref)
-	$(PY) -m mlfc.lab.sweep --out results/sweep $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+	$(PY) -m mlfc.lab.mltcp.sweep --out results/sweep $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 # Real PyTorch jobs through the lab (issue 13): measurement runs hold the shared lock (docs/training.md).
 MEASURE ?= flock /tmp/mlfc-measure.lock
@@ -103,7 +103,7 @@ approx: install  ## approximate flow control: full vs fp16 vs top-k+EF vs old se
 	$(MEASURE) $(PY) -m mlfc.lab.approx --publish $(if $(MODEL),--model $(MODEL)) $(if $(filter-out 3,$(ROUNDS)),--rounds $(ROUNDS)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 mltcp-real: install  ## MLTCP's interleaving of two compatible real training jobs, next to the emulator's
-	$(MEASURE) $(PY) -m mlfc.lab.mltcp_real --out results/mltcp-real --rounds $(ROUNDS) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+	$(MEASURE) $(PY) -m mlfc.lab.mltcp.real --out results/mltcp-real --rounds $(ROUNDS) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
 
 chaos: install  ## real training while a seeded schedule kills -9, SIGSTOPs and cuts every component (SEED=N FAULTS=13 DATAPLANE=ref|bmv2)
 	$(MEASURE) $(PY) -m mlfc.lab.chaos --out results/chaos --faults $(or $(FAULTS),13) $(if $(SEED),--seed $(SEED)) $(if $(DATAPLANE),--dataplane $(DATAPLANE))

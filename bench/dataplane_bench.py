@@ -234,7 +234,7 @@ def run_designs(binary: str, args: argparse.Namespace) -> int:
         print(f"| {r['design']} | {each('mlfc_pps', '.0f')} | {each('l3fwd_pps', '.0f')} | {each('ratio', '.2f')} "
               f"| >= {TARGET_RATIO} |")  # fmt: skip
     if args.publish:
-        from mlfc.lab import figures
+        from mlfc.lab import summaries
 
         with tempfile.TemporaryDirectory() as tmp:
             csv_path = Path(tmp) / "trials.csv"
@@ -246,7 +246,7 @@ def run_designs(binary: str, args: argparse.Namespace) -> int:
                     "load_before": " ".join(f"{x:.2f}" for x in load_before),
                     "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
                     "command": command_line()}  # fmt: skip
-            path = figures.publish("dataplane", rows, key=("design",), runs=[(csv_path, "trials.csv")], meta=meta)
+            path = summaries.publish("dataplane", rows, key=("design",), runs=[(csv_path, "trials.csv")], meta=meta)
         print(f"published {len(rows)} design(s) to {path}; `make figures` regenerates the docs' table")
     return 0
 

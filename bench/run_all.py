@@ -21,7 +21,7 @@ from pathlib import Path
 
 import summary
 
-from mlfc.lab import figures
+from mlfc.lab import summaries
 
 BENCH = Path(__file__).resolve().parent
 ORDER = ("dataplane", "controller", "controller_scale", "coordinator", "coordinator_scale", "transport", "importance",
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {args.out}/summary.md")
     if args.publish and rows:
         meta = {"cpus": os.cpu_count(), "load_after": load, "quick": args.quick}
-        path = figures.publish("bench", [summary.published(r) for r in rows], key=("name",), meta=meta)
+        path = summaries.publish("bench", [summary.published(r) for r in rows], key=("name",), meta=meta)
         print(f"published {len(rows)} figure(s) to {path}; `make figures` regenerates the docs' table")
     if failed:
         print(f"benchmarks that failed to run: {', '.join(failed)}", file=sys.stderr)

@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         print(f"sim bench skipped: {reason}")
         return 0
-    from mlfc.lab.figures import load, sim_host_models
+    from mlfc.lab.sim_figures import sim_host_models
+    from mlfc.lab.summaries import load
     from mlfc.sim.experiments import Context
     from mlfc.sim.experiments.bench import TARGET_S, measure
 

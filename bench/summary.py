@@ -4,7 +4,7 @@ measured in the same run, the ratio and the target; bench/run_all.py prints them
 A benchmark run alone (no $MLFC_BENCH_SUMMARY) records nothing and prints its own tables as before.
 Besides the table's text a row carries its figure as numbers (value, unit, the anchor's value, the
 ratio) and the command that measured it: `make bench` publishes those to docs/data/bench/summary.json
-(issue 28's schema, lab/figures.py), from which `make figures` makes the docs' table.
+(issue 28's schema, lab/bench_figures.py), from which `make figures` makes the docs' table.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from pathlib import Path
 
 from transport_bench import RX_IP, TARGET_GBPS, TARGET_OF_TCP, TX_IP, iperf_trial, mlfc_trial
 
-from mlfc.lab import figures
+from mlfc.lab import summaries
+from mlfc.lab.bench_figures import TRANSPORT_DESIGNS_SCHEMA
 from mlfc.testing.netns import NetnsLab
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,11 +143,11 @@ def main() -> int:
              "target_gbps": TARGET_GBPS, "target_of_tcp": TARGET_OF_TCP}
             for position, (name, _) in enumerate(designs) for cc in ccs
         ]  # fmt: skip
-        meta = {"schema": figures.SCHEMAS["transport-designs"], "date": day, "trials": args.trials,
+        meta = {"schema": TRANSPORT_DESIGNS_SCHEMA, "date": day, "trials": args.trials,
                 "bytes": args.bytes, "tensors": args.tensors, "load_before": [round(x, 2) for x in load_before],
                 "load_after": [round(x, 2) for x in os.getloadavg()],
                 "command": "python bench/transport_designs.py " + " ".join(sys.argv[1:])}  # fmt: skip
-        path = figures.publish("transport-designs", published, key=("design", "cc"),
+        path = summaries.publish("transport-designs", published, key=("design", "cc"),
                                runs=[(csv_path, f"trials-{day}.csv")], meta=meta)  # fmt: skip
         print(f"published {len(published)} rows to {path}; `make figures` regenerates docs/results.md's table")
     return 0

@@ -211,7 +211,7 @@ def _start_worker(
 # A job's transfers wait this long for a peer. The peer timeout too: strict priority (MAIF's classes) starves
 # the lowest classes for minutes while the jobs above them communicate, and a 10 s silence would then read
 # as a lost peer (the job re-joins, and its pulls are lost to the same starvation). These experiments inject
-# no faults; the chaos experiment keeps its own short timeouts (lab/chaos_schedule.py).
+# no faults; the chaos experiment keeps its own short timeouts (lab/chaos/schedule.py).
 LAB_JOB_TIMEOUT_S = 600.0
 
 

@@ -11,7 +11,7 @@ the connection's own idle gaps.
 * :mod:`.marker`: the phantom-queue ECN marker, a tc program that marks CE from a model of a shaper's queue.
 
 The experiments are lab code: ``mlfc.lab.kernel_mltcp`` (``make kernel-mltcp``) and
-``mlfc.lab.kernel_gloo`` (``make kernel-mltcp-gloo``).
+``mlfc.lab.mltcp.kernel_gloo`` (``make kernel-mltcp-gloo``).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ TOLERATED_LOSS_REACTIONS = ("proportional", "ecn", "loss", "none")
 # its queue was deep, i.e. a congestion mark that happens to lose bytes the PS does not need, not evidence of
 # overflow: the window shrinks in proportion to what was dropped (DCTCP/DCQCN-style marking), not by a loss
 # halving; Reno's ECE path ("ecn") is a halving too. A loss that must be retransmitted is always a loss.
-# "loss" and "ecn" keep the other reactions for measuring the difference (lab/approx.py --tolerated-loss).
+# "loss" and "ecn" keep the other reactions for measuring the difference (lab/approx/cli.py --tolerated-loss).
 DEFAULT_TOLERATED_LOSS = "proportional"
 _INFLIGHT_RUN = bytes([INFLIGHT]) * 128
 

@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 
 from mlfc.hosts.kernel import KernelMltcpError, loader, namespaces
-from mlfc.lab import figures
+from mlfc.lab import summaries
 from mlfc.lab.mltcp import regime, rows
+from mlfc.lab.mltcp.figures import MLTCP_KEY, MLTCP_SCHEMA
 from mlfc.lab.mltcp.kernel_net import (
     DEFAULT_BUFFER,
     DEFAULT_MARK_THRESHOLD,
@@ -242,11 +243,11 @@ def _report(args, cells: list[Cell], out: Path, load0, load1, t_start: float) ->
 def _publish(cells: list[Cell], command: str) -> None:
     published = published_rows(cells, command)
     rows, runs = zip(*published, strict=True) if published else ((), ())
-    path = figures.publish("mltcp", list(rows), key=figures.MLTCP_KEY, runs=[r for rs in runs for r in rs],
-                           meta={"schema": figures.MLTCP_SCHEMA})  # fmt: skip
+    path = summaries.publish("mltcp", list(rows), key=MLTCP_KEY, runs=[r for rs in runs for r in rs],
+                           meta={"schema": MLTCP_SCHEMA})  # fmt: skip
     say(f"published {len(rows)} row(s) to {path}")
     curve = regime_rows(cells, command)
-    path = figures.publish(regime.EXPERIMENT, curve, key=regime.KEY, meta={"schema": regime.SCHEMA})
+    path = summaries.publish(regime.EXPERIMENT, curve, key=regime.KEY, meta={"schema": regime.SCHEMA})
     say(f"published {len(curve)} regime row(s) to {path}; `make figures` regenerates the docs' tables")
 
 

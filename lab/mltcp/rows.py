@@ -2,7 +2,7 @@
 and how a cell of rounds becomes a docs/data/mltcp row and a docs/data/mltcp-regime row: written once for both.
 
 A run result is anything with ``avg``, ``p99``, ``interleaved_at``, ``signals_per_phase`` and ``retransmits``
-(lab.mltcp.kernel_net.RunResult, lab.mltcp.gloo.DdpRun).
+(lab.mltcp.kernel_net.RunResult, lab.mltcp.gloo_ddp.DdpRun).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mlfc.lab.mltcp import regime
+from mlfc.lab.mltcp.figures import mltcp_meets, mltcp_target
 from mlfc.lab.mltcp.kernel_net import DEFAULT_BUFFER, DEFAULT_RATE_MBPS, FAMILIES
 from mlfc.lab.scenarios import share_of_ideal_gain
 
@@ -204,13 +205,12 @@ def regime_rows(cells: Sequence[Cell], command: str, *, platform: str) -> list[d
 
 
 def verdicts(published: Sequence[dict]) -> list[str]:
-    """A line per published row that has a target in lab/figures.py's table (the one the docs are generated
+    """A line per published row that has a target in lab/mltcp/figures.py's table (the one the docs are generated
     with): mean share of the ideal gain, its range, the pooled share and the verdict."""
-    from mlfc.lab import figures  # figures imports this package's regime module
 
     out = []
     for row in published:
-        goal = figures.mltcp_target(row)
+        goal = mltcp_target(row)
         if goal == "-":
             continue
         vals = [v for v in row["share_of_ideal"] if v is not None]
@@ -219,6 +219,6 @@ def verdicts(published: Sequence[dict]) -> list[str]:
         out.append(
             f"{row['mix']} {row['treatment']} {row['f']}: {m:.0%} of the ideal gain, mean of {len(vals)} rounds "
             f"({min(vals, default=math.nan):.0%}..{max(vals, default=math.nan):.0%}; pooled {pooled}) "
-            f"(target {goal.replace('>=', ' >= ')}): {'met' if figures.mltcp_meets(row) else 'MISSED'}"
+            f"(target {goal.replace('>=', ' >= ')}): {'met' if mltcp_meets(row) else 'MISSED'}"
         )
     return out

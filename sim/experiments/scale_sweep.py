@@ -119,7 +119,7 @@ def _publish(ctx: Context, exp: str, rows: Sequence[SweepRow]) -> dict[str, Any]
     """docs/data/sim-scale/: the rows, each run's iteration records (the solo runs' too: the ideal comes from
     them), and what all published rows conclude; returns that conclusion. With --resume a row keeps the
     published row's command (and its events and wall time, if the records kept no cost)."""
-    from mlfc.lab.figures import load, publish
+    from mlfc.lab.summaries import load, publish
 
     def ident(r: Mapping[str, Any]) -> tuple:
         return tuple(r[k] for k in KEY)
@@ -167,7 +167,7 @@ def conclusion(rows: Sequence[SweepRow]) -> dict[str, Any]:
 
 
 def plot_sweep(path: Path, rows: Sequence[SweepRow]) -> None:
-    """The docs' plot of the published sweep (lab/figures.py), for these rows."""
-    from mlfc.lab.figures import plot_sim_scale
+    """The docs' plot of the published sweep (lab/sim_figures.py), for these rows."""
+    from mlfc.lab.sim_figures import plot_sim_scale
 
     plot_sim_scale({"rows": [asdict(r) for r in rows]}, path)

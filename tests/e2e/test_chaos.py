@@ -1,4 +1,4 @@
-"""A short chaos run (lab/chaos.py, `make chaos`) on the reference switch under Mininet: real training
+"""A short chaos run (lab/chaos/, `make chaos`) on the reference switch under Mininet: real training
 while switch, controller, coordinator, agent, PS and worker are each killed -9 and restarted once, and
 frozen (SIGSTOP) and let go on once, and the link between the switches goes down and up once. The
 job completes, no report the coordinator acknowledged is missing, the switches hold the latest decision
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from mlfc.lab import dataplanes
-from mlfc.lab.chaos_cli import run_chaos
-from mlfc.lab.chaos_records import final_accuracy
-from mlfc.lab.chaos_schedule import KINDS, chaos_job
+from mlfc.lab.chaos.cli import run_chaos
+from mlfc.lab.chaos.records import final_accuracy
+from mlfc.lab.chaos.schedule import KINDS, chaos_job
 
 SEED = 7
 ITERATIONS = 45

@@ -9,66 +9,67 @@ from types import SimpleNamespace
 
 import pytest
 
-from mlfc.lab import approx
+from mlfc.lab.approx import cli, variants
+from mlfc.lab.approx import run as approx_run
 from mlfc.lab.results import IterationRecord
 from mlfc.lab.tta import accuracy_points, final_mean
 
 
 def args(**kw) -> argparse.Namespace:
-    base = {"treatments": approx.TREATMENT_NAMES, "mlfc_bound": 0.5, "sweep": [], "topk": None}
+    base = {"treatments": variants.TREATMENT_NAMES, "mlfc_bound": 0.5, "sweep": [], "topk": None}
     return argparse.Namespace(**(base | kw))
 
 
 def test_the_treatments_by_default_and_what_each_runs():
-    vs = {v.name: v for v in approx.variants(args())}
+    vs = {v.name: v for v in variants.variants(args())}
     assert list(vs) == ["full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share"]
     share = vs["mlfc-share"]  # the third design: mlfc with the others'-share signal
     assert (share.withhold_signal, vs["mlfc"].withhold_signal) == ("share", "marks")
     assert (share.loss_bound, share.pull_bound, share.loss_feedback) == (0.5, 0.5, True)
     assert "(share)" in share.describe() and "(marks)" in vs["mlfc"].describe()
-    assert vs["full"].loss_bound == 0 and vs["full"].drop_policy == approx.NO_SELECTIVE_DROP
+    assert vs["full"].loss_bound == 0 and vs["full"].drop_policy == variants.NO_SELECTIVE_DROP
     assert vs["fp16"].compression() == "fp16" and vs["fp16"].loss_bound == 0
     old, new = vs["selective-old"], vs["mlfc"]
     assert (old.loss_bound, old.loss_feedback, old.withhold, old.tolerated_loss) == (0.1, False, False, "loss")
     assert (new.loss_bound, new.loss_feedback, new.withhold) == (0.5, True, True)
-    assert new.tolerated_loss == "proportional" and new.drop_policy != approx.NO_SELECTIVE_DROP
+    assert new.tolerated_loss == "proportional" and new.drop_policy != variants.NO_SELECTIVE_DROP
     assert new.pull_bound == 0.5 and vs["mlfc-push"].pull_bound == 0  # mlfc approximates the pulls too
     assert vs["mlfc-push"].withhold and vs["mlfc-push"].loss_bound == 0.5
     assert "pulls left out up to 0.5" in new.describe() and "pulls" not in vs["mlfc-push"].describe()
     with pytest.raises(ValueError, match="no top-k fraction"):
         vs["topk-ef"].compression()  # matched: needs the round's mlfc bytes
     assert vs["topk-ef"].compression(0.2) == "topk:0.2"
-    assert approx.variants(args(topk=0.1))[2].compression() == "topk:0.1"
+    assert variants.variants(args(topk=0.1))[2].compression() == "topk:0.1"
 
 
 def test_the_sweep_adds_mlfc_at_other_bounds():
-    names = [v.name for v in approx.variants(args(treatments=("full", "mlfc"), sweep=[0.3, 0.5, 0.7]))]
+    names = [v.name for v in variants.variants(args(treatments=("full", "mlfc"), sweep=[0.3, 0.5, 0.7]))]
     assert names == ["full", "mlfc", "mlfc-b0.3", "mlfc-b0.7"]  # 0.5 is mlfc's own
 
 
 def test_rounds_rotate_and_a_matched_topk_runs_right_after_mlfc():
-    vs = approx.variants(args())
+    vs = variants.variants(args())
     for rnd in range(6):
-        names = [v.name for v in approx.run_order(vs, rnd)]
-        assert sorted(names) == sorted(approx.TREATMENT_NAMES)
+        names = [v.name for v in variants.run_order(vs, rnd)]
+        assert sorted(names) == sorted(variants.TREATMENT_NAMES)
         assert names[names.index("mlfc") + 1] == "topk-ef"
-    assert approx.run_order(vs, 0)[0].name == "full"
-    assert approx.run_order(vs, 1)[0].name == "fp16"
-    fixed = approx.variants(args(topk=0.1))  # a fixed fraction keeps its rotated place
-    assert [v.name for v in approx.run_order(fixed, 2)] == ["topk-ef", "selective-old", "mlfc-push", "mlfc",
+    assert variants.run_order(vs, 0)[0].name == "full"
+    assert variants.run_order(vs, 1)[0].name == "fp16"
+    fixed = variants.variants(args(topk=0.1))  # a fixed fraction keeps its rotated place
+    assert [v.name for v in variants.run_order(fixed, 2)] == ["topk-ef", "selective-old", "mlfc-push", "mlfc",
                                                             "mlfc-share", "full", "fp16"]  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("parse", "text", "match"),
     [
-        (approx.parse_treatments, "full,everything", "full, fp16, topk-ef, selective-old, mlfc-push, mlfc"),
-        (approx.parse_treatments, "full,full", "no repeats"),
-        (approx.parse_models, "resnet", "digits-cnn, synthetic-mlp"),
-        (approx.parse_seeds, "0,x", "expected integers"),
-        (approx.parse_seeds, "1,1", "distinct"),
-        (approx.parse_bounds, "0.5,1.5", "expected a fraction"),
-        (approx.parse_topk, "half", "'match' or a fraction"),
+        (cli.parse_treatments, "full,everything", "full, fp16, topk-ef, selective-old, mlfc-push, mlfc"),
+        (cli.parse_treatments, "full,full", "no repeats"),
+        (cli.parse_models, "resnet", "digits-cnn, synthetic-mlp"),
+        (cli.parse_seeds, "0,x", "expected integers"),
+        (cli.parse_seeds, "1,1", "distinct"),
+        (cli.parse_bounds, "0.5,1.5", "expected a fraction"),
+        (cli.parse_topk, "half", "'match' or a fraction"),
     ],
 )
 def test_bad_options_are_refused_with_what_is_expected(parse, text, match):
@@ -77,8 +78,8 @@ def test_bad_options_are_refused_with_what_is_expected(parse, text, match):
 
 
 def test_options_parse():
-    assert approx.parse_topk("match") is None and approx.parse_topk("0.25") == 0.25
-    assert approx.parse_seeds("0,1") == [0, 1] and approx.parse_models("digits-cnn") == ("digits-cnn",)
+    assert cli.parse_topk("match") is None and cli.parse_topk("0.25") == 0.25
+    assert cli.parse_seeds("0,1") == [0, 1] and cli.parse_models("digits-cnn") == ("digits-cnn",)
 
 
 def _record(job: int, it: int, *, acc=None, sent=None, pulled=None, nbytes=1000, end=None) -> IterationRecord:
@@ -86,10 +87,10 @@ def _record(job: int, it: int, *, acc=None, sent=None, pulled=None, nbytes=1000,
                            nbytes, accuracy=acc, sent_bytes=sent, pull_sent_bytes=pulled)  # fmt: skip
 
 
-def _result(records, a_star=1.0, name="mlfc") -> approx.Result:
+def _result(records, a_star=1.0, name="mlfc") -> approx_run.Result:
     run = SimpleNamespace(records=records, points=lambda: accuracy_points(records), start=0.0, errors=[],
                           run=SimpleNamespace(counters={}))  # fmt: skip
-    return approx.Result("digits-cnn", approx.mlfc_variant(name, 0.5), 3, 0, 0, run, a_star, 1000)
+    return approx_run.Result("digits-cnn", variants.mlfc_variant(name, 0.5), 3, 0, 0, run, a_star, 1000)
 
 
 def test_a_runs_figures_smoothed_time_last_five_accuracy_and_bytes():
@@ -116,4 +117,4 @@ def test_final_accuracy_is_the_mean_of_the_last_five_evaluations():
 
 def test_a_published_command_does_not_name_the_output_folder() -> None:
     argv = ["--model", "digits-cnn", "--out", "/tmp/x", "--rounds", "1", "--out=/tmp/y", "--publish"]
-    assert approx.without_out(argv) == ["--model", "digits-cnn", "--rounds", "1", "--publish"]
+    assert cli.without_out(argv) == ["--model", "digits-cnn", "--rounds", "1", "--publish"]

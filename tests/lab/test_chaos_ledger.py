@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mlfc.lab.chaos_cli import parse_seeds
-from mlfc.lab.chaos_ledger import Ledger, decision_ledger, report_ledger
+from mlfc.lab.chaos.cli import parse_seeds
+from mlfc.lab.chaos.ledger import Ledger, decision_ledger, report_ledger
 
 
 def _ack(t: float, reports: list[tuple[int, int]], committed: bool = True, job: int = 1) -> dict:

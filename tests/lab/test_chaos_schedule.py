@@ -1,10 +1,10 @@
-"""The chaos schedule (lab/chaos_schedule.py): seeded, every component in turn, spread over the run's middle."""
+"""The chaos schedule (lab/chaos/schedule.py): seeded, every component in turn, spread over the run's middle."""
 
 from __future__ import annotations
 
 import pytest
 
-from mlfc.lab.chaos_schedule import KINDS, LINK, chaos_topology, schedule, switch_links
+from mlfc.lab.chaos.schedule import KINDS, LINK, chaos_topology, schedule, switch_links
 
 LINKS = ["s1-s2"]
 
@@ -47,7 +47,7 @@ def test_actions_limit_the_kinds_of_fault() -> None:
 
 
 def test_a_previous_run_of_the_seed_leaves_nothing_the_next_one_reads(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from mlfc.lab.chaos_run import clear_previous_run
+    from mlfc.lab.chaos.run import clear_previous_run
 
     old = ["w0.log", "w1.log", "ps.log", "coordinator.log", "acks-w0.jsonl", "ps.ckpt", "coordinator.db-wal", "token"]
     for name in old:

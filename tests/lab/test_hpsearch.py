@@ -1,4 +1,4 @@
-"""lab/hpsearch.py's method (issue 26 items 3, 4, 6): the per-round shuffle, the plateau that A* comes from
+"""lab/hpsearch/search.py's method (issue 26 items 3, 4, 6): the per-round shuffle, the plateau that A* comes from
 and its cache, less time than the same round's FIFO, the top-class job's slowdown, the published row."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from mlfc.lab import astar
-from mlfc.lab import hpsearch_rows as hrows
 from mlfc.lab.decisions import DecisionSample
-from mlfc.lab.hpsearch import GRIDS, Config, assignment, grid_for, main
+from mlfc.lab.hpsearch import rows as hrows
+from mlfc.lab.hpsearch.cli import main
+from mlfc.lab.hpsearch.search import GRIDS, Config, assignment, grid_for
 from mlfc.lab.results import IterationRecord
 
 

@@ -1,4 +1,4 @@
-"""Recomputing a published top-job slowdown from a finished run's files (lab/hpsearch_rescore.py)."""
+"""Recomputing a published top-job slowdown from a finished run's files (lab/hpsearch/rescore.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mlfc.lab import hpsearch_rescore as rescore
-from mlfc.lab import hpsearch_rows as hrows
 from mlfc.lab.decisions import DecisionSample
 from mlfc.lab.decisions import write_csv as write_decisions
+from mlfc.lab.hpsearch import rescore
+from mlfc.lab.hpsearch import rows as hrows
 from mlfc.lab.results import IterationRecord
 from mlfc.lab.results import write_csv as write_records
 

@@ -1,5 +1,5 @@
 """Kernel MLTCP's published rows: issue 24's schema, shares against the same round's plain algorithm, and the
-verdicts from lab/figures.py's one table of targets."""
+verdicts from lab/mltcp/figures.py's one table of targets."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mlfc.lab import figures
+from mlfc.lab.mltcp import figures as mltcp_figures
 from mlfc.lab.mltcp import kernel as kernel_mltcp
 from mlfc.lab.mltcp import regime
 from mlfc.lab.mltcp.kernel_net import RunResult
@@ -44,7 +44,7 @@ def test_a_row_per_mltcp_treatment_in_issue_24s_schema() -> None:
     # of the ideal gain in speed: (1.0 / 0.9 - 1) / (1.0 / 0.8 - 1), (1.0 / 0.95 - 1) / 0.25
     assert row["share_of_ideal"] == [0.4444, 0.2105]
     assert row["ideal_avg"] == pytest.approx(1.25) and row["avg_speedup"] == pytest.approx(1 / 0.925, abs=1e-4)
-    assert set(figures.MLTCP_KEY) <= set(row)
+    assert set(mltcp_figures.MLTCP_KEY) <= set(row)
     names = [name for _, name in runs]
     tag = "compat-2/kernel-q300000-k60000"  # the run files name their regime: deep and shallow rows coexist
     assert names[:2] == [f"{tag}/mltcp_reno@2_0.5-r1.csv", f"{tag}/mltcp_reno@2_0.5-r2.csv"]
@@ -77,11 +77,11 @@ def test_deep_rows_are_the_curves_and_shallow_rows_meet_issue_45s_targets() -> N
     for c in deep:  # the same queue, unmarked: congestion is signalled at 300 KB, 12 ms
         c.mark_threshold_bytes = None
     [(row, _)] = kernel_mltcp.published_rows(deep, "cmd")
-    assert figures.mltcp_target(row) == "-"
+    assert mltcp_figures.mltcp_target(row) == "-"
     [(row, _)] = kernel_mltcp.published_rows(_cells([1.0, 1.0], [0.8, 0.8], [0.8, 0.8]), "cmd")
-    assert figures.mltcp_target(row) == "every>=0.90"
+    assert mltcp_figures.mltcp_target(row) == "every>=0.90"
     # every round at the ideal, but never interleaved (the synthetic runs overlap): not met
-    assert not figures.mltcp_meets(row)
+    assert not mltcp_figures.mltcp_meets(row)
 
 
 def test_the_verdict_is_the_docs_table_target() -> None:

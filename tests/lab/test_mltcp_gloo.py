@@ -14,8 +14,9 @@ import pytest
 
 from mlfc.hosts.kernel import KernelMltcpError, build
 from mlfc.hosts.kernel.namespaces import TcpSocket
-from mlfc.lab import figures
-from mlfc.lab.mltcp import gloo, regime
+from mlfc.lab import summaries
+from mlfc.lab.mltcp import figures as mltcp_figures
+from mlfc.lab.mltcp import gloo, gloo_ddp, gloo_rows, regime
 from mlfc.lab.mltcp.rows import Cell
 from mlfc.lab.results import IterationRecord
 
@@ -24,32 +25,32 @@ from mlfc.lab.results import IterationRecord
 
 @pytest.mark.parametrize(("jobs", "share", "step", "width"), [(2, 0.40, 0.50, 1113), (4, 0.20, 0.40, 702)])
 def test_the_gradient_is_the_communication_share_of_a_step_at_the_bottleneck_rate(jobs, share, step, width) -> None:
-    job = gloo.layout(jobs, 200e6)
+    job = gloo_ddp.layout(jobs, 200e6)
     assert job.width == width
     # G bytes cross the shaped direction per step: 8 G / R = a x step
-    assert 8 * gloo.grad_bytes(job.width) / 200e6 == pytest.approx(share * step, rel=2e-3)
+    assert 8 * gloo_ddp.grad_bytes(job.width) / 200e6 == pytest.approx(share * step, rel=2e-3)
     assert job.comm_share == pytest.approx(share)
     assert job.compute_s == pytest.approx(step * (1 - share))
     assert jobs * job.comm_share == pytest.approx(0.8)  # compatible: the jobs' communication fits in a step
 
 
 def test_the_width_follows_the_rate_and_the_step() -> None:
-    assert gloo.grad_bytes(gloo.layout(2, 50e6).width) == pytest.approx(gloo.grad_bytes(1113) / 4, rel=5e-3)
-    longer = gloo.layout(2, 200e6, step_s=1.5)
+    assert gloo_ddp.grad_bytes(gloo_ddp.layout(2, 50e6).width) == pytest.approx(gloo_ddp.grad_bytes(1113) / 4, rel=5e-3)
+    longer = gloo_ddp.layout(2, 200e6, step_s=1.5)
     assert (longer.comm_s, longer.compute_s) == (pytest.approx(0.6), pytest.approx(0.9))
     with pytest.raises(ValueError, match="3 jobs"):
-        gloo.layout(3, 200e6)
+        gloo_ddp.layout(3, 200e6)
 
 
 def test_grad_bytes_counts_both_layers() -> None:
-    assert gloo.grad_bytes(100) == 4 * (100 * 100 + 100 + 10 * 100 + 10)
+    assert gloo_ddp.grad_bytes(100) == 4 * (100 * 100 + 100 + 10 * 100 + 10)
 
 
 # ---- a rank's output and its records --------------------------------------------------------------
 
 
-def _rank(t0: float = 1000.0, steps: int = 3, backward_s: float = 0.01, wait: float = 0.2) -> gloo.RankOutput:
-    out = gloo.RankOutput()
+def _rank(t0: float = 1000.0, steps: int = 3, backward_s: float = 0.01, wait: float = 0.2) -> gloo_ddp.RankOutput:
+    out = gloo_ddp.RankOutput()
     out.take("[W socket.cpp:207] a warning torch prints\n")
     out.take(json.dumps({"ready": True, "grad_bytes": 5_000_000, "backward_s": backward_s}))
     for i in range(steps):
@@ -62,18 +63,18 @@ def _rank(t0: float = 1000.0, steps: int = 3, backward_s: float = 0.01, wait: fl
 def test_records_bracket_the_allreduce_after_backwards_own_compute() -> None:
     out = _rank()
     assert out.ready and out.grad_bytes == 5_000_000 and len(out.steps) == 3
-    [first, second, _] = gloo.records_of("ddp-2/reno", 2, 1, out, t0=1000.0)
+    [first, second, _] = gloo_ddp.records_of("ddp-2/reno", 2, 1, out, t0=1000.0)
     assert (first.job, first.worker, first.iteration, first.bytes) == (2, "r1@w2", 0, 5_000_000)
     assert first.start == pytest.approx(0.0)
     assert first.comm_start == pytest.approx(0.32)  # backward start + its compute alone
     assert first.comm_end == pytest.approx(0.51)
     assert first.end == pytest.approx(0.72)
     assert second.start == pytest.approx(0.6)
-    assert gloo.records_of("s", 1, 0, out, 1000.0)[0].worker == "r0@s"
+    assert gloo_ddp.records_of("s", 1, 0, out, 1000.0)[0].worker == "r0@s"
 
 
 def test_a_backward_slower_than_its_compute_alone_has_no_negative_communication() -> None:
-    [rec] = gloo.records_of("s", 1, 1, _rank(steps=1, backward_s=0.5, wait=0.1), t0=1000.0)
+    [rec] = gloo_ddp.records_of("s", 1, 1, _rank(steps=1, backward_s=0.5, wait=0.1), t0=1000.0)
     assert rec.comm_start == rec.comm_end
 
 
@@ -83,18 +84,18 @@ def _records(avg: float, jobs: int = 2, steps: int = 5, comm: float = 0.2) -> li
         for rank in (0, 1):
             for i in range(steps):
                 s = i * avg
-                out.append(IterationRecord("s", j, gloo.rank_label(j, rank), i, s, s + avg - comm, s + avg, s + avg,
+                out.append(IterationRecord("s", j, gloo_ddp.rank_label(j, rank), i, s, s + avg - comm, s + avg, s + avg,
                                            1000))  # fmt: skip
     return out
 
 
 def test_a_runs_figures_are_over_both_ranks_and_signals_per_connection_and_step() -> None:
-    run = gloo.DdpRun("s", "reno", _records(0.5), steps=5, connections={1: 1, 2: 2}, loss_events=12, marks=3)
+    run = gloo_ddp.DdpRun("s", "reno", _records(0.5), steps=5, connections={1: 1, 2: 2}, loss_events=12, marks=3)
     assert run.avg == pytest.approx(0.5)
     assert run.signals_per_phase == pytest.approx(15 / (3 * 5))
     assert run.per_job() == {1: (pytest.approx(0.5), pytest.approx(0.2)), 2: (pytest.approx(0.5), pytest.approx(0.2))}
     assert run.interleaved_at is None  # every job communicates at once
-    assert math.isnan(gloo.DdpRun("s", "reno", [], steps=5).signals_per_phase)  # no connection seen
+    assert math.isnan(gloo_ddp.DdpRun("s", "reno", [], steps=5).signals_per_phase)  # no connection seen
 
 
 # ---- namespaces ---------------------------------------------------------------------------------
@@ -109,14 +110,14 @@ SS = [
 
 
 def test_gloo_connections_are_the_established_ones_to_the_server_but_the_store() -> None:
-    assert gloo.data_connections(SS, "10.80.250.1", 29501) == {
+    assert gloo_ddp.data_connections(SS, "10.80.250.1", 29501) == {
         ("10.80.1.1:51000", "10.80.250.1:45123"),
         ("10.80.1.1:39999", "10.80.250.1:39998"),
     }
 
 
 def test_every_established_socket_must_use_the_treatments_congestion_control() -> None:
-    assert [s.local for s in gloo.wrong_cc(SS, "mltcp_reno")] == ["10.80.1.1:39999"]
+    assert [s.local for s in gloo_ddp.wrong_cc(SS, "mltcp_reno")] == ["10.80.1.1:39999"]
 
 
 def test_the_device_of_an_address() -> None:
@@ -124,18 +125,18 @@ def test_the_device_of_an_address() -> None:
         "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever\n"
         "2: v9b@if3    inet 10.80.250.1/24 scope global v9b\\       valid_lft forever preferred_lft forever\n"
     )
-    assert gloo.device_with(out, "10.80.250.1") == "v9b"
-    assert gloo.device_with(out, "10.80.1.1") is None
+    assert gloo_ddp.device_with(out, "10.80.250.1") == "v9b"
+    assert gloo_ddp.device_with(out, "10.80.1.1") is None
 
 
 # ---- rows ---------------------------------------------------------------------------------------
 
 
 def _cells(base: list[float], mltcp: list[float], ideal: list[float], jobs: int = 2) -> list[Cell]:
-    def run(avg: float) -> gloo.DdpRun:
-        return gloo.DdpRun("s", "reno", _records(avg, jobs), 5, dict.fromkeys(range(1, jobs + 1), 1), 10, 0, 40)
+    def run(avg: float) -> gloo_ddp.DdpRun:
+        return gloo_ddp.DdpRun("s", "reno", _records(avg, jobs), 5, dict.fromkeys(range(1, jobs + 1), 1), 10, 0, 40)
 
-    mix = gloo.mix_name(jobs)
+    mix = gloo_rows.mix_name(jobs)
     # the lab's default regime: CE above 60 KB of a 300 KB queue at 200 Mbit/s
     plain = Cell(mix, "reno", "reno", [run(b) for b in base], ideal, ideal, base, [Path(f"/b{i}") for i in base],
                  300_000, 60_000)  # fmt: skip
@@ -145,12 +146,12 @@ def _cells(base: list[float], mltcp: list[float], ideal: list[float], jobs: int 
 
 
 def test_a_published_row_per_mltcp_treatment_with_the_kernel_labs_fields() -> None:
-    [(row, runs)] = gloo.published_rows(_cells([1.0, 1.0], [0.9, 0.95], [0.8, 0.8]), "cmd")
+    [(row, runs)] = gloo_rows.published_rows(_cells([1.0, 1.0], [0.9, 0.95], [0.8, 0.8]), "cmd")
     assert {k: row[k] for k in ("mix", "cc", "dataplane", "treatment", "f", "jobs", "rounds", "command")} == {
         "mix": "ddp-2", "cc": "reno", "dataplane": "real", "treatment": "mltcp_reno", "f": "16:0.5:step=0.2",
         "jobs": 2, "rounds": 2, "command": "cmd",
     }  # fmt: skip
-    assert set(figures.MLTCP_KEY) <= set(row)
+    assert set(mltcp_figures.MLTCP_KEY) <= set(row)
     fields = {"share_of_ideal", "avg_speedup", "p99_speedup", "ideal_avg", "ideal_p99", "interleaved_from",
               "link_bps", "queue_bytes", "mark_threshold_bytes", "signals_per_phase", "avg_over_ideal"}  # fmt: skip
     assert fields <= set(row)
@@ -167,16 +168,16 @@ def test_a_published_row_per_mltcp_treatment_with_the_kernel_labs_fields() -> No
 
 
 def test_the_shallow_regimes_targets_judge_the_rows() -> None:
-    [(two, _)] = gloo.published_rows(_cells([1.0], [0.85], [0.8]), "cmd")
-    [(four, _)] = gloo.published_rows(_cells([1.0], [0.85], [0.8], jobs=4), "cmd")
-    assert figures.mltcp_target(two) == "share>=0.70"
-    assert figures.mltcp_target(four) == "share>=0.60"
+    [(two, _)] = gloo_rows.published_rows(_cells([1.0], [0.85], [0.8]), "cmd")
+    [(four, _)] = gloo_rows.published_rows(_cells([1.0], [0.85], [0.8], jobs=4), "cmd")
+    assert mltcp_figures.mltcp_target(two) == "share>=0.70"
+    assert mltcp_figures.mltcp_target(four) == "share>=0.60"
     assert four["jobs"] == 4
-    assert figures.mltcp_meets(two) and figures.mltcp_meets(four)  # 75 % of the ideal gain
+    assert mltcp_figures.mltcp_meets(two) and mltcp_figures.mltcp_meets(four)  # 75 % of the ideal gain
 
 
 def test_regime_rows_are_platform_kernel_ddp() -> None:
-    [row] = gloo.regime_rows(_cells([1.0, 1.0], [0.9, 0.95], [0.8, 0.8]), "cmd")
+    [row] = gloo_rows.regime_rows(_cells([1.0, 1.0], [0.9, 0.95], [0.8, 0.8]), "cmd")
     assert set(regime.KEY) <= set(row)
     assert row["platform"] == "kernel-ddp" and row["mix"] == "ddp-2" and row["rounds"] == 2
     assert row["avg_over_ideal"] == [pytest.approx(0.9 / 0.8), pytest.approx(0.95 / 0.8)]
@@ -251,8 +252,8 @@ def test_publish_writes_the_mltcp_and_regime_rows(monkeypatch, tmp_path: Path) -
     for c in cells:
         c.csvs = [tmp_path / f"{c.treatment.split()[0]}.csv"]
         c.csvs[0].write_text("scenario\n")
-    real_publish = figures.publish
-    monkeypatch.setattr(figures, "publish", lambda *a, **k: real_publish(*a, **k, data=tmp_path / "data"))
+    real_publish = summaries.publish
+    monkeypatch.setattr(summaries, "publish", lambda *a, **k: real_publish(*a, **k, data=tmp_path / "data"))
     gloo._publish(cells, "python -m mlfc.lab.mltcp.gloo --jobs 2")
     mltcp = json.loads((tmp_path / "data" / "mltcp" / "summary.json").read_text())
     [row] = mltcp["rows"]

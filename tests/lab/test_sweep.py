@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from mlfc.lab.jobs import emulator_args
+from mlfc.lab.mltcp.sweep import parse_grid, sweep_row
 from mlfc.lab.scenarios import MIXES, TREATMENTS, share_of_ideal_gain, stack_config
-from mlfc.lab.sweep import parse_grid, sweep_row
 from mlfc.policy.mltcp import MltcpParams, default_params, format_params
 
 
@@ -54,9 +54,9 @@ def test_a_worker_the_coordinator_missed_is_an_error() -> None:
 
 
 def test_sweep_table_averages_rounds_and_shows_the_spread(tmp_path) -> None:
+    from mlfc.lab.mltcp.sweep import plot_sweep, sweep_row, sweep_table
     from mlfc.lab.results import JobSummary
     from mlfc.lab.rounds import TreatmentResult
-    from mlfc.lab.sweep import plot_sweep, sweep_row, sweep_table
 
     def result(avg: float, interleaved: int | None) -> TreatmentResult:
         overall = JobSummary(0, 10, avg, avg * 1.1, 0.4)

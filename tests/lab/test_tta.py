@@ -8,7 +8,7 @@ import math
 import pytest
 
 from mlfc.lab.decisions import DecisionSample, describe, top_changes
-from mlfc.lab.hpsearch import Config, assignment, parse_grid
+from mlfc.lab.hpsearch.search import Config, assignment, parse_grid
 from mlfc.lab.realjobs import same_curve, start_spread
 from mlfc.lab.results import IterationRecord
 from mlfc.lab.tta import (

@@ -50,7 +50,7 @@ def test_shift_equation_fixed_points_and_growth() -> None:
 
 
 def test_shift_series_measures_folded_offsets() -> None:
-    from mlfc.lab.shift import shift_series
+    from mlfc.lab.mltcp.shift import shift_series
     from mlfc.policy.mltcp import MltcpParams
 
     recs = []

@@ -116,7 +116,7 @@ def test_the_shift_equation_is_for_the_line_only() -> None:
 
 
 def test_sweep_shape_axis_crosses_linear_points_only() -> None:
-    from mlfc.lab.sweep import parse_grid, parse_shapes, with_shapes
+    from mlfc.lab.mltcp.sweep import parse_grid, parse_shapes, with_shapes
 
     grid = parse_grid("2:0.5,4:0.25:step=0.2")
     shapes = parse_shapes("linear,power=0.5")
@@ -210,7 +210,7 @@ def test_the_emulator_refuses_a_bad_shape_when_it_parses_its_arguments(capsys) -
 
 
 def test_e2e_takes_f_for_its_mltcp_treatments() -> None:
-    from mlfc.lab.e2e import _f_arg
+    from mlfc.lab.e2e.cli import _f_arg
 
     assert _f_arg("16:0.5:step=0.2") == MltcpParams(16, 0.5, "step", knee=0.2)
     with pytest.raises(argparse.ArgumentTypeError, match="must be numbers"):

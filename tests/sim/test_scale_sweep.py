@@ -7,7 +7,8 @@ from dataclasses import asdict, fields, replace
 
 import pytest
 
-from mlfc.lab.figures import load, render_sim_scale
+from mlfc.lab.sim_figures import render_sim_scale
+from mlfc.lab.summaries import load
 from mlfc.sim.experiments.bench import full_size
 from mlfc.sim.experiments.scale_sweep import (
     TOLERANCE,

@@ -21,10 +21,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mlfc.hosts.transport.config import DEFAULT_CHUNK
-from mlfc.lab import dataplanes, figures
+from mlfc.lab import dataplanes, summaries
 from mlfc.lab.cleanup import interrupt_on_sigterm, leftovers
+from mlfc.lab.e2e.figures import COORDINATED_SCHEMA
 from mlfc.lab.fallback_watch import FallbackWatch
 from mlfc.lab.fallback_watch import describe as describe_fallback
+from mlfc.lab.mltcp.figures import MLTCP_KEY, MLTCP_SCHEMA
 from mlfc.lab.results import format_table, plot_timeline, summarise, write_csv
 from mlfc.lab.rounds import Rounds, TreatmentResult, rounds_table
 from mlfc.lab.scenarios import (
@@ -43,6 +45,9 @@ from mlfc.lab.stack import Control, StackConfig, StackError, StackRun, job_count
 from mlfc.lab.validity import BottleneckNotCarried
 from mlfc.policy.mltcp import MltcpParams, default_params, format_params, parse_params
 from mlfc.policy.priority import PolicyError
+
+# the schema stored with each summary e2e publishes to
+SCHEMAS = {"mltcp": MLTCP_SCHEMA, "coordinated": COORDINATED_SCHEMA}
 
 
 def say(msg: str) -> None:
@@ -67,7 +72,7 @@ def run_mix(
     """Solo runs, then ``repeat`` rounds of every treatment (rounds, not treatments, repeat, so slow drift of
     the machine hits every treatment alike); an MLTCP treatment runs once per F of ``fs`` in each round
     (None: the controller's default F). Returns the mix's markdown section; with ``published`` given, the
-    rows of docs/data/<experiment> are appended to ``published[experiment]`` (lab/figures.py): one per
+    rows of docs/data/<experiment> are appended to ``published[experiment]`` (lab/summaries.py): one per
     MLTCP treatment and F under "mltcp", one per treatment of the coordinator's under "coordinated"."""
     topo = mix.build_topology()
     run_dir = out / mix.name
@@ -339,7 +344,9 @@ def _f_arg(text: str) -> MltcpParams:
 
 def main(argv: list[str] | None = None) -> int:
     interrupt_on_sigterm()
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m mlfc.lab.e2e", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--out", type=Path, default=Path("results"))
     ap.add_argument("--mix", action="append", choices=sorted(MIXES), help="mix to run (repeatable; default all)")
     ap.add_argument("--treatment", action="append", choices=sorted(TREATMENTS), help="override the plan's treatments")
@@ -401,12 +408,12 @@ def main(argv: list[str] | None = None) -> int:
         if not made:
             continue
         rows, runs = zip(*made, strict=True)
-        path = figures.publish(
+        path = summaries.publish(
             experiment,
             list(rows),
-            key=figures.MLTCP_KEY,
+            key=MLTCP_KEY,
             runs=[r for rs in runs for r in rs],
-            meta={"schema": figures.SCHEMAS[experiment]},
+            meta={"schema": SCHEMAS[experiment]},
         )
         say(f"published {len(rows)} row(s) to {path}; `make figures` regenerates the docs' tables")
     left = sorted(set(leftovers()) - preexisting)

@@ -1,5 +1,5 @@
 """One run of the chaos job on the network: the coordinator, the job's processes under a supervisor, the
-faults fired at their iterations, the switches watched, and at the end the ledger (lab/chaos_ledger.py)."""
+faults fired at their iterations, the switches watched, and at the end the ledger (lab/chaos/ledger.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 from mlfc.coordinator.store import Store, StoreError
 from mlfc.hosts.training.launch import TrainingJob
-from mlfc.lab.chaos import JobProcesses, _children, _wait_group_gone, start_job
-from mlfc.lab.chaos_check import DecisionCheck
-from mlfc.lab.chaos_ledger import Ledger, decision_ledger, report_ledger
-from mlfc.lab.chaos_records import ack_rows, progress, read_json_lines, worker_records
-from mlfc.lab.chaos_schedule import ENTRIES_TARGET_S, JOB, WORKERS, Fault
+from mlfc.lab.chaos.check import DecisionCheck
+from mlfc.lab.chaos.ledger import Ledger, decision_ledger, report_ledger
+from mlfc.lab.chaos.processes import JobProcesses, _children, _wait_group_gone, start_job
+from mlfc.lab.chaos.records import ack_rows, progress, read_json_lines, worker_records
+from mlfc.lab.chaos.schedule import ENTRIES_TARGET_S, JOB, WORKERS, Fault
 from mlfc.lab.realjobs import say
 from mlfc.lab.stack import Control
 from mlfc.launch.daemons import CommandProcess, tool

@@ -7,7 +7,7 @@ import contextlib
 import json
 from pathlib import Path
 
-from mlfc.lab.chaos_schedule import WORKERS
+from mlfc.lab.chaos.schedule import WORKERS
 
 
 def read_json_lines(path: Path) -> list[dict]:

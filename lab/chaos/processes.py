@@ -1,15 +1,5 @@
-"""`make chaos`: real training while a seeded schedule kills, freezes and cuts every component in turn.
-
-    python -m mlfc.lab.chaos --seed N | --seeds 1,2,3 [--faults 13] [--actions kill,stop,down]
-                             [--iterations 150] [--dataplane ref|bmv2|auto] [--out results/chaos]
-                             [--no-baseline] [--publish]
-
-The command line is lab/chaos_cli.py; the parts: the schedule, job and network (chaos_schedule), the job's
-processes in the Mininet hosts (this module), the switches against the decisions (chaos_check), one run
-with its faults and supervisor (chaos_run), the ledger of acknowledged reports and decisions
-(chaos_ledger), what the processes printed (chaos_records), the per-fault table, summary and plot
-(chaos_outputs).
-"""
+"""The chaos job's processes in the Mininet hosts: parameter server, workers and their agents, started,
+frozen, killed and restarted by the chaos run (lab/chaos/run.py)."""
 
 from __future__ import annotations
 
@@ -17,14 +7,13 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlfc.hosts.training.launch import TrainingJob, ps_argv, worker_argv
-from mlfc.lab.chaos_schedule import JOB, WORKERS
+from mlfc.lab.chaos.schedule import JOB, WORKERS
 from mlfc.lab.jobs import agent_argv
 from mlfc.lab.stack import Control
 from mlfc.launch.process import ManagedProcess
@@ -122,9 +111,3 @@ def start_job(
     for p in procs.all():
         p.start()
     return procs
-
-
-if __name__ == "__main__":
-    from mlfc.lab.chaos_cli import main  # here: chaos_cli imports this module (start_job)
-
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""The chaos test's job, network and seeded fault schedule (lab/chaos.py runs them)."""
+"""The chaos test's job, network and seeded fault schedule (lab/chaos/run.py runs them)."""
 
 from __future__ import annotations
 

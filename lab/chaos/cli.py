@@ -9,7 +9,7 @@ bottleneck between them) with the whole stack: switches, `mlfc-controller` (with
 `mlfc-coordinator` deciding MAIF priorities for the controller, one `mlfc-agent` per worker. First an
 undisturbed run of the same job, then the chaos run: before each fault the schedule waits until the job
 reached the fault's iteration and the previous fault has recovered, then fires one fault and ends it after
-a short outage (0.2 to 2 s), cycling through 13 kinds (lab/chaos_schedule.py KINDS):
+a short outage (0.2 to 2 s), cycling through 13 kinds (lab/chaos/schedule.py KINDS):
 
     kill -9, then a restart, of     switch (s1 or s2) · controller · coordinator · agent (rank 0's, which
                                     registered the job) · PS · worker (rank 1)
@@ -47,11 +47,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlfc.lab import dataplanes, figures
-from mlfc.lab.chaos_outputs import FaultRow, fault_rows, summary_text, write_outputs
-from mlfc.lab.chaos_records import final_accuracy
-from mlfc.lab.chaos_run import ChaosRun, RunResult
-from mlfc.lab.chaos_schedule import (
+from mlfc.lab import dataplanes, summaries
+from mlfc.lab.chaos.outputs import FaultRow, fault_rows, summary_text, write_outputs
+from mlfc.lab.chaos.records import final_accuracy
+from mlfc.lab.chaos.run import ChaosRun, RunResult
+from mlfc.lab.chaos.schedule import (
     ACCURACY_TARGET_PP,
     ACTIONS,
     JOB,
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.publish:
         rows = [publish_row(o, replay(args, o.seed) + " --publish") for o in outcomes]
         runs = [(p, f"{o.plane}-seed{o.seed}-{p.name}") for o in outcomes for p in o.ledger_csvs]
-        path = figures.publish("chaos", rows, key=CHAOS_KEY, runs=runs, meta={"schema": list(CHAOS_ROW)})
+        path = summaries.publish("chaos", rows, key=CHAOS_KEY, runs=runs, meta={"schema": list(CHAOS_ROW)})
         say(f"published {len(rows)} row(s) to {path}; `make figures` regenerates the docs' tables")
     if len(outcomes) > 1:
         print("seeds: " + ", ".join(f"{o.seed} {'ok' if o.ok else 'FAILED'}" for o in outcomes))

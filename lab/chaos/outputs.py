@@ -9,15 +9,15 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlfc.lab.chaos_records import final_accuracy, iteration_ends
-from mlfc.lab.chaos_run import RunResult
-from mlfc.lab.chaos_schedule import ACCURACY_TARGET_PP, ENTRIES_TARGET_S, WORKERS, Fault
+from mlfc.lab.chaos.records import final_accuracy, iteration_ends
+from mlfc.lab.chaos.run import RunResult
+from mlfc.lab.chaos.schedule import ACCURACY_TARGET_PP, ENTRIES_TARGET_S, WORKERS, Fault
 
 
 @dataclass(frozen=True)
 class FaultRow:
     index: int
-    action: str  # kill, stop or down (lab/chaos_schedule.py KINDS)
+    action: str  # kill, stop or down (lab/chaos/schedule.py KINDS)
     target: str
     fault: str  # as printed: kill -9 ps, SIGSTOP ks1, link ks1-ks2 down
     iteration: int  # the first iteration not finished when the fault fired
