@@ -1,5 +1,5 @@
 """Finding what a run left behind (processes, interfaces); a run's teardown on SIGTERM. (Ending a process:
-``mlfc.launch.process.terminate``.)"""
+``mlfc.processes.terminate``.)"""
 
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ with stdout and stderr in a log file:
 * ``restart()`` is a crash and a start on the same ports, so clients see the same endpoint come back.
 
 ``terminate(proc, sig, grace_s)`` is that stop for any ``Popen`` (a job's processes, a local training
-run's): every stop in mlfc goes through it.
+run's): every stop in mlfc goes through it. It lives in the product (``mlfc.processes``), whose own training
+launcher needs it too; this module re-exports it for the lab.
 
 Subclasses say what to run and what "ready" means (ports listening, an RPC answering).
 """
@@ -26,6 +27,8 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from mlfc.processes import leads_group, signal_process, terminate
 
 
 class ProcessError(RuntimeError):
@@ -43,40 +46,6 @@ def listening(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.2)
         return s.connect_ex((host, port)) == 0
-
-
-def terminate(
-    proc: subprocess.Popen, sig: signal.Signals = signal.SIGTERM, grace_s: float = 5.0, kill_wait_s: float = 5.0
-) -> int | None:
-    """End ``proc``: ``sig`` to its process group (to the process alone if it leads none), SIGKILL to the
-    same after ``grace_s``, then reap it. Returns its exit code (at once if it had already exited); raises
-    ``subprocess.TimeoutExpired`` if it outlives SIGKILL by ``kill_wait_s`` (a process stuck in the kernel)."""
-    if proc.poll() is None:
-        group = _leads_group(proc)
-        _signal(proc, sig, group)
-        try:
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            _signal(proc, signal.SIGKILL, group)
-            proc.wait(timeout=kill_wait_s)
-    return proc.returncode
-
-
-def _leads_group(proc: subprocess.Popen) -> bool:
-    # Only a group leader's group is its own to end (start_new_session); otherwise the group is ours.
-    try:
-        return os.getpgid(proc.pid) == proc.pid
-    except ProcessLookupError:
-        return False
-
-
-def _signal(proc: subprocess.Popen, sig: signal.Signals, group: bool) -> None:
-    # Gone meanwhile, or not ours to signal (run as another user): the wait that follows decides.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if group:
-            os.killpg(proc.pid, sig)
-        else:
-            proc.send_signal(sig)
 
 
 class ManagedProcess:
@@ -167,7 +136,7 @@ class ManagedProcess:
 
     def _freeze(self, sig: signal.Signals) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            _signal(self.proc, sig, _leads_group(self.proc))
+            signal_process(self.proc, sig, leads_group(self.proc))
 
     def restart(self, timeout: float = 20.0):
         """Crash and start again on the same ports."""

@@ -1,13 +1,14 @@
 """Every chunk the parameter server did not receive, counted per job, iteration, tensor and worker, and
-exported: in each worker's per-iteration record (via the STATS message), the PS's own JSON lines and,
-optionally, Prometheus /metrics."""
+exported: in each worker's per-iteration record (via the STATS message, ``PullStats``), the PS's own JSON
+lines (``IterationRecord`` in PS mode, ``BucketRecord`` in aggregate mode) and, optionally, Prometheus
+/metrics."""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -129,3 +130,109 @@ def start_metrics_server(ledger: LossLedger, addr: str) -> tuple[object, int]:
 def lost_by_tensor(per_rank: dict[int, int]) -> dict[str, int]:
     """JSON-ready {tensor id: chunks} (string keys, as JSON needs)."""
     return {str(t): n for t, n in sorted(per_rank.items())}
+
+
+class _Record:
+    """A typed JSON record: ``to_dict`` gives its fields in declaration order, the order of the keys the
+    records always had (the JSON lines and the STATS message stay byte-identical)."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IterationRecord(_Record):
+    """The PS's JSON line of one iteration (PS mode): when each phase ended and what the pushes lost."""
+
+    ps: bool = True
+    job: int
+    iteration: int
+    start: float
+    pushes_in: float  # every push of the iteration in
+    wait_s: float
+    aggregate_s: float
+    step_s: float
+    pull_s: float
+    end: float
+    lost_chunks: int
+    chunks: int
+    lost_by_worker: dict[str, int]
+    lost_elements: int
+
+    @classmethod
+    def of(
+        cls,
+        job: int,
+        iteration: int,
+        loss: IterationLoss,
+        ranks: Iterable[int],
+        start: float,
+        pushes_in: float,
+        aggregated: float,
+        stepped: float,
+        end: float,
+    ) -> IterationRecord:
+        """From the iteration's loss, its workers' ranks and the times at which each phase ended."""
+        return cls(
+            job=job,
+            iteration=iteration,
+            start=start,
+            pushes_in=pushes_in,
+            wait_s=round(pushes_in - start, 5),
+            aggregate_s=round(aggregated - pushes_in, 5),
+            step_s=round(stepped - aggregated, 5),
+            pull_s=round(end - stepped, 5),
+            end=end,
+            lost_chunks=loss.total(),
+            chunks=sum(loss.chunks.values()),
+            lost_by_worker={str(r): loss.total(r) for r in sorted(ranks)},
+            lost_elements=sum(loss.lost_elements.values()),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BucketRecord(_Record):
+    """The aggregator's JSON line of one averaged DDP bucket (aggregate mode)."""
+
+    ps: bool = True
+    job: int
+    iteration: int
+    tensor: int
+    aggregate_s: float
+    lost_chunks: int
+
+    @classmethod
+    def of(cls, job: int, iteration: int, tensor: int, loss: IterationLoss, aggregate_s: float) -> BucketRecord:
+        lost = sum(n for (_, t), n in loss.lost_chunks.items() if t == tensor)
+        return cls(job=job, iteration=iteration, tensor=tensor, aggregate_s=aggregate_s, lost_chunks=lost)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PullStats(_Record):
+    """The STATS message after a worker's pull (PS mode): what the pull sent and what the pushes lost."""
+
+    pull_sent_bytes: int  # the parameters' bytes this pull handed to the network
+    pull_withheld_chunks: int
+    pull_stale_elements: int  # elements the worker now holds from an earlier pull
+    lost_chunks: int  # of this worker's pushes
+    job_lost_chunks: int
+    lost_by_tensor: dict[str, int]
+    chunks: int
+    lost_elements: int
+
+    @classmethod
+    def of(
+        cls, loss: IterationLoss, rank: int, *, sent_bytes: int, withheld_chunks: int, stale_elements: int
+    ) -> PullStats:
+        return cls(
+            pull_sent_bytes=sent_bytes,
+            pull_withheld_chunks=withheld_chunks,
+            pull_stale_elements=stale_elements,
+            lost_chunks=loss.total(rank),
+            job_lost_chunks=loss.total(),
+            lost_by_tensor=lost_by_tensor(loss.by_rank(rank)),
+            chunks=loss.chunks[rank],
+            lost_elements=sum(loss.lost_elements.values()),
+        )

@@ -29,8 +29,8 @@ from pathlib import Path
 from mlfc.hosts.training import protocol as proto
 from mlfc.hosts.transport import bind_shim_socket
 from mlfc.hosts.transport.recovery import DEFAULT_TOLERATED_LOSS
-from mlfc.launch.process import terminate
 from mlfc.policy.withhold import WithholdPolicy
+from mlfc.processes import terminate
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""mlfc.launch.process.terminate, the one stop of every process mlfc starts: SIGTERM to the group, SIGKILL
-after the grace, the exit code back."""
+"""mlfc.processes.terminate (re-exported by mlfc.launch.process), the one stop of every process mlfc starts:
+SIGTERM to the group, SIGKILL after the grace, the exit code back."""
 
 from __future__ import annotations
 

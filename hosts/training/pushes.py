@@ -1,0 +1,89 @@
+"""The pushes a parameter server holds: each filed under its iteration and tensor until every worker's copy
+is in, then averaged with the bounded-loss rule (``mlfc.policy.aggregation.average_received``), the loss of
+each copy recorded in the ledger. Both modes use it: PS mode per iteration (iteration.py), aggregate mode per
+DDP bucket (buckets.py)."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+import numpy as np
+
+from mlfc.hosts.training import protocol as proto
+from mlfc.hosts.training.compress import decode
+from mlfc.hosts.training.peers import Peers, TrainingError
+from mlfc.hosts.transport import DeliveredTensor
+from mlfc.policy.aggregation import average_received, received_elements
+
+log = logging.getLogger(__name__)
+
+
+class Pushes:
+    def __init__(self, peers: Peers) -> None:
+        self.peers = peers
+        # iteration -> tensor -> rank -> its push
+        self.pending: dict[int, dict[int, dict[int, DeliveredTensor]]] = defaultdict(lambda: defaultdict(dict))
+        self.done: set[tuple[int, int]] = set()  # aggregate mode: (iteration, tensor) already answered
+
+    def place(self, d: DeliveredTensor) -> bool:
+        """File a push under its iteration and tensor; False for anything else (control, strays)."""
+        peers = self.peers
+        w = peers.by_peer.get(d.peer)
+        if w is None or d.tensor_id >= proto.MAX_TENSORS:
+            if w is not None and d.tensor_id == proto.BYE:
+                return False
+            peers.stray += 1
+            return False
+        numels = peers.numels()
+        if peers.cfg.mode == "ps":
+            bad = d.tensor_id >= len(numels) or d.loss.total_bytes != peers.compression.payload_bytes(
+                numels[d.tensor_id]
+            )
+        else:  # DDP buckets: sizes are DDP's business; all workers' copies must match (checked when averaged)
+            bad = d.loss.total_bytes % 4 != 0
+        if bad:
+            peers.stray += 1
+            log.warning(
+                "job %d: worker %d sent tensor %d of %d bytes: not in the model",
+                peers.cfg.job,
+                w.rank,
+                d.tensor_id,
+                d.loss.total_bytes,
+            )
+            return False
+        if (d.iteration, d.tensor_id) in self.done:
+            peers.stray += 1
+            return False
+        self.pending[d.iteration][d.tensor_id][w.rank] = d
+        return True
+
+    def aggregate(self, iteration: int, tensor: int, pushes: dict[int, DeliveredTensor]) -> np.ndarray:
+        peers = self.peers
+        values, masks, delayed = [], [], []
+        for rank in sorted(pushes):
+            w = peers.workers.get(rank)
+            delayed.append(w is not None and w.loss_feedback)
+            d = pushes[rank]
+            rep = d.loss
+            if peers.compression.active:
+                if rep.missing_chunks:  # the workers send compressed pushes with loss bound 0: cannot happen
+                    raise TrainingError(f"iteration {iteration} tensor {tensor}: a compressed push arrived incomplete")
+                try:
+                    v = decode(peers.compression, d.data, peers.numels()[tensor])
+                except ValueError as exc:
+                    raise TrainingError(f"iteration {iteration} tensor {tensor} of worker {rank}: {exc}") from None
+            else:
+                v = np.frombuffer(d.data, dtype=np.float32)
+            values.append(v)
+            n_chunks = -(-rep.total_bytes // rep.chunk_size)
+            peers.ledger.record(iteration, rank, tensor, n_chunks, len(rep.missing_chunks))
+            masks.append(
+                received_elements(v.size, 4, rep.chunk_size, rep.missing_chunks) if rep.missing_chunks else None
+            )
+        try:
+            agg = average_received(values, masks, delayed)
+        except ValueError as exc:
+            raise TrainingError(f"iteration {iteration} tensor {tensor}: {exc}") from None
+        peers.ledger.record_elements(iteration, tensor, agg.lost_elements)
+        return agg.mean
