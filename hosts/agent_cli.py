@@ -26,6 +26,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from mlfc.tls import add_tls_arguments, tls_from_args
+
 from .agent import DEFAULT_COORDINATOR, Agent, Flow, Worker
 
 _KV = re.compile(r"([A-Za-z_]+)\s*[=:]\s*([^\s,;]+)")
@@ -141,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         "iteration], ...]} (an audit of what was acknowledged; survives this agent being killed)",
     )
     p.add_argument("-v", "--verbose", action="store_true")
+    add_tls_arguments(p, "client")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     return p
 
@@ -189,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             buffer_size=args.buffer,
             finish_timeout_s=args.finish_timeout,
             on_ack=_ack_logger(args.ack_log, args.job) if args.ack_log else None,
+            tls=tls_from_args(args),
         )
     except (OSError, ValueError) as e:
         print(f"mlfc-agent: {e}", file=sys.stderr)

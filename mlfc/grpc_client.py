@@ -19,7 +19,7 @@ _Self = TypeVar("_Self", bound="GrpcClient")
 def open_channel(
     address: str, tls: TlsConfig | None = None, reconnect_backoff_s: tuple[float, float] | None = None
 ) -> grpc.Channel:
-    options: list[tuple[str, Any]] = [] if reconnect_backoff_s is None else list(reconnect_backoff(*reconnect_backoff_s))
+    options: list[tuple[str, Any]] = [] if reconnect_backoff_s is None else [*reconnect_backoff(*reconnect_backoff_s)]
     if tls is None:
         return grpc.insecure_channel(address, options=options)
     return grpc.secure_channel(address, channel_credentials(tls), options=options + channel_options(tls))

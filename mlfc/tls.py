@@ -255,3 +255,9 @@ def tls_from_args(args: argparse.Namespace) -> TlsConfig | None:
             raise TlsError("--tls-client-auth and --tls-server-name need TLS files (--tls-ca, --tls-cert, --tls-key)")
         return None
     return TlsConfig(ca=ca, cert=cert, key=key, client_auth=client_auth, server_name=server_name)
+
+
+def as_client(tls: TlsConfig) -> TlsConfig:
+    """A server's TLS identity used to call another mlfc server: trust its CA, show its certificate (which
+    ``make certs`` issues for both roles) to a server that requires client certificates."""
+    return TlsConfig(ca=tls.ca, cert=tls.cert, key=tls.key)
