@@ -55,7 +55,7 @@ class TlsMaterial:
 
 
 _PEM = {"ca": b"CERTIFICATE", "cert": b"CERTIFICATE", "key": b"PRIVATE KEY"}
-_WHAT = {"ca": "TLS CA certificate (--tls-ca)", "cert": "TLS certificate (--tls-cert)", "key": "TLS key (--tls-key)"}
+_WHAT = {"ca": "TLS CA certificate", "cert": "TLS certificate", "key": "TLS private key"}
 
 
 def _read(kind: str, path: Path) -> bytes:
