@@ -17,7 +17,7 @@ from mlfc.controller.config import DEFAULT_INTENT_ADDR
 from mlfc.grpc_client import GrpcClient
 from mlfc.proto import intent_pb2 as pb
 from mlfc.proto import intent_pb2_grpc as pb_grpc
-from mlfc.tls import TlsConfig
+from mlfc.tls import TlsConfig, TlsHandshakeError
 
 
 class IntentClient(GrpcClient):
@@ -54,6 +54,11 @@ class IntentClient(GrpcClient):
         while True:
             try:
                 return self.status(timeout_s=0.5)
+            except TlsHandshakeError:
+                if self.tls is not None:
+                    raise  # certificates do not change by waiting
+                if time.monotonic() > deadline:
+                    raise
             except grpc.RpcError:
                 if time.monotonic() > deadline:
                     raise

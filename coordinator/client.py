@@ -63,19 +63,27 @@ class CoordinatorClient(GrpcClient):
     # -- what the coordinator knows ----------------------------------------------------------------------
 
     def wait_ready(self, timeout_s: float = 10.0) -> bool:
-        """True once the coordinator answers (with this token); False if it did not within ``timeout_s``."""
+        """True once the coordinator answers (with this token); False if it did not within ``timeout_s``.
+        Raises UNAUTHENTICATED at once, a TLS client's TlsHandshakeError at once (certificates do not change
+        by waiting), and a plain-text client's (the server may serve TLS) if it lasted to the end."""
         deadline = time.monotonic() + timeout_s
         while True:
+            last: TlsHandshakeError | None = None
             try:
-                self._call(self._stub.Status, pb.StatusRequest(), 1.0, wait_for_ready=True)
+                # fail fast, not wait_for_ready: a failed connection then says why (a TLS handshake)
+                self._call(self._stub.Status, pb.StatusRequest(), 1.0)
                 return True
-            except TlsHandshakeError:
-                raise  # waiting does not change certificates
+            except TlsHandshakeError as e:
+                if self.tls is not None:
+                    raise
+                last = e
             except grpc.RpcError as e:
                 if e.code() == grpc.StatusCode.UNAUTHENTICATED:
                     raise
-                if time.monotonic() > deadline:
-                    return False
+            if time.monotonic() > deadline:
+                if last is not None:
+                    raise last
+                return False
             time.sleep(0.05)
 
     def status(self) -> pb.StatusReply:
