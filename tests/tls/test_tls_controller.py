@@ -83,19 +83,21 @@ def test_controller_serves_tls_and_follows_a_restarted_tls_switch(certs: Certs) 
     port = free_port()
     sw = refswitch(port, certs.server("sw1", client_auth=True))  # the controller shows ctl's certificate
     try:
-        with running(deployment(certs, port)) as daemon:
-            with IntentClient(daemon.intent_address, 5, tls=certs.client("coord")) as ctl:
-                reply = ctl.apply(INTENT)
-                ctl.wait_synced(reply.generation, timeout_s=15)
-                entries = sum(len(t) for t in sw.device.tables.by_name.values())
-                assert entries > 0
-                sw.stop()
-                sw = refswitch(port, certs.server("sw1", client_auth=True))  # empty: no pipeline, no entries
-                assert not sw.device.configured
-                status = ctl.wait_synced(reply.generation, timeout_s=15)
-                assert status.switches[0].connected and status.switches[0].pipeline
-                assert sw.device.configured
-                assert sum(len(t) for t in sw.device.tables.by_name.values()) == entries
+        with (
+            running(deployment(certs, port)) as daemon,
+            IntentClient(daemon.intent_address, 5, tls=certs.client("coord")) as ctl,
+        ):
+            reply = ctl.apply(INTENT)
+            ctl.wait_synced(reply.generation, timeout_s=15)
+            entries = sum(len(t) for t in sw.device.tables.by_name.values())
+            assert entries > 0
+            sw.stop()
+            sw = refswitch(port, certs.server("sw1", client_auth=True))  # empty: no pipeline, no entries
+            assert not sw.device.configured
+            status = ctl.wait_synced(reply.generation, timeout_s=15)
+            assert status.switches[0].connected and status.switches[0].pipeline
+            assert sw.device.configured
+            assert sum(len(t) for t in sw.device.tables.by_name.values()) == entries
     finally:
         sw.stop()
 
@@ -104,7 +106,10 @@ def test_controller_names_why_a_switch_refuses_it(certs: Certs) -> None:
     port = free_port()
     sw = refswitch(port, TlsConfig(certs.other / "ca.crt", certs.other / "rogue.crt", certs.other / "rogue.key"))
     try:
-        with running(deployment(certs, port)) as daemon, IntentClient(daemon.intent_address, 5, tls=certs.client()) as ctl:
+        with (
+            running(deployment(certs, port)) as daemon,
+            IntentClient(daemon.intent_address, 5, tls=certs.client()) as ctl,
+        ):
             deadline = time.monotonic() + 10
             while "certificate verify failed" not in (error := switch_status(ctl).last_error):
                 assert time.monotonic() < deadline, error
