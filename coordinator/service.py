@@ -15,7 +15,7 @@ import grpc
 
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import coordinator_pb2_grpc
-from mlfc.tls import TlsConfig, add_port, as_client, check_listen
+from mlfc.tls import TlsConfig, add_port, as_client, check_listen, load
 
 from .api import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES, TOKEN_HEADER
 from .engine import Engine, EngineConfig
@@ -124,6 +124,10 @@ class Coordinator:
         if not token:
             raise ValueError("a token is required")
         self._host, self._want_port = check_listen(listen, allow_remote, tls)
+        if tls is not None:  # read and check the files before anything is opened: a bad path fails here
+            load(tls, "server")
+            if controller:
+                load(as_client(tls), "client")
         self.store = Store(db_path, synchronous)
         self.engine = Engine(self.store, config, clock=clock)
         self.loop = DecisionLoop(self.engine.decide, self.engine.config.tick_s, self.engine.config.min_gap_s)

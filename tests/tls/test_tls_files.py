@@ -14,6 +14,7 @@ from mlfc import contract
 from mlfc.controller.config import config_document, parse_config
 from mlfc.controller.errors import ValidationError
 from mlfc.coordinator import cli as coordinator_cli
+from mlfc.coordinator.service import Coordinator
 from mlfc.refswitch import cli as refswitch_cli
 from mlfc.tls import TlsConfig, TlsError, check_listen, load, tls_from_args
 
@@ -156,3 +157,14 @@ def test_a_switch_asking_for_tls_needs_the_tls_section() -> None:
     doc["switches"] = [{"name": "sw1", "grpc_addr": "127.0.0.1:9559", "tls": True}]
     with pytest.raises(ValidationError, match=r"switches\[0\]\.tls: needs the deployment's tls section"):
         parse_config(doc)
+
+
+def test_coordinator_checks_its_tls_files_before_opening_anything(certs: Certs, tmp_path: Path) -> None:
+    db = tmp_path / "c.sqlite"
+    no_ca = TlsConfig(cert=certs.dir / "coord.crt", key=certs.dir / "coord.key")
+    with pytest.raises(TlsError, match="a TLS client needs --tls-ca"):  # it would reach --controller over TLS
+        Coordinator(db, token="t", controller="127.0.0.1:1", tls=no_ca)
+    with pytest.raises(TlsError, match=r"coord\.nope: no such file"):
+        Coordinator(db, token="t", tls=TlsConfig(cert=certs.dir / "coord.nope", key=certs.dir / "coord.key"))
+    assert not db.exists()
+    Coordinator(db, token="t", tls=no_ca).stop(0)  # without a controller it needs no CA
