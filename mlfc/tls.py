@@ -164,7 +164,8 @@ def tls_failure(details: str, address: str, tls: TlsConfig | None) -> str | None
     """A sentence naming why a connection to ``address`` failed at TLS, or None if it was not TLS.
     ``details``: gRPC's (or finsy's) text of an UNAVAILABLE call, which carries BoringSSL's reason."""
     low = details.lower()
-    closed = any(s in low for s in _CLOSED)
+    # closed while connecting (not a call broken by a server going away): TLS refused, or was not expected
+    closed = "failed to connect" in low and any(s in low for s in _CLOSED)
     if tls is None:
         # A plain-text client of a TLS server sees its connection closed during the HTTP/2 preface.
         if closed:

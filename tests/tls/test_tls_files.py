@@ -16,7 +16,7 @@ from mlfc.controller.errors import ValidationError
 from mlfc.coordinator import cli as coordinator_cli
 from mlfc.coordinator.service import Coordinator
 from mlfc.refswitch import cli as refswitch_cli
-from mlfc.tls import TlsConfig, TlsError, check_listen, load, tls_from_args
+from mlfc.tls import TlsConfig, TlsError, check_listen, load, tls_failure, tls_from_args
 
 
 def _openssl(*args: str) -> str:
@@ -168,3 +168,13 @@ def test_coordinator_checks_its_tls_files_before_opening_anything(certs: Certs, 
         Coordinator(db, token="t", tls=TlsConfig(cert=certs.dir / "coord.nope", key=certs.dir / "coord.key"))
     assert not db.exists()
     Coordinator(db, token="t", tls=no_ca).stop(0)  # without a controller it needs no CA
+
+
+def test_a_call_broken_by_a_server_going_away_is_not_called_tls() -> None:
+    tls = TlsConfig(ca=Path("ca.crt"))
+    connect = "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:127.0.0.1:1: Socket closed"
+    assert tls_failure(connect, "127.0.0.1:1", None) is not None
+    assert tls_failure(connect, "127.0.0.1:1", tls) is not None
+    for details in ("Socket closed", "failed to connect to all addresses; last error: Connection refused"):
+        assert tls_failure(details, "127.0.0.1:1", None) is None
+        assert tls_failure(details, "127.0.0.1:1", tls) is None
