@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import Certs
+from tls_helpers import Certs
 
 from mlfc import contract
 from mlfc.controller import cli

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import Certs
+from tls_helpers import Certs
 
 from mlfc.coordinator import cli
 from mlfc.coordinator.client import CoordinatorClient

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import MAKE_CERTS, Certs, make_certs
+from tls_helpers import MAKE_CERTS, Certs, make_certs
 
 from mlfc import contract
 from mlfc.controller.config import config_document, parse_config
