@@ -17,7 +17,7 @@ SHELL_VENV ?= .venv-shell
 GRPC_ADDR ?= 127.0.0.1:50051
 DEVICE_ID ?= 1
 
-.PHONY: help install debian-packages figures install-sim bpf kernel-mltcp kernel-mltcp-ddp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep hpsearch approx mltcp-real chaos bench run sim sim-scale lint shell shell-venv clean
+.PHONY: help install certs debian-packages figures install-sim bpf kernel-mltcp kernel-mltcp-ddp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep hpsearch approx mltcp-real chaos bench run sim sim-scale lint shell shell-venv clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -47,6 +47,12 @@ kernel-mltcp-ddp: install  ## N PyTorch DDP jobs (gloo) through the kernel lab's
 
 kernel-mltcp-gloo: install  ## unmodified PyTorch DDP over gloo between namespaces on mltcp_cubic: what it detects (root, torch)
 	$(PY) -m mlfc.lab.mltcp.kernel_gloo $(ARGS)
+
+# TLS for the gRPC APIs (docs/tls.md): HOSTS="coord ctl sw1 host1"; certs/ is not committed.
+HOSTS ?= localhost
+CERTS ?= certs
+certs:  ## a development CA and a certificate per host of HOSTS="coord ctl sw1" in certs/ (openssl; docs/tls.md)
+	bash scripts/make-certs.sh $(CERTS) $(HOSTS)
 
 # ns-3 is a separate step: PyPI's ns3 wheel (with cppyy) takes ~6 minutes to download and ~300 MB.
 $(VENV)/.installed-sim: $(VENV)/.installed

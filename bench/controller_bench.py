@@ -5,8 +5,11 @@
 2. Intent-to-entry-present latency: the daemon (a child process) receives an intent changing one
    job's class; a second P4Runtime client polls until the switch holds the new entry. p50/p99.
 3. A large intent through the daemon (entries/s end to end) and the daemon's resident memory.
+4. Write rate over TLS beside plain text, into an mlfc-refswitch process (BMv2 is run without TLS):
+   batched and one update per RPC, TLS as a share of plain text (the issue's target: >= 50 %). It runs
+   without BMv2 too; --no-tls skips it.
 
-    python bench/controller_bench.py [--intents 200] [--jobs 1000]
+    python bench/controller_bench.py [--intents 200] [--jobs 1000] [--no-tls]
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 
 import psutil
 import yaml
+from dev_certs import client_tls, make_dev_certs, server_flags
 
 from mlfc import contract
 from mlfc.controller.entries import Lpm, Range, Ternary, entry
@@ -27,8 +31,9 @@ from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.sync import SwitchConnection
 from mlfc.launch.daemons import ControllerProcess
 from mlfc.launch.process import free_port
-from mlfc.launch.switches import Bmv2Switch, bmv2_missing
+from mlfc.launch.switches import Bmv2Switch, RefSwitch, bmv2_missing
 from mlfc.proto import intent_pb2 as pb
+from mlfc.tls import TlsConfig
 
 
 def synthetic_entries(pipeline: Pipeline, per_table: int) -> list:
@@ -112,6 +117,43 @@ def bench_install(pipeline: Pipeline, tmp: Path) -> None:
         conn.write_entries(few, batch_size=1)
         dt = time.perf_counter() - t0
         print(f"install {len(few)} entries, one per RPC: {len(few) / dt:,.0f} entries/s (for comparison)")
+
+
+class _TlsRefSwitch(RefSwitch):
+    def __init__(self, *args, tls_flags: list[str], **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.tls_flags = tls_flags
+
+    def command(self) -> list[str]:
+        return [*super().command(), *self.tls_flags]
+
+
+def _write_rates(pipeline: Pipeline, sw: RefSwitch, tls: TlsConfig | None) -> tuple[float, float]:
+    """(entries/s in batches of 1000, entries/s one per RPC) into ``sw`` over ``tls``."""
+    with sw, SwitchConnection(sw.grpc_addr, 1, pipeline=pipeline, tls=tls) as conn:
+        conn.load_pipeline()
+        entries = synthetic_entries(pipeline, 1024)
+        conn.write_entries(entries[:50], batch_size=50)  # warm the connection up
+        conn.clear_entries()
+        t0 = time.perf_counter()
+        conn.write_entries(entries, batch_size=1000)
+        batched = len(entries) / (time.perf_counter() - t0)
+        conn.clear_entries()
+        few = entries[:300]
+        t0 = time.perf_counter()
+        conn.write_entries(few, batch_size=1)
+        single = len(few) / (time.perf_counter() - t0)
+    return batched, single
+
+
+def bench_tls_writes(pipeline: Pipeline, tmp: Path) -> None:
+    certs = make_dev_certs(tmp / "certs", "sw1")
+    plain = _write_rates(pipeline, RefSwitch("bench-plain", 1, log_file=tmp / "ref-plain.log"), None)
+    tls_sw = _TlsRefSwitch("bench-tls", 1, log_file=tmp / "ref-tls.log", tls_flags=server_flags(certs, "sw1"))
+    tls = _write_rates(pipeline, tls_sw, client_tls(certs))
+    print("controller writes into mlfc-refswitch, plain text vs TLS:")
+    for label, p, t in (("batch 1000", plain[0], tls[0]), ("one per RPC", plain[1], tls[1])):
+        print(f"  {label:11s}: plain {p:9,.0f} entries/s, TLS {t:9,.0f} entries/s = {t / p:4.0%} of plain text")
 
 
 def percentile(xs: list[float], p: float) -> float:
@@ -198,7 +240,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--intents", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=1000, help="job_priority entries in the large intent")
+    parser.add_argument("--no-tls", dest="tls", action="store_false", help="skip the write rates over TLS")
     args = parser.parse_args()
+    logging.getLogger("finsy").setLevel(logging.ERROR)  # "gNMI is not implemented" on every connection
+    if args.tls:
+        with tempfile.TemporaryDirectory(prefix="mlfc-bench-") as tmp:
+            bench_tls_writes(Pipeline.load(), Path(tmp))
     missing = bmv2_missing()
     if missing:  # the install and daemon figures are BMv2's write path; controller_scale covers the reference switch
         print(f"controller benchmark skipped: {missing}")

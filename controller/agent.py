@@ -100,7 +100,12 @@ class SwitchAgent:
         self.queue_adapter = queue_adapter
         self.queues = dict(queues)
         self.client = SwitchClient(
-            sw.name, sw.grpc_addr, pipeline, sw.device_id, sw.election_id or settings.election_id
+            sw.name,
+            sw.grpc_addr,
+            pipeline,
+            sw.device_id,
+            sw.election_id or settings.election_id,
+            tls=settings.switch_tls(sw),
         )
         self.stats = AgentStats()
         self._desired = desired

@@ -6,6 +6,7 @@ mlfc-controller status [--addr 127.0.0.1:50090] [--json]
 mlfc-controller apply intent.yaml [--addr ...]        # an Intent as YAML/JSON (proto field names)
 mlfc-controller get [--addr ...]
 mlfc-controller pipeline --grpc-addr 127.0.0.1:50051    # what a switch runs (joins as a backup; exit 1: none)
+Clients take --tls-ca [--tls-cert --tls-key] [--tls-server-name] when the controller or switch serves TLS.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from mlfc.controller.config import DEFAULT_INTENT_ADDR, load_config
 from mlfc.controller.errors import ValidationError
 from mlfc.controller.pipeline import Pipeline, PipelineError
 from mlfc.proto import intent_pb2 as pb
+from mlfc.tls import TlsConfig, TlsError, add_tls_arguments, tls_from_args
 
 LOG = logging.getLogger("mlfc.controller")
 
@@ -46,14 +48,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         p.add_argument("--json", action="store_true", help="print JSON")
         p.add_argument("--timeout", type=float, default=5.0)
+        add_tls_arguments(p, "client")
     probe = sub.add_parser("pipeline", help="the pipeline a switch runs, asked as a read-only backup")
     probe.add_argument("--grpc-addr", required=True)
     probe.add_argument("--device-id", type=int, default=1)
     probe.add_argument("--election-id", type=int, default=1, help="ours (default 1: below any controller)")
+    add_tls_arguments(probe, "client")
     apply = sub.add_parser("apply", help="send an intent (YAML or JSON with the proto's field names)")
     apply.add_argument("intent", type=Path)
     apply.add_argument("--addr", default=DEFAULT_INTENT_ADDR)
     apply.add_argument("--timeout", type=float, default=30.0)
+    add_tls_arguments(apply, "client")
     args = parser.parse_args(argv)
 
     try:
@@ -62,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "check":
             return _check(args.config)
         if args.command == "pipeline":
-            return _pipeline(args.grpc_addr, args.device_id, args.election_id)
-        with IntentClient(args.addr) as client:
+            return _pipeline(args.grpc_addr, args.device_id, args.election_id, tls_from_args(args))
+        with IntentClient(args.addr, tls=tls_from_args(args)) as client:
             if args.command == "status":
                 reply = client.status(timeout_s=args.timeout)
                 print(_to_json(reply) if args.json else format_status(reply))
@@ -91,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     except grpc.RpcError as exc:
         print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)  # type: ignore[attr-defined]
         return 1
+    except TlsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 def _run(config_path: Path, log_level: str) -> int:
@@ -125,13 +133,13 @@ def _check(config_path: Path) -> int:
     return 0
 
 
-def _pipeline(grpc_addr: str, device_id: int, election_id: int) -> int:
+def _pipeline(grpc_addr: str, device_id: int, election_id: int, tls: TlsConfig | None = None) -> int:
     """Exit 0 when the switch runs a pipeline (printed with who is primary), 1 when it runs none."""
     from mlfc.controller.switch import SwitchError
     from mlfc.controller.sync import SwitchConnection
 
     try:
-        with SwitchConnection(grpc_addr, device_id, election_id=election_id, timeout_s=10) as conn:
+        with SwitchConnection(grpc_addr, device_id, election_id=election_id, timeout_s=10, tls=tls) as conn:
             cookie = conn.pipeline_cookie()
             primary = conn.client.primary_election_id
     except (SwitchError, TimeoutError) as exc:

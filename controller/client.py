@@ -14,49 +14,39 @@ import time
 import grpc
 
 from mlfc.controller.config import DEFAULT_INTENT_ADDR
-from mlfc.grpc_options import reconnect_backoff
+from mlfc.grpc_client import GrpcClient
 from mlfc.proto import intent_pb2 as pb
 from mlfc.proto import intent_pb2_grpc as pb_grpc
+from mlfc.tls import TlsConfig, TlsHandshakeError
 
 
-class IntentClient:
+class IntentClient(GrpcClient):
     def __init__(
         self,
         addr: str = DEFAULT_INTENT_ADDR,
         timeout_s: float = 30.0,
         *,
+        tls: TlsConfig | None = None,
         reconnect_backoff_s: tuple[float, float] | None = None,
     ) -> None:
         """``reconnect_backoff_s`` = (initial, max) bounds gRPC's own reconnect backoff, which would
-        otherwise grow to minutes while the controller is down."""
-        self.addr = addr
-        self.timeout_s = timeout_s
-        options = [] if reconnect_backoff_s is None else reconnect_backoff(*reconnect_backoff_s)
-        self._channel = grpc.insecure_channel(addr, options=options)
+        otherwise grow to minutes while the controller is down. ``tls``: the controller serves TLS."""
+        super().__init__(addr, timeout_s=timeout_s, tls=tls, reconnect_backoff_s=reconnect_backoff_s)
         self._stub = pb_grpc.IntentServiceStub(self._channel)
 
-    def close(self) -> None:
-        self._channel.close()
-
-    def __enter__(self) -> IntentClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _deadline(self, timeout_s: float | None) -> float:
-        # None: the client's default; 0 stays 0 (an explicit --timeout 0 fails at once, as before)
-        return self.timeout_s if timeout_s is None else timeout_s
+    @property
+    def addr(self) -> str:
+        return self.address
 
     def apply(self, intent: pb.Intent, timeout_s: float | None = None) -> pb.ApplyReply:
         """Replace the desired state; the reply says which switches did not confirm it in time."""
-        return self._stub.Apply(intent, timeout=self._deadline(timeout_s))
+        return self._call(self._stub.Apply, intent, timeout_s)
 
     def get(self, timeout_s: float | None = None) -> pb.GetReply:
-        return self._stub.Get(pb.GetRequest(), timeout=self._deadline(timeout_s))
+        return self._call(self._stub.Get, pb.GetRequest(), timeout_s)
 
     def status(self, timeout_s: float | None = None) -> pb.StatusReply:
-        return self._stub.Status(pb.StatusRequest(), timeout=self._deadline(timeout_s))
+        return self._call(self._stub.Status, pb.StatusRequest(), timeout_s)
 
     def wait_ready(self, timeout_s: float = 20.0) -> pb.StatusReply:
         """Until the controller answers Status."""
@@ -64,6 +54,11 @@ class IntentClient:
         while True:
             try:
                 return self.status(timeout_s=0.5)
+            except TlsHandshakeError:
+                if self.tls is not None:
+                    raise  # certificates do not change by waiting
+                if time.monotonic() > deadline:
+                    raise
             except grpc.RpcError:
                 if time.monotonic() > deadline:
                     raise

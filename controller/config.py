@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,6 +40,7 @@ from mlfc.policy import depth
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import MarkingProfile, RedProfile
 from mlfc.policy.priority import PolicyError
+from mlfc.tls import TlsConfig, TlsError, as_client, check_listen, load
 
 DEFAULT_INTENT_ADDR = "127.0.0.1:50090"
 DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
@@ -83,6 +84,8 @@ class SwitchConfig:
     election_id: int | None = None  # None: the controller-wide election id
     ports: tuple[PortConfig, ...] = ()
     routes_v4: tuple[Route, ...] = ()
+    tls: bool | None = None  # P4Runtime over TLS; None: as the deployment (on when it has a tls section)
+    tls_server_name: str = ""  # the name its certificate carries, when not the host of grpc_addr
 
     @property
     def port_numbers(self) -> tuple[int, ...]:
@@ -113,6 +116,15 @@ class ControllerSettings:
     apply_timeout_s: float = 5.0  # Apply waits this long for connected switches to converge
     read_back_on_apply: bool = True  # read the switch before every diff (False: diff against last read)
     state_file: Path | None = None  # the last accepted intent, restored on start (None: not kept)
+    tls: TlsConfig | None = None  # the intent API serves TLS, switches are reached over TLS (docs/tls.md)
+    allow_remote: bool = False  # the intent API may listen on a non-loopback address (only with tls)
+
+    def switch_tls(self, sw: SwitchConfig) -> TlsConfig | None:
+        """How the controller reaches ``sw``'s P4Runtime: TLS trusting ``tls.ca`` and showing the
+        controller's certificate (for a switch that requires client certificates), or None: plain text."""
+        if self.tls is None or sw.tls is False:
+            return None
+        return replace(as_client(self.tls), server_name=sw.tls_server_name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +200,7 @@ def load_config(path: Path | str) -> DeploymentConfig:
 
 def parse_config(data: Any, base_dir: Path | None = None, source: Path | None = None) -> DeploymentConfig:
     """Validate a deployment document (the parsed YAML) into a ``DeploymentConfig``."""
-    root = as_mapping(data, "", {"switches", "pipeline", "defaults", "controller", "listen"})
+    root = as_mapping(data, "", {"switches", "pipeline", "defaults", "controller", "listen", "tls"})
     if "switches" not in root:
         raise ValidationError("switches", "required: at least one switch")
     switches = as_list(root["switches"], "switches", min_len=1)
@@ -231,7 +243,7 @@ def parse_config(data: Any, base_dir: Path | None = None, source: Path | None = 
         p4info=p4info,
         device_config=device_config,
         defaults=defaults,
-        controller=_controller(root.get("controller", {}), root.get("listen", {}), base_dir),
+        controller=_controller(root.get("controller", {}), root.get("listen", {}), root.get("tls"), parsed, base_dir),
         source=source,
         tofino=tofino,
     )
@@ -263,6 +275,8 @@ def _switch(data: Any, path: str) -> SwitchConfig:
         "election_id",
         "ports",
         "routes_v4",
+        "tls",
+        "tls_server_name",
     }
     d = as_mapping(data, path, keys)
     for required in ("name", "grpc_addr"):
@@ -301,7 +315,23 @@ def _switch(data: Any, path: str) -> SwitchConfig:
             )
         routes.append(route)
     check_unique(routes, join(path, "routes_v4"), lambda r: r.prefix, "prefix")
-    return SwitchConfig(name, grpc_addr, device_id, target, thrift_port, thrift_host, election_id, ports, tuple(routes))
+    tls = None if d.get("tls") is None else as_bool(d["tls"], join(path, "tls"))
+    server_name = ""
+    if d.get("tls_server_name") is not None:
+        server_name = as_str(d["tls_server_name"], join(path, "tls_server_name"))
+    return SwitchConfig(
+        name,
+        grpc_addr,
+        device_id,
+        target,
+        thrift_port,
+        thrift_host,
+        election_id,
+        ports,
+        tuple(routes),
+        tls,
+        server_name,
+    )
 
 
 def _check_tofino_switch(d: dict[str, Any], path: str) -> None:
@@ -383,7 +413,33 @@ def _defaults(data: Any, path: str) -> Defaults:
     return Defaults(ecn, drop, interleaving, queue, packet_bytes, ecn_rules)
 
 
-def _controller(data: Any, listen_data: Any, base_dir: Path | None) -> ControllerSettings:
+def _tls(data: Any, switches: tuple[SwitchConfig, ...], base_dir: Path | None) -> TlsConfig | None:
+    """The deployment's ``tls`` section: its files are read and checked now (mlfc.tls), for the intent API
+    (a server: cert and key) and, when a switch is reached over TLS, as a client (ca)."""
+    if data is None:
+        for i, sw in enumerate(switches):
+            if sw.tls:
+                raise ValidationError(join(join("switches", i), "tls"), "needs the deployment's tls section (ca, ...)")
+        return None
+    d = as_mapping(data, "tls", {"ca", "cert", "key", "client_auth"})
+    tls = TlsConfig(
+        ca=None if d.get("ca") is None else _artifact(d["ca"], "tls.ca", base_dir, Path()),
+        cert=None if d.get("cert") is None else _artifact(d["cert"], "tls.cert", base_dir, Path()),
+        key=None if d.get("key") is None else _artifact(d["key"], "tls.key", base_dir, Path()),
+        client_auth=as_bool(d.get("client_auth", False), "tls.client_auth"),
+    )
+    try:
+        load(tls, "server")
+        if any(sw.tls is not False for sw in switches):
+            load(as_client(tls), "client")
+    except TlsError as exc:
+        raise ValidationError("tls", str(exc)) from None
+    return tls
+
+
+def _controller(
+    data: Any, listen_data: Any, tls_data: Any, switches: tuple[SwitchConfig, ...], base_dir: Path | None
+) -> ControllerSettings:
     keys = {
         "election_id",
         "counter_interval_s",
@@ -397,7 +453,7 @@ def _controller(data: Any, listen_data: Any, base_dir: Path | None) -> Controlle
         "state_file",
     }
     d = as_mapping(data, "controller", keys)
-    listen = as_mapping(listen_data, "listen", {"intent", "metrics"})
+    listen = as_mapping(listen_data, "listen", {"intent", "metrics", "allow_remote"})
     base = ControllerSettings()
 
     def num(key: str, lo: float, hi: float) -> float:
@@ -418,7 +474,13 @@ def _controller(data: Any, listen_data: Any, base_dir: Path | None) -> Controlle
             d.get("read_back_on_apply", base.read_back_on_apply), "controller.read_back_on_apply"
         ),
         state_file=_state_file(d.get("state_file"), base_dir),
+        tls=_tls(tls_data, switches, base_dir),
+        allow_remote=as_bool(listen.get("allow_remote", False), "listen.allow_remote"),
     )
+    try:
+        check_listen(settings.intent_addr, settings.allow_remote, settings.tls)
+    except ValueError as exc:
+        raise ValidationError("listen.intent", str(exc).replace("--allow-remote", "listen.allow_remote")) from None
     if settings.reconnect_max_s < settings.reconnect_min_s:
         raise ValidationError("controller.reconnect_max_s", "must be >= controller.reconnect_min_s")
     return settings
@@ -453,13 +515,17 @@ def config_document(cfg: DeploymentConfig) -> dict[str, Any]:
     t = cfg.tofino
     tofino = {"p4info": str(t.p4info), "bfrt": str(t.bfrt), "context": str(t.context), "binary": str(t.binary),
               "device_config_format": t.device_config_format}  # fmt: skip
-    return {
+    doc: dict[str, Any] = {
         "pipeline": {"p4info": str(cfg.p4info), "device_config": str(cfg.device_config), "tofino": tofino},
-        "listen": {"intent": c.intent_addr, "metrics": c.metrics_addr},
+        "listen": {"intent": c.intent_addr, "metrics": c.metrics_addr, "allow_remote": c.allow_remote},
         "controller": controller,
         "defaults": defaults,
         "switches": [_switch_document(sw) for sw in cfg.switches],
     }
+    if c.tls is not None:
+        files = {k: str(v) for k in ("ca", "cert", "key") if (v := getattr(c.tls, k)) is not None}
+        doc["tls"] = {**files, "client_auth": c.tls.client_auth}
+    return doc
 
 
 def write_config(cfg: DeploymentConfig, path: Path) -> Path:
@@ -482,6 +548,10 @@ def _switch_document(sw: SwitchConfig) -> dict[str, Any]:
         out["thrift_host"] = sw.thrift_host
     if sw.election_id is not None:
         out["election_id"] = sw.election_id
+    if sw.tls is not None:
+        out["tls"] = sw.tls
+    if sw.tls_server_name:
+        out["tls_server_name"] = sw.tls_server_name
     out["ports"] = [{"port": p.port, **_queue_document(p.queue)} for p in sw.ports]
     out["routes_v4"] = [
         {"prefix": str(r.prefix), "port": r.port, "src_mac": _mac_text(r.src_mac), "dst_mac": _mac_text(r.dst_mac)}

@@ -189,11 +189,17 @@ class Daemon:
         for arch, p in self.pipelines.items():
             LOG.info("%s pipeline %s (%s)", arch, p.name, p.p4info_path)
         LOG.info("%d switch(es)", len(self.agents))
-        self._grpc_server, self.intent_port = await start_intent_server(self, self.config.controller.intent_addr)
+        c = self.config.controller
+        self._grpc_server, self.intent_port = await start_intent_server(self, c.intent_addr, c.tls, c.allow_remote)
         self._metrics_server, self.metrics_port = start_metrics_server(self, self.config.controller.metrics_addr)
         for agent in self.agents.values():
             agent.start()
-        LOG.info("intent API on %s, metrics on %s", self.intent_address, self.metrics_address)
+        LOG.info(
+            "intent API on %s%s, metrics on %s",
+            self.intent_address,
+            "" if c.tls is None else (" (TLS, client certificates required)" if c.tls.client_auth else " (TLS)"),
+            self.metrics_address,
+        )
 
     @property
     def intent_address(self) -> str:

@@ -11,6 +11,7 @@ from mlfc.controller.errors import ValidationError
 from mlfc.controller.state import StateError
 from mlfc.proto import intent_pb2 as pb
 from mlfc.proto import intent_pb2_grpc as pb_grpc
+from mlfc.tls import TlsConfig, add_port, check_listen
 
 if TYPE_CHECKING:
     from mlfc.controller.daemon import Daemon
@@ -44,11 +45,15 @@ class IntentServicer(pb_grpc.IntentServiceServicer):
         return self.daemon.status()
 
 
-async def start_intent_server(daemon: Daemon, addr: str) -> tuple[grpc.aio.Server, int]:
-    """Bind ``addr`` (host:port; port 0 picks a free one) and start serving; returns (server, port)."""
+async def start_intent_server(
+    daemon: Daemon, addr: str, tls: TlsConfig | None = None, allow_remote: bool = False
+) -> tuple[grpc.aio.Server, int]:
+    """Bind ``addr`` (host:port; port 0 picks a free one) and start serving, with TLS when ``tls`` is given;
+    returns (server, port). A non-loopback ``addr`` needs ``allow_remote`` and TLS (mlfc.tls.check_listen)."""
+    check_listen(addr, allow_remote, tls)
     server = grpc.aio.server()
     pb_grpc.add_IntentServiceServicer_to_server(IntentServicer(daemon), server)
-    port = server.add_insecure_port(addr)
+    port = add_port(server, addr, tls)
     if port == 0:
         raise OSError(f"cannot listen on {addr}")
     await server.start()

@@ -26,6 +26,7 @@ from mlfc.controller import finsy_private
 from mlfc.controller.entries import TableEntry
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.reconcile import Diff, batches, diff, to_updates
+from mlfc.tls import TlsConfig, load, tls_failure
 
 LOG = logging.getLogger(__name__)
 
@@ -60,7 +61,9 @@ class SwitchClient:
         pipeline: Pipeline | None = None,
         device_id: int = 1,
         election_id: int = DEFAULT_ELECTION_ID,
+        tls: TlsConfig | None = None,
     ) -> None:
+        """``tls``: the switch serves P4Runtime over TLS (docs/tls.md); None: plain text."""
         self.name = name
         self.grpc_addr = grpc_addr
         self.pipeline = pipeline
@@ -72,7 +75,9 @@ class SwitchClient:
             p4info=pipeline.p4info_path if pipeline else None,
             device_id=device_id,
             initial_election_id=election_id,
+            channel_credentials=None if tls is None else finsy_credentials(tls),
         )
+        self.tls = tls
         self._sw = fy.Switch(name, grpc_addr, options)
         self._session: contextlib.AsyncExitStack | None = None
         self._role_changed = asyncio.Event()
@@ -95,6 +100,9 @@ class SwitchClient:
                 f"{self.name}: no P4Runtime answer from {self.grpc_addr} in {timeout_s:g}s", "DEADLINE_EXCEEDED"
             ) from None
         except P4ClientError as exc:
+            named = tls_failure(str(exc.message), self.grpc_addr, self.tls)
+            if named is not None and exc.code == GRPCStatusCode.UNAVAILABLE:
+                raise SwitchError(f"{self.name}: {named}", "UNAVAILABLE") from None
             raise _switch_error(self.name, "connect", exc) from None
         self._session = session
 
@@ -297,6 +305,12 @@ class SwitchClient:
         except P4ClientError as exc:
             raise _switch_error(self.name, what, exc) from None
         return out
+
+
+def finsy_credentials(tls: TlsConfig) -> fy.GRPCCredentialsTLS:
+    """finsy's form of a client TlsConfig (files read and checked by mlfc.tls)."""
+    m = load(tls, "client")
+    return fy.GRPCCredentialsTLS(cacert=m.ca, cert=m.cert, private_key=m.key, target_name_override=tls.server_name)
 
 
 def _switch_error(name: str, what: str, exc: P4ClientError) -> SwitchError:

@@ -22,6 +22,7 @@ from mlfc.controller.entries import TableEntry
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.reconcile import Diff
 from mlfc.controller.switch import DEFAULT_ELECTION_ID, CounterValue, SwitchClient
+from mlfc.tls import TlsConfig
 
 _T = TypeVar("_T")
 
@@ -47,8 +48,11 @@ class SwitchConnection:
         election_id: int = DEFAULT_ELECTION_ID,
         name: str | None = None,
         timeout_s: float = 30.0,
+        tls: TlsConfig | None = None,
     ) -> None:
-        """``p4info``/``device_config`` default to p4src/build/mlfc.*; pass ``pipeline`` to share one."""
+        """``p4info``/``device_config`` default to p4src/build/mlfc.*; pass ``pipeline`` to share one.
+        ``tls``: the switch serves P4Runtime over TLS."""
+        self.tls = tls
         self.pipeline = pipeline or Pipeline.load(p4info, device_config)
         self.timeout_s = timeout_s
         self._closed = False
@@ -59,7 +63,7 @@ class SwitchConnection:
 
     async def _make_client(self, name: str, grpc_addr: str, device_id: int, election_id: int) -> SwitchClient:
         # Built on the loop thread so finsy's asyncio objects belong to that loop.
-        return SwitchClient(name, grpc_addr, self.pipeline, device_id, election_id)
+        return SwitchClient(name, grpc_addr, self.pipeline, device_id, election_id, tls=self.tls)
 
     def _call(self, coro: Coroutine[Any, Any, _T]) -> _T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self.timeout_s)

@@ -1,7 +1,7 @@
 """``mlfc-coordinator``: run the MAIF coordinator, or explain a job's class.
 
     mlfc-coordinator run --db coord.sqlite --listen 127.0.0.1:50061 --controller 127.0.0.1:50051 \\
-        --token-file token [--fallback maif]
+        --token-file token [--fallback maif] [--tls-cert coord.crt --tls-key coord.key --tls-ca ca.crt]
     mlfc-coordinator explain 7 --db coord.sqlite            # offline, from the database
     mlfc-coordinator explain 7 --coordinator 127.0.0.1:50061 --token-file token   # live
     mlfc-coordinator status --db coord.sqlite
@@ -27,6 +27,7 @@ from mlfc.policy.fallback import ACTIONS, FallbackParams
 from mlfc.policy.maif import OBJECTIVES, MaifParams
 from mlfc.policy.priority import PolicyError
 from mlfc.proto import coordinator_pb2 as pb
+from mlfc.tls import add_tls_arguments, tls_from_args
 
 from .api import read_token
 from .client import CoordinatorClient
@@ -112,6 +113,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--coordinator", help="ask a running coordinator instead, e.g. 127.0.0.1:50061")
     p.add_argument("--token-file", help="token for --coordinator")
     p.add_argument("--json", action="store_true", help="print the structured explanation as JSON")
+    add_tls_arguments(p, "client")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="serve agents and drive the controller")
     r.add_argument("--db", required=True, help="SQLite database (created if missing)")
     r.add_argument("--listen", default=DEFAULT_LISTEN, help="HOST:PORT, loopback unless --allow-remote (%(default)s)")
-    r.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --listen address")
+    r.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --listen address (needs TLS)")
     r.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
@@ -141,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--interleaving", action="store_true", help="set Intent.interleaving")
     r.add_argument("-v", "--verbose", action="store_true")
+    add_tls_arguments(r, "server")  # with TLS, --controller is reached over TLS too (--tls-ca, this certificate)
     _add_policy(r)
     for name, help_ in (
         ("explain", "why a job got its class"),
@@ -186,6 +189,7 @@ def _run(args: argparse.Namespace) -> int:
         config=_config(args),
         synchronous=args.sync,
         allow_remote=args.allow_remote,
+        tls=tls_from_args(args),
     ).start()
     print(f"mlfc-coordinator: listening on {coord.address}", flush=True)
     metrics = _start_metrics(coord, args)
@@ -215,7 +219,8 @@ def _fetch(args: argparse.Namespace) -> list[Message]:
     if args.coordinator:
         if not args.token_file:
             raise ValueError("--coordinator needs --token-file")
-        with CoordinatorClient(args.coordinator, token=read_token(args.token_file)) as client:
+        client = CoordinatorClient(args.coordinator, token=read_token(args.token_file), tls=tls_from_args(args))
+        with client:
             return _query(args, client)
     if not args.db:
         raise ValueError("give --db PATH or --coordinator ADDR")

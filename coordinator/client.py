@@ -10,7 +10,8 @@ Register/Report/Finish through it.
         c.decisions(after=0)    # [DecisionRecord]: seq, created_at, applied_at, generation, intent, ranks
         c.status(); c.explain(7)
 
-Calls raise grpc.RpcError (e.g. UNAVAILABLE while the coordinator is down, UNAUTHENTICATED for a wrong token).
+Calls raise grpc.RpcError (e.g. UNAVAILABLE while the coordinator is down, UNAUTHENTICATED for a wrong token;
+mlfc.tls.TlsHandshakeError, an UNAVAILABLE one, naming why a TLS connection failed).
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from pathlib import Path
 
 import grpc
 
-from mlfc.grpc_options import reconnect_backoff
+from mlfc.grpc_client import GrpcClient
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import coordinator_pb2_grpc
+from mlfc.tls import TlsConfig, TlsHandshakeError
 
 from .api import DEFAULT_ADDRESS, TOKEN_HEADER, resolve_token
 
 
-class CoordinatorClient:
+class CoordinatorClient(GrpcClient):
     def __init__(
         self,
         address: str = DEFAULT_ADDRESS,
@@ -35,30 +37,18 @@ class CoordinatorClient:
         token: str | None = None,
         token_file: str | Path | None = None,
         timeout_s: float = 5.0,
+        tls: TlsConfig | None = None,
         reconnect_backoff_s: tuple[float, float] | None = None,
     ) -> None:
         """``timeout_s`` is every call's deadline unless the call names its own. ``reconnect_backoff_s`` =
         (initial, max) bounds gRPC's own reconnect backoff, which would otherwise grow to minutes while the
-        coordinator is down."""
+        coordinator is down. ``tls``: the coordinator serves TLS (the token then travels inside it)."""
         token = resolve_token(token, token_file)
-        self.address = address
-        self.timeout_s = timeout_s
-        self._metadata = ((TOKEN_HEADER, token),)
-        options = [] if reconnect_backoff_s is None else reconnect_backoff(*reconnect_backoff_s)
-        self._channel = grpc.insecure_channel(address, options=options)
+        metadata = ((TOKEN_HEADER, token),)
+        super().__init__(
+            address, timeout_s=timeout_s, tls=tls, metadata=metadata, reconnect_backoff_s=reconnect_backoff_s
+        )
         self._stub = coordinator_pb2_grpc.CoordinatorStub(self._channel)
-
-    def close(self) -> None:
-        self._channel.close()
-
-    def __enter__(self) -> CoordinatorClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _call(self, method, request, timeout_s: float | None = None):  # type: ignore[no-untyped-def]
-        return method(request, metadata=self._metadata, timeout=self.timeout_s if timeout_s is None else timeout_s)
 
     # -- the training side (mlfc.hosts.agent, bench/coordinator_bench.py) -------------------------------
     def register(self, request: pb.RegisterRequest, timeout_s: float | None = None) -> pb.RegisterReply:
@@ -73,17 +63,27 @@ class CoordinatorClient:
     # -- what the coordinator knows ----------------------------------------------------------------------
 
     def wait_ready(self, timeout_s: float = 10.0) -> bool:
-        """True once the coordinator answers (with this token); False if it did not within ``timeout_s``."""
+        """True once the coordinator answers (with this token); False if it did not within ``timeout_s``.
+        Raises UNAUTHENTICATED at once, a TLS client's TlsHandshakeError at once (certificates do not change
+        by waiting), and a plain-text client's (the server may serve TLS) if it lasted to the end."""
         deadline = time.monotonic() + timeout_s
         while True:
+            last: TlsHandshakeError | None = None
             try:
-                self._stub.Status(pb.StatusRequest(), metadata=self._metadata, timeout=1.0, wait_for_ready=True)
+                # fail fast, not wait_for_ready: a failed connection then says why (a TLS handshake)
+                self._call(self._stub.Status, pb.StatusRequest(), 1.0)
                 return True
+            except TlsHandshakeError as e:
+                if self.tls is not None:
+                    raise
+                last = e
             except grpc.RpcError as e:
                 if e.code() == grpc.StatusCode.UNAUTHENTICATED:
                     raise
-                if time.monotonic() > deadline:
-                    return False
+            if time.monotonic() > deadline:
+                if last is not None:
+                    raise last
+                return False
             time.sleep(0.05)
 
     def status(self) -> pb.StatusReply:

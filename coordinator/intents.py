@@ -22,6 +22,7 @@ import grpc
 
 from mlfc.controller.client import IntentClient
 from mlfc.proto import intent_pb2
+from mlfc.tls import TlsConfig
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class IntentSender:
         backoff_initial_s: float = 0.05,
         backoff_max_s: float = 0.25,
         check_interval_s: float = 0.5,
+        tls: TlsConfig | None = None,
     ) -> None:
         self.target = target
         self._on_applied = on_applied
@@ -52,7 +54,7 @@ class IntentSender:
         self._check_s = check_interval_s
         # The channel's own reconnect backoff would otherwise grow to minutes while the controller is down;
         # capped at backoff_max_s, a controller that comes back is reached within about that.
-        self._client = IntentClient(target, timeout_s, reconnect_backoff_s=(backoff_initial_s, backoff_max_s))
+        self._client = IntentClient(target, timeout_s, tls=tls, reconnect_backoff_s=(backoff_initial_s, backoff_max_s))
         self._cv = threading.Condition()
         self._pending: tuple[int, intent_pb2.Intent] | None = None
         self._latest: tuple[int, intent_pb2.Intent] | None = None  # the latest decision submitted

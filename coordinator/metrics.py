@@ -19,7 +19,7 @@ from mlfc.policy import fallback as fb
 
 from .engine import Engine
 from .jobs import ACTIVE, FINISHED, SILENT, ReportPlan
-from .service import check_listen
+from mlfc.tls import check_metrics_listen
 
 STATES = (ACTIVE, FINISHED, SILENT)
 # Evaluations take from well under a millisecond (a few jobs, fits cached) to seconds (many jobs refitted).
@@ -141,7 +141,7 @@ class CoordinatorMetrics:
 def start_metrics_server(engine: Engine, listen: str, allow_remote: bool = False) -> tuple[object, int]:
     """Serve the engine's metrics on ``listen`` (HOST:PORT, port 0 = any free port; loopback unless
     ``allow_remote``) in a daemon thread: (server, bound port)."""
-    host, port = check_listen(listen, allow_remote)
+    host, port = check_metrics_listen(listen, allow_remote)
     registry = CollectorRegistry()
     CoordinatorMetrics(engine, registry)
     server, _thread = start_http_server(port, addr=host, registry=registry)

@@ -5,7 +5,6 @@ engine -> intent sender -> controller."""
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ import grpc
 
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import coordinator_pb2_grpc
+from mlfc.tls import TlsConfig, add_port, as_client, check_listen, load
 
 from .api import DEFAULT_ADDRESS, MAX_MESSAGE_BYTES, TOKEN_HEADER
 from .engine import Engine, EngineConfig
@@ -101,20 +101,6 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
         return pb.ListDecisionsReply(decisions=found, latest=e.latest_seq, applied=e.applied_seq)
 
 
-def check_listen(listen: str, allow_remote: bool = False) -> tuple[str, int]:
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"listen address {listen!r} must be HOST:PORT")
-    host = host.strip("[]")
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host == "localhost"
-    if not loopback and not allow_remote:
-        raise ValueError(f"refusing to listen on {host}: not a loopback address (pass --allow-remote to do it)")
-    return host, int(port)
-
-
 class Coordinator:
     """A running coordinator: ``Coordinator(db, token=...).start()``; ``.port`` is the bound port."""
 
@@ -127,20 +113,33 @@ class Coordinator:
         config: EngineConfig | None = None,
         synchronous: str = "FULL",
         allow_remote: bool = False,
+        tls: TlsConfig | None = None,
         max_workers: int = 8,
         controller_backoff_max_s: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``tls``: serve TLS (and, with ``client_auth``, only to clients with a certificate of its CA); the
+        coordinator then also reaches the controller over TLS, trusting ``tls.ca`` and showing its own
+        certificate (for a controller that requires client certificates). None: plain text, loopback only."""
         if not token:
             raise ValueError("a token is required")
-        self._host, self._want_port = check_listen(listen, allow_remote)
+        self._host, self._want_port = check_listen(listen, allow_remote, tls)
+        if tls is not None:  # read and check the files before anything is opened: a bad path fails here
+            load(tls, "server")
+            if controller:
+                load(as_client(tls), "client")
         self.store = Store(db_path, synchronous)
         self.engine = Engine(self.store, config, clock=clock)
         self.loop = DecisionLoop(self.engine.decide, self.engine.config.tick_s, self.engine.config.min_gap_s)
         self.engine.on_commit = self.loop.poke
         self.sender: IntentSender | None = None
         if controller:
-            self.sender = IntentSender(controller, self.engine.on_applied, backoff_max_s=controller_backoff_max_s)
+            self.sender = IntentSender(
+                controller,
+                self.engine.on_applied,
+                backoff_max_s=controller_backoff_max_s,
+                tls=None if tls is None else as_client(tls),
+            )
             self.engine.sink = self.sender.submit
             sender = self.sender
             self.engine.controller_error = lambda: sender.last_error
@@ -154,7 +153,7 @@ class Coordinator:
         )
         coordinator_pb2_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(self.engine), self._server)
         host = f"[{self._host}]" if ":" in self._host else self._host
-        self.port = self._server.add_insecure_port(f"{host}:{self._want_port}")
+        self.port = add_port(self._server, f"{host}:{self._want_port}", tls)
         if not self.port:
             raise OSError(f"cannot listen on {listen}")
         self.address = f"{host}:{self.port}"

@@ -41,6 +41,7 @@ from mlfc.coordinator.api import DEFAULT_ADDRESS, MAX_ITERATION_JUMP, MAX_REASON
 from mlfc.coordinator.client import CoordinatorClient
 from mlfc.proto import coordinator_pb2 as pb
 from mlfc.proto import intent_pb2
+from mlfc.tls import TlsConfig
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +117,10 @@ class Agent:
         backoff_max_s: float = 5.0,
         finish_timeout_s: float = 5.0,
         on_ack: Callable[[list[pb.IterationReport], bool], None] | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
-        """``register=False`` for per-host agents of a job that another agent registers: they only report.
+        """``tls``: the coordinator serves TLS (docs/tls.md). ``register=False`` for per-host agents of a job
+        that another agent registers: they only report.
         ``worker`` is the default worker rank of ``report``. ``on_ack(reports, committed)`` is called (on the
         background thread) with every batch the coordinator answered: committed (it holds them now, in its
         durable store) or rejected (invalid, dropped)."""
@@ -159,7 +162,11 @@ class Agent:
         self._b0, self._bmax, self._finish_timeout = backoff_initial_s, backoff_max_s, finish_timeout_s
         # The channel reconnects as fast as our own backoff, not gRPC's default (up to 2 minutes).
         self._client = CoordinatorClient(
-            coordinator, token=token, timeout_s=rpc_timeout_s, reconnect_backoff_s=(backoff_initial_s, backoff_max_s)
+            coordinator,
+            token=token,
+            timeout_s=rpc_timeout_s,
+            tls=tls,
+            reconnect_backoff_s=(backoff_initial_s, backoff_max_s),
         )
         self._cv = threading.Condition()
         self._buf: deque[tuple[int, pb.IterationReport]] = deque(maxlen=buffer_size)

@@ -30,6 +30,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from mlfc.policy.mltcp import F_HELP, f_argument, parse_params
+from mlfc.tls import add_tls_arguments, tls_from_args
 
 from .agent import DEFAULT_COORDINATOR, Agent, Flow, Worker
 from .agent_metrics import AgentMetrics, IterationSample, start_metrics_server
@@ -171,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="derive the metrics' F from bytes_ratio for lines that carry no mltcp_f: " + F_HELP.split(" (")[0],
     )
     p.add_argument("-v", "--verbose", action="store_true")
+    add_tls_arguments(p, "client")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     return p
 
@@ -243,6 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             buffer_size=args.buffer,
             finish_timeout_s=args.finish_timeout,
             on_ack=_ack_logger(args.ack_log, args.job) if args.ack_log else None,
+            tls=tls_from_args(args),
         )
     except (OSError, ValueError) as e:
         print(f"mlfc-agent: {e}", file=sys.stderr)

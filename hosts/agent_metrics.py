@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from mlfc.coordinator.service import check_listen
+from mlfc.tls import check_metrics_listen
 from mlfc.policy.mltcp import MltcpParams, mltcp_factor
 
 from .agent import Agent
@@ -160,6 +160,6 @@ class AgentMetrics:
 def start_metrics_server(metrics: AgentMetrics, listen: str, allow_remote: bool = False) -> tuple[object, int]:
     """Serve ``metrics``' registry on ``listen`` (HOST:PORT, port 0 = any free port; loopback unless
     ``allow_remote``) in a daemon thread: (server, bound port)."""
-    host, port = check_listen(listen, allow_remote)
+    host, port = check_metrics_listen(listen, allow_remote)
     server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
     return server, server.server_port

@@ -1,7 +1,8 @@
 """mlfc-refswitch: the reference switch, started like simple_switch_grpc.
 
     mlfc-refswitch --device-id 1 -i 1@veth1 -i 2@veth2 --grpc-addr 127.0.0.1:9559 --admin-port 9190 \\
-        [--queue-mode shared|per-queue] [--priority-queues 8] [--queue-depth 64] [--log-level info]
+        [--queue-mode shared|per-queue] [--priority-queues 8] [--queue-depth 64] [--log-level info] \\
+        [--tls-cert sw1.crt --tls-key sw1.key [--tls-ca ca.crt --tls-client-auth]] [--allow-remote]
     mlfc-refswitch cli --admin-port 9190 < commands      # like simple_switch_CLI: set_queue_rate, ...
 
 The switch starts without a pipeline (like ``simple_switch_grpc --no-p4``) and drops every packet
@@ -21,6 +22,7 @@ from mlfc.controller.queues import QueueConfigError, RefSwitchAdminQueues
 from mlfc.refswitch.pipeline import default_rng
 from mlfc.refswitch.server import RefSwitchServer, SwitchOptions
 from mlfc.refswitch.tm import QUEUE_MODES, SHARED
+from mlfc.tls import add_tls_arguments, tls_from_args
 
 DEFAULT_ADMIN_PORT = 9190
 
@@ -47,6 +49,8 @@ def switch_parser() -> argparse.ArgumentParser:
         help="attach interface IFACE as switch port PORT (repeatable)",
     )
     ap.add_argument("--grpc-addr", default="127.0.0.1:9559", help="P4Runtime listen address (default %(default)s)")
+    ap.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --grpc-addr (needs TLS)")
+    add_tls_arguments(ap, "server")
     ap.add_argument(
         "--admin-port",
         type=int,
@@ -107,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(ports) != len(args.interface):
         print("mlfc-refswitch: a port number is given twice", file=sys.stderr)
         return 2
+    try:
+        tls = tls_from_args(args)
+    except ValueError as err:
+        print(f"mlfc-refswitch: {err}", file=sys.stderr)
+        return 2
     options = SwitchOptions(
         device_id=args.device_id,
         ports=ports,
@@ -115,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         queue_mode=args.queue_mode,
         priority_queues=args.priority_queues,
         queue_depth=args.queue_depth,
+        tls=tls,
+        allow_remote=args.allow_remote,
     )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -26,6 +26,7 @@ from google.protobuf import any_pb2
 from mlfc.refswitch import codec
 from mlfc.refswitch.device import Device
 from mlfc.refswitch.errors import Code, P4RuntimeError, invalid
+from mlfc.tls import TlsConfig, add_port
 
 log = logging.getLogger("mlfc.refswitch.p4runtime")
 
@@ -411,8 +412,11 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 out.data.byte_count = nbytes
 
 
-def serve(device: Device, address: str, max_workers: int = 32) -> tuple[grpc.Server, P4RuntimeService]:
-    """Start the P4Runtime server on ``address`` (host:port; port 0 picks one, see ``server.port``)."""
+def serve(
+    device: Device, address: str, max_workers: int = 32, tls: TlsConfig | None = None
+) -> tuple[grpc.Server, P4RuntimeService]:
+    """Start the P4Runtime server on ``address`` (host:port; port 0 picks one, see ``server.port``), with TLS
+    when ``tls`` is given (docs/tls.md). Which addresses may be served is the caller's check (check_listen)."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="p4rt"),
         options=[
@@ -423,7 +427,7 @@ def serve(device: Device, address: str, max_workers: int = 32) -> tuple[grpc.Ser
     )
     service = P4RuntimeService(device)
     p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
-    port = server.add_insecure_port(address)
+    port = add_port(server, address, tls)
     if port == 0:
         raise OSError(f"cannot listen for P4Runtime on {address}")
     server.start()

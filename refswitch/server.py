@@ -13,6 +13,7 @@ from mlfc.refswitch.device import Device
 from mlfc.refswitch.p4runtime_server import P4RuntimeService, serve
 from mlfc.refswitch.pipeline import RandomSource
 from mlfc.refswitch.tm import SHARED, TrafficManager
+from mlfc.tls import TlsConfig, check_listen
 
 log = logging.getLogger("mlfc.refswitch")
 
@@ -27,6 +28,8 @@ class SwitchOptions:
     queue_mode: str = SHARED
     priority_queues: int = 8
     queue_depth: int = 64
+    tls: TlsConfig | None = None  # P4Runtime over TLS (docs/tls.md); None: plain text
+    allow_remote: bool = False  # P4Runtime on a non-loopback address (only with TLS)
 
 
 class RefSwitchServer:
@@ -40,9 +43,10 @@ class RefSwitchServer:
         self.admin: AdminServer | None = None
 
     def start(self) -> RefSwitchServer:
+        check_listen(self.options.grpc_addr, self.options.allow_remote, self.options.tls)
         try:
             self.dataplane.start()
-            self.grpc_server, self.p4runtime = serve(self.device, self.options.grpc_addr)
+            self.grpc_server, self.p4runtime = serve(self.device, self.options.grpc_addr, tls=self.options.tls)
             self.admin = AdminServer(
                 self.options.admin_host,
                 self.options.admin_port,
@@ -54,10 +58,11 @@ class RefSwitchServer:
             self.stop()
             raise
         log.info(
-            "reference switch up: device %d, ports %s, P4Runtime %s, admin %s:%d, queues %s x%d",
+            "reference switch up: device %d, ports %s, P4Runtime %s%s, admin %s:%d, queues %s x%d",
             self.options.device_id,
             self.options.ports or "none",
             self.grpc_addr,
+            _tls_text(self.options.tls),
             self.options.admin_host,
             self.admin_port,
             self.options.queue_mode,
@@ -88,3 +93,9 @@ class RefSwitchServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _tls_text(tls: TlsConfig | None) -> str:
+    if tls is None:
+        return ""
+    return " (TLS, client certificates required)" if tls.client_auth else " (TLS)"

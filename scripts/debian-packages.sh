@@ -13,6 +13,7 @@ PACKAGES=(
   iproute2 tcpdump iperf3            # namespaces, htb bottlenecks, captures; bench/transport_bench.py
   clang llvm libbpf-dev bpftool      # eBPF MLTCP (hosts/kernel): `make bpf`, tests/kernel
   util-linux                         # nsenter, flock (measurement lock)
+  openssl                            # `make certs` (scripts/make-certs.sh) and the TLS tests
 )
 
 if ! command -v dpkg-query >/dev/null; then

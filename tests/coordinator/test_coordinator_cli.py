@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -13,9 +14,9 @@ from coord_helpers import MD, TOKEN, decided, register, report, stub_for, wait_u
 
 from mlfc.coordinator import cli
 from mlfc.coordinator.client import CoordinatorClient
-from mlfc.coordinator.service import check_listen
 from mlfc.policy import maif
 from mlfc.proto import coordinator_pb2 as pb
+from mlfc.tls import TlsConfig, check_listen
 
 
 def _populate(make_coordinator, controller, tmp_path):  # type: ignore[no-untyped-def]
@@ -110,7 +111,10 @@ def test_listen_is_loopback_only_by_default() -> None:
     assert check_listen("[::1]:1") == ("::1", 1)
     with pytest.raises(ValueError, match="not a loopback address"):
         check_listen("0.0.0.0:50061")
-    assert check_listen("0.0.0.0:50061", allow_remote=True)[0] == "0.0.0.0"
+    with pytest.raises(ValueError, match="without TLS: --allow-remote needs --tls-cert"):
+        check_listen("0.0.0.0:50061", allow_remote=True)
+    tls = TlsConfig(cert=Path("c.crt"), key=Path("c.key"))
+    assert check_listen("0.0.0.0:50061", allow_remote=True, tls=tls)[0] == "0.0.0.0"
     with pytest.raises(ValueError, match="HOST:PORT"):
         check_listen("127.0.0.1")
 
