@@ -16,10 +16,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from mlfc.policy import fallback as fb
+from mlfc.tls import check_metrics_listen
 
 from .engine import Engine
 from .jobs import ACTIVE, FINISHED, SILENT, ReportPlan
-from mlfc.tls import check_metrics_listen
 
 STATES = (ACTIVE, FINISHED, SILENT)
 # Evaluations take from well under a millisecond (a few jobs, fits cached) to seconds (many jobs refitted).

@@ -21,8 +21,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from mlfc.tls import check_metrics_listen
 from mlfc.policy.mltcp import MltcpParams, mltcp_factor
+from mlfc.tls import check_metrics_listen
 
 from .agent import Agent
 from .progress import IterationProgress
