@@ -1,0 +1,3 @@
+from mlfc.lab.deploy.run import main
+
+raise SystemExit(main())
