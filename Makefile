@@ -17,7 +17,7 @@ SHELL_VENV ?= .venv-shell
 GRPC_ADDR ?= 127.0.0.1:50051
 DEVICE_ID ?= 1
 
-.PHONY: help install certs debian-packages figures install-sim bpf kernel-mltcp kernel-mltcp-ddp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep hpsearch approx mltcp-real chaos bench run sim sim-scale lint shell shell-venv clean
+.PHONY: help install certs debian-packages figures install-sim bpf kernel-mltcp kernel-mltcp-ddp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep hpsearch approx mltcp-real chaos bench run deploy-test sim sim-scale lint shell shell-venv clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -116,6 +116,9 @@ chaos: install  ## real training while a seeded schedule kills -9, SIGSTOPs and 
 
 bench: install  ## benchmark figures, scaling curves, one summary table, published to docs/data/bench (QUICK=1: smaller, not published; BMV2="path ...")
 	$(MEASURE) $(PY) bench/run_all.py $(if $(QUICK),--quick,--publish) $(foreach b,$(BMV2),--bmv2 $(b))
+
+deploy-test: install  ## docs/deploy.md's cluster in network namespaces: every daemon from its deploy/systemd unit, mutual TLS across hosts, a job trained (root)
+	$(PY) -m mlfc.lab.deploy --out results/deploy-test
 
 run: install  ## the main job: the full stack on a local Mininet network (TRAINING=1: real PyTorch jobs)
 	$(PY) -m mlfc.lab.run $(if $(TRAINING),--training) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
