@@ -24,6 +24,7 @@ from mlfc.hosts.transport import SenderConfig
 from mlfc.hosts.transport.recovery import TOLERATED_LOSS_REACTIONS
 from mlfc.policy.mltcp import F_HELP, f_argument, resolve_params
 from mlfc.policy.withhold import DEFAULT_GAIN, SIGNALS, WithholdPolicy
+from mlfc.tls import add_tls_arguments, tls_from_args
 
 
 def _endpoint(text: str, default_port: int) -> tuple[str, int]:
@@ -195,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--start-delay", type=float, default=0.0, help="seconds after --start-at")
             p.add_argument("--coordinator", default=None, help="report progress to this coordinator in-process")
             p.add_argument("--token-file", default=None, help="the coordinator's token (with --coordinator)")
+            add_tls_arguments(p, "client")  # the coordinator over TLS (docs/tls.md)
             p.add_argument("--metric", choices=("accuracy", "loss"), default="accuracy")
     return ap
 
@@ -363,6 +365,7 @@ def _agent(args: argparse.Namespace):
         args.job,
         coordinator=args.coordinator,
         token_file=args.token_file,
+        tls=tls_from_args(args),
         metric=args.metric,
         register=args.rank == 0,
         worker=args.rank,

@@ -90,7 +90,7 @@ def _data(net: ClusterNamespaces) -> None:
         run("ip", "-n", h_ns, "addr", "add", f"{topo.hosts[host].ip}/{DATA_PREFIX}", "dev", "eth0")
         quiet_interface("eth0", h_ns)
         quiet_interface(dev, s_ns)
-    for name, host in topo.hosts.items():
+    for name in topo.hosts:
         for other in topo.hosts.values():
             if other.name != name:
                 run("ip", "-n", net.netns(name), "neigh", "replace", other.ip, "lladdr", other.mac, "dev", "eth0")

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mlfc.lab.deploy.network import ClusterNamespaces, cluster_namespaces, wait_reachable
-from mlfc.lab.deploy.units import command_line, read_unit
+from mlfc.lab.deploy.units import command_line, read_environment_file, read_unit
 from mlfc.launch.process import terminate
 from mlfc.topologies.cluster import Cluster, cluster
 
@@ -82,8 +82,11 @@ class DeployReport:
     iterations: int = 0
     coordinator_workers: dict[str, int] = field(default_factory=dict)
     coordinator_reports: int = 0
+    decisions_applied: int = 0  # MAIF decisions the controller acknowledged
     switch_entries: int = 0
+    switch_job_packets: int = 0  # the job's tagged packets the switch counted
     refused_without_certificate: str = ""
+    coordinator_metrics: int = 0  # mlfc_coordinator_* samples its /metrics served
     seconds: float = 0.0
 
 
@@ -182,7 +185,9 @@ def run(run_dir: Path, *, job: int = 1, workers: int = 2, timeout_s: float = 300
                     report.accuracy[svc.node] = float(summary["accuracy"])
                     report.iterations = int(summary.get("iterations", 0))
             _check_coordinator(cl, net, run_dir, job, report)
-            _check_controller(cl, net, run_dir, report)
+            _check_controller(cl, net, run_dir, job, report)
+            metrics = read_environment_file(run_dir / cl.control / "etc/mlfc/coordinator.env")["METRICS"]
+            report.coordinator_metrics = _scrape(net, cl.control, metrics, "mlfc_coordinator_")
         finally:
             for svc in reversed(started):
                 svc.stop()
@@ -202,6 +207,12 @@ def verdict(report: DeployReport, workers: int) -> list[str]:
         out.append(f"coordinator holds reports of {len(report.coordinator_workers)} of {workers} workers")
     if report.switch_entries <= 0:
         out.append("the controller holds no entries on s1")
+    if report.decisions_applied <= 0:
+        out.append("no decision of the coordinator was acknowledged by the controller")
+    if report.coordinator_metrics <= 0:
+        out.append("the coordinator's /metrics served no mlfc_coordinator_* sample")
+    if report.switch_job_packets <= 0:
+        out.append("the switch counted no packet of the job (did its traffic cross s1?)")
     if not report.refused_without_certificate:
         out.append("a client without a certificate was not refused by the coordinator")
     return out
@@ -240,27 +251,65 @@ def _check_coordinator(cl: Cluster, net: ClusterNamespaces, run_dir: Path, job: 
     addr = ["--coordinator", f"{cl.control}:{COORDINATOR_PORT}", "--token-file", str(etc / "token")]
     tls = ["--tls-ca", str(etc / "tls/ca.crt")]
     mutual = [*tls, "--tls-cert", str(etc / "tls/host.crt"), "--tls-key", str(etc / "tls/host.key")]
-    answer = _cli(net, host, base + addr + mutual)
-    if answer.returncode != 0:
-        raise DeployError(f"mlfc-coordinator jobs from {host} failed: {answer.stderr.strip()}")
-    jobs = json.loads(answer.stdout)
-    for info in jobs if isinstance(jobs, list) else [jobs]:
+    for info in _json_objects(_query(net, host, [*base, *addr, *mutual])):
         if int(info.get("job_id", 0)) == job:
             report.coordinator_reports = int(info.get("reports", 0))
-            report.coordinator_workers = {str(w.get("rank", 0)): int(w.get("last_iteration", 0)) for w in info.get("workers", [])}
+            workers = info.get("workers", [])
+            report.coordinator_workers = {str(w.get("rank", 0)): int(w.get("last_iteration", 0)) for w in workers}
+    decisions = [base[0], "decisions", "--json", *addr, *mutual]
+    acknowledged = [d for d in _json_objects(_query(net, host, decisions)) if float(d.get("applied_at", 0)) > 0]
+    report.decisions_applied = len(acknowledged)
     refused = _cli(net, host, base + addr + tls)
     if refused.returncode != 0:
         report.refused_without_certificate = refused.stderr.strip().splitlines()[-1] if refused.stderr else "refused"
 
 
-def _check_controller(cl: Cluster, net: ClusterNamespaces, run_dir: Path, report: DeployReport) -> None:
-    answer = _cli(net, cl.control, [binaries().get("mlfc-controller", "mlfc-controller"), "status", "--json"])
+def _query(net: ClusterNamespaces, node: str, argv: list[str]) -> str:
+    answer = _cli(net, node, argv)
+    if answer.returncode != 0:
+        raise DeployError(f"{' '.join(argv[:2])} from {node} failed: {answer.stderr.strip()}")
+    return answer.stdout
+
+
+def _scrape(net: ClusterNamespaces, node: str, address: str, prefix: str) -> int:
+    """How many samples whose name starts with ``prefix`` the /metrics at ``address`` serves, seen from ``node``."""
+    url = f"http://{address}/metrics"
+    fetch = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=5).read().decode())"
+    answer = _cli(net, node, [sys.executable, "-c", fetch])
+    return sum(line.startswith(prefix) for line in answer.stdout.splitlines()) if answer.returncode == 0 else 0
+
+
+def _json_objects(text: str) -> list[dict]:
+    """The JSON objects a query command prints one after the other (one per job or decision)."""
+    decoder, out, at = json.JSONDecoder(), [], 0
+    while (at := _skip_space(text, at)) < len(text):
+        obj, at = decoder.raw_decode(text, at)
+        out.append(obj)
+    return out
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at
+
+
+def _check_controller(cl: Cluster, net: ClusterNamespaces, run_dir: Path, job: int, report: DeployReport) -> None:
+    """Ask the controller's intent API (mutual TLS, on the control host) what it holds on the switch."""
+    etc = run_dir / cl.control / "etc/mlfc"
+    tls = ["--tls-ca", str(etc / "tls/ca.crt"), "--tls-cert", str(etc / "tls/host.crt")]
+    tls += ["--tls-key", str(etc / "tls/host.key")]
+    argv = [binaries().get("mlfc-controller", "mlfc-controller"), "status", "--json", *tls]
+    answer = _cli(net, cl.control, argv)
     if answer.returncode != 0:
         raise DeployError(f"mlfc-controller status failed: {answer.stderr.strip()}")
     status = json.loads(answer.stdout)
     for sw in status.get("switches", []):
-        if sw.get("name") == "s1":
-            report.switch_entries = int(sw.get("entries", 0) or 0)
+        if sw.get("name") == "s1" and sw.get("connected"):
+            report.switch_entries = sum(int(n) for n in sw.get("entries", {}).values())
+    for counters in status.get("jobs", []):
+        if int(counters.get("job_id", 0)) == job:
+            report.switch_job_packets = int(counters.get("packets", 0))
 
 
 def say(msg: str) -> None:
