@@ -16,6 +16,8 @@ from mlfc.lab.emulator import JobProfile
 from mlfc.lab.jobs import JobSpec, Training
 from mlfc.lab.results import IterationRecord
 from mlfc.lab.stack import StackConfig
+from mlfc.policy import depth
+from mlfc.policy.ecn import MarkingProfile, RedProfile, StepProfile
 from mlfc.policy.mltcp import MltcpParams, default_params
 from mlfc.topologies import Topology, circular_ring, dumbbell
 
@@ -29,6 +31,47 @@ HEAVY = JobProfile("heavy", 630_000, 630_000, 0.35)
 # Four of these load each link direction to ~0.9 (push 0.2 s of a 0.9 s iteration): compatible, but
 # only just, so unmodified CC overlaps them heavily (ideal speed-up around 2x).
 QUARTER = JobProfile("quarter", 420_000, 420_000, 0.5)
+
+
+@dataclass(frozen=True)
+class Regime:
+    """The bottleneck's regime (issue 45): its rate, its queue, where it signals congestion. MLTCP's F acts
+    between congestion signals, so a result holds only in the regime it was measured in: every MLTCP row
+    says its regime.
+
+    ``link_bps``: the reference switch's bottleneck as a link of that many bit/s (an ACK costs its bytes);
+    None: ``BOTTLENECK_PPS`` packets/s (BMv2's only kind). ``mark_threshold_bytes``: DCTCP's step, every ECT
+    packet above K bytes marked; None: DCQCN's RED profile (RedProfile's defaults, in packets)."""
+
+    link_bps: int | None = None
+    queue_pkts: int = 64
+    mark_threshold_bytes: int | None = None
+
+    def ecn(self) -> MarkingProfile:
+        return RedProfile() if self.mark_threshold_bytes is None else StepProfile(self.mark_threshold_bytes)
+
+    @property
+    def queue_bytes(self) -> int:
+        """The queue's capacity in full-size packets' bytes (the switches count packets)."""
+        return self.queue_pkts * depth.DEFAULT_PACKET_BYTES
+
+    def rate_bps(self, bottleneck_pps: int = BOTTLENECK_PPS) -> float:
+        """The link's rate in bit/s (a packets/s link: full-size packets' bits)."""
+        return float(self.link_bps or bottleneck_pps * depth.DEFAULT_PACKET_BYTES * 8)
+
+    def flags(self) -> str:
+        """The e2e command-line options that select this regime ("" for the lab's first, deep one)."""
+        out = []
+        if self.link_bps is not None:
+            out.append(f"--link-bps {self.link_bps}")
+        if self.queue_pkts != Regime().queue_pkts:
+            out.append(f"--queue-depth {self.queue_pkts}")
+        if self.mark_threshold_bytes is not None:
+            out.append(f"--mark-threshold {self.mark_threshold_bytes}")
+        return " ".join(out)
+
+
+DEEP = Regime()  # the lab's regime before issue 45: 1,500 packets/s, 64 packets, RED from 4 to 32 packets
 
 
 @dataclass(frozen=True)
@@ -166,7 +209,10 @@ def stack_config(
     mltcp_params: MltcpParams | None = None,
     ack_delay: float | None = None,
     bottleneck_bps: int | None = None,
+    regime: Regime | None = None,
 ) -> StackConfig:
+    """The stack for ``treatment`` on ``mix``; ``regime`` (when given) sets the bottleneck's link, queue and
+    marking, over ``bottleneck_bps``."""
     if treatment.fallback and treatment.priorities != "maif":
         raise ValueError(f"treatment {treatment.name}: the fallback needs priorities='maif' (the coordinator applies)")
     return StackConfig(
@@ -179,7 +225,9 @@ def stack_config(
         mltcp_tune=treatment.tune,
         priorities=treatment.priorities,
         bottleneck_pps=bottleneck_pps,
-        bottleneck_bps=bottleneck_bps,
+        bottleneck_bps=regime.link_bps if regime is not None else bottleneck_bps,
+        queue_depth=regime.queue_pkts if regime is not None else StackConfig.queue_depth,
+        ecn=regime.ecn() if regime is not None else RedProfile(),
         ack_delay=ack_delay,
         coordinator_args=treatment.coordinator_args
         + (("--fallback", treatment.fallback) if treatment.fallback else ()),

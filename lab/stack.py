@@ -51,7 +51,7 @@ from mlfc.launch.daemons import CommandProcess, ControllerProcess, tool
 from mlfc.launch.process import free_port
 from mlfc.launch.switches import SwitchProcess
 from mlfc.policy.drop import DropPolicy
-from mlfc.policy.ecn import EcnProfile
+from mlfc.policy.ecn import MarkingProfile, RedProfile
 from mlfc.policy.mltcp import MltcpParams
 from mlfc.proto import intent_pb2 as ipb
 from mlfc.topologies import Topology
@@ -81,7 +81,7 @@ class StackConfig:
     # byte rate: a BMv2 network always uses bottleneck_pps.
     bottleneck_bps: int | None = None
     queue_depth: int = 64
-    ecn: EcnProfile = field(default_factory=EcnProfile)
+    ecn: MarkingProfile = field(default_factory=RedProfile)  # the switches' marking (a step: DCTCP's)
     drop_policy: DropPolicy = field(default_factory=DropPolicy)
     line_rate: float = 100e6
     # Stop before the jobs when a calibration burst shows the switches cannot carry bottleneck_pps

@@ -2,12 +2,15 @@
 
     python -m mlfc.lab.e2e [--out results] [--mix NAME ...] [--iterations N] [--repeat N]
                            [--dataplane auto|bmv2|ref|both] [--f SLOPE:INTERCEPT[:SHAPE=ARG]]
+                           [--link-bps BPS] [--queue-depth PKTS] [--mark-threshold BYTES]
 
 For each mix the network and controller come up once and a calibration burst checks that the switches
 carry the configured bottleneck (lab/validity.py); the jobs run alone first (the ideal), then under each
 treatment, --repeat times. Results go to OUT/<mix>/<treatment>[-rN].csv and .png, and OUT/summary.md,
 whose tables give each figure as mean (min..max) over the rounds. --f sets MLTCP's F for every MLTCP
-treatment (default: each controller's, mlfc.policy.mltcp.default_params).
+treatment (default: each controller's, mlfc.policy.mltcp.default_params). --link-bps, --queue-depth and
+--mark-threshold set the bottleneck's regime (lab.scenarios.Regime); every published MLTCP row says its regime
+and also goes to docs/data/mltcp-regime (the regime curve).
 """
 
 from __future__ import annotations
@@ -24,16 +27,20 @@ from mlfc.hosts.transport.config import DEFAULT_CHUNK
 from mlfc.lab import dataplanes, summaries
 from mlfc.lab.cleanup import interrupt_on_sigterm, leftovers
 from mlfc.lab.e2e.figures import COORDINATED_SCHEMA
+from mlfc.lab.e2e.regime import mean_signals, regime_row, signals_per_phase
 from mlfc.lab.fallback_watch import FallbackWatch
 from mlfc.lab.fallback_watch import describe as describe_fallback
+from mlfc.lab.mltcp import regime as regime_curve
 from mlfc.lab.mltcp.figures import MLTCP_KEY, MLTCP_SCHEMA
 from mlfc.lab.results import format_table, plot_timeline, summarise, write_csv
 from mlfc.lab.rounds import Rounds, TreatmentResult, rounds_table
 from mlfc.lab.scenarios import (
+    DEEP,
     MIXES,
     PLAN,
     TREATMENTS,
     Mix,
+    Regime,
     Treatment,
     ideal_iteration_times,
     interleaving_iteration,
@@ -47,7 +54,8 @@ from mlfc.policy.mltcp import MltcpParams, default_params, format_params, parse_
 from mlfc.policy.priority import PolicyError
 
 # the schema stored with each summary e2e publishes to
-SCHEMAS = {"mltcp": MLTCP_SCHEMA, "coordinated": COORDINATED_SCHEMA}
+SCHEMAS = {"mltcp": MLTCP_SCHEMA, "coordinated": COORDINATED_SCHEMA, regime_curve.EXPERIMENT: regime_curve.SCHEMA}
+KEYS = {"mltcp": MLTCP_KEY, "coordinated": MLTCP_KEY, regime_curve.EXPERIMENT: regime_curve.KEY}
 
 
 def say(msg: str) -> None:
@@ -68,6 +76,7 @@ def run_mix(
     fs: Sequence[MltcpParams | None] = (None,),
     published: dict[str, list] | None = None,
     ack_delay: float | None = None,
+    regime: Regime = DEEP,
 ) -> str:
     """Solo runs, then ``repeat`` rounds of every treatment (rounds, not treatments, repeat, so slow drift of
     the machine hits every treatment alike); an MLTCP treatment runs once per F of ``fs`` in each round
@@ -76,7 +85,7 @@ def run_mix(
     MLTCP treatment and F under "mltcp", one per treatment of the coordinator's under "coordinated"."""
     topo = mix.build_topology()
     run_dir = out / mix.name
-    base_cfg = stack_config(mix, TREATMENTS["baseline"], iterations, ack_delay=ack_delay)
+    base_cfg = stack_config(mix, TREATMENTS["baseline"], iterations, ack_delay=ack_delay, regime=regime)
     variants = [(t, f) for t in treatments for f in (fs if t.mltcp else (None,))]
     labelled = len(fs) > 1
 
@@ -87,7 +96,7 @@ def run_mix(
     lines = [f"## {mix.name} on {dataplane.label}: {mix.description}", "", f"MLTCP's F: {', '.join(used) or '-'}", ""]
     with network_with_control(topo, base_cfg, run_dir / "run", dataplane) as ctl:
         lines += [f"dataplane: {dataplanes.describe(dataplane)}; {ctl.probe.describe()}", ""]
-        solo_t, solo_comm, solo_push, acks = run_solo(ctl, topo, mix, iterations, ack_delay)
+        solo_t, solo_comm, solo_push, acks = run_solo(ctl, topo, mix, iterations, ack_delay, regime)
         ideal = ideal_iteration_times(solo_t, solo_comm, solo_push, acks)
         lines.append(
             "alone: "
@@ -111,7 +120,7 @@ def run_mix(
                 result = run_treatment(
                     ctl,
                     topo,
-                    stack_config(mix, treatment, iterations, mltcp_params=f, ack_delay=ack_delay),
+                    stack_config(mix, treatment, iterations, mltcp_params=f, ack_delay=ack_delay, regime=regime),
                     treatment,
                     stem,
                     f"{mix.name} / {name} on {dataplane.label}: communication phases",
@@ -129,9 +138,13 @@ def run_mix(
     if published is not None:
         for experiment, which in PUBLISHED.items():
             chosen = [(t, f) for t, f in variants if which(t)]
-            published.setdefault(experiment, []).extend(
-                comparison_rows(mix, dataplane, rows, ideal, chosen, label, csvs, iterations, ack_delay, acks)
+            made = comparison_rows(
+                mix, dataplane, rows, ideal, chosen, label, csvs, iterations, ack_delay, acks, regime
             )
+            published.setdefault(experiment, []).extend(made)
+            if experiment == "mltcp":  # every MLTCP row is also a point of the regime curve
+                curve = [(regime_row(record, dataplane.name), []) for record, _ in made]
+                published.setdefault(regime_curve.EXPERIMENT, []).extend(curve)
     if notes:
         lines += [f"### {mix.name}: the coordinator's fallback (seconds after the run's start)", "", "```", *notes,
                   "```", ""]  # fmt: skip
@@ -166,6 +179,7 @@ def comparison_rows(
     iterations: int,
     ack_delay: float | None = None,
     acks: dict[int, float] | None = None,
+    regime: Regime = DEEP,
 ) -> list[tuple[dict, list[tuple[Path, str]]]]:
     """docs/data rows (issue 24's schema) of ``variants`` against their baselines, each with its CSVs to
     copy and its baseline's (same run, same rounds)."""
@@ -182,7 +196,8 @@ def comparison_rows(
         command = (
             f"python -m mlfc.lab.e2e --mix {mix.name} --treatment {t.baseline} --treatment {t.name} "
             f"--dataplane {plane} --iterations {iterations} --repeat {len(row.results)}"
-            f"{f' --f {text}' if t.mltcp else ''}{'' if ack_delay is None else f' --ack-delay {ack_delay:g}'} --publish"
+            f"{f' --f {text}' if t.mltcp else ''}{'' if ack_delay is None else f' --ack-delay {ack_delay:g}'}"
+            f"{f' {regime.flags()}' if regime.flags() else ''} --publish"
         )
         record = {
             "mix": mix.name,
@@ -211,6 +226,16 @@ def comparison_rows(
             "ack_delay": ack_delay,
             # ACK packets per data packet alone, per job: the ideal counts them on the packet-rate bottleneck
             "ack_share": {str(j): round(a, 3) for j, a in sorted((acks or {}).items())},
+            # the regime (issue 45): rate, queue, marking, and the congestion signals a flow saw per phase
+            "link_bps": regime.rate_bps(),
+            "queue_bytes": regime.queue_bytes,
+            "mark_threshold_bytes": regime.mark_threshold_bytes,
+            "signals_per_phase": mean_signals([r.run for r in row.results]),
+            "baseline_signals_per_phase": mean_signals([b.run for b in base.results]),
+            "avg_over_ideal": [round(r.avg / ideal_avg, 4) for r in row.results],
+            "baseline_avg_over_ideal": [round(b.avg / ideal_avg, 4) for b in base.results],
+            "signals_per_round": [round(signals_per_phase(r.run), 3) for r in row.results],
+            "baseline_signals_per_round": [round(signals_per_phase(b.run), 3) for b in base.results],
         }
         if t.fallback:
             record["fallback_engaged_s"] = [
@@ -229,7 +254,7 @@ COUNTER_SETTLE_S = 2.5
 
 
 def run_solo(
-    ctl: Control, topo, mix: Mix, iterations: int, ack_delay: float | None = None
+    ctl: Control, topo, mix: Mix, iterations: int, ack_delay: float | None = None, regime: Regime = DEEP
 ) -> tuple[dict, dict, dict, dict]:
     """Each job alone: its iteration, communication and push time without competition, and (on a
     dumbbell, where every packet crosses both switches) the ACK packets per data packet its receivers
@@ -237,7 +262,9 @@ def run_solo(
     solo_t, solo_comm, solo_push, acks = {}, {}, {}, {}
     solo_iters = max(4, iterations // 3)
     for job in mix.jobs:
-        cfg = stack_config(mix, TREATMENTS["baseline"], solo_iters, jobs=[solo(job)], ack_delay=ack_delay)
+        cfg = stack_config(
+            mix, TREATMENTS["baseline"], solo_iters, jobs=[solo(job)], ack_delay=ack_delay, regime=regime
+        )
         before = job_counters(ctl.client)
         res = run_jobs(ctl, topo, cfg, progress=say)
         if res.errors:
@@ -367,6 +394,20 @@ def main(argv: list[str] | None = None) -> int:
         help="every receiver's ACK delay in s, every run alike (hosts.transport.ReceiverConfig.ack_delay)",
     )
     ap.add_argument(
+        "--link-bps",
+        type=int,
+        default=None,
+        help="the reference switch's bottleneck as a link of this many bit/s (default: 1,500 packets/s)",
+    )
+    ap.add_argument("--queue-depth", type=int, default=DEEP.queue_pkts, help="packets per queue (%(default)s)")
+    ap.add_argument(
+        "--mark-threshold",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="DCTCP's step: mark every ECT packet above this many queued bytes (default: DCQCN's RED profile)",
+    )
+    ap.add_argument(
         "--publish",
         action="store_true",
         help="merge the MLTCP rows into docs/data/mltcp/summary.json (+ per-run CSVs) for `make figures`",
@@ -374,6 +415,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
+    try:
+        regime = Regime(args.link_bps, args.queue_depth, args.mark_threshold)
+        regime.ecn()
+    except (PolicyError, ValueError) as exc:
+        ap.error(f"regime: {exc}")
     if os.geteuid() != 0:
         print("make e2e needs root (Mininet)", file=sys.stderr)
         return 2
@@ -397,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 section = run_mix(
                     MIXES[mix_name], [TREATMENTS[n] for n in names], plane, args.iterations, args.out / plane.name,
-                    args.repeat, args.f or [None], published, args.ack_delay,
+                    args.repeat, args.f or [None], published, args.ack_delay, regime,
                 )  # fmt: skip
             except (BottleneckNotCarried, StackError) as exc:
                 print(f"make e2e stopped on {mix_name}: {exc}", file=sys.stderr)
@@ -411,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         path = summaries.publish(
             experiment,
             list(rows),
-            key=MLTCP_KEY,
+            key=KEYS[experiment],
             runs=[r for rs in runs for r in rs],
             meta={"schema": SCHEMAS[experiment]},
         )
