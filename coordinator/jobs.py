@@ -290,17 +290,8 @@ class JobBook:
             if last is None or it - last > MAX_ITERATION_JUMP or it > MAX_REPORT_ITERATION or job.spec.final_iteration:
                 self._check_iteration(job, report, where, last, latest)
             # recv_time: the rows of a batch 1 us apart, so the store keeps their order (the latest report)
-            row = ReportRow(
-                jid,
-                worker,
-                it,
-                metric,
-                report.compute_seconds,
-                report.comm_seconds,
-                report.bytes,
-                report.timestamp,
-                wall + i * 1e-6,
-            )
+            row = ReportRow(jid, worker, it, metric, report.compute_seconds, report.comm_seconds, report.bytes,
+                            report.timestamp, wall + i * 1e-6)  # fmt: skip
             top = highest.get(key, tally.highest if tally else -1)
             prior = accepted.get(row_key)
             if prior is None and it <= top:
