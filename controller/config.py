@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 
@@ -29,6 +28,7 @@ from mlfc.controller.fields import (
     as_int,
     as_list,
     as_mapping,
+    as_policy,
     as_str,
     check_unique,
     parse_mac,
@@ -39,7 +39,6 @@ from mlfc.controller.tofino_pipeline import FORMATS, TofinoArtifacts
 from mlfc.policy import depth
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import MarkingProfile, RedProfile
-from mlfc.policy.priority import PolicyError
 
 DEFAULT_INTENT_ADDR = "127.0.0.1:50090"
 DEFAULT_METRICS_ADDR = "127.0.0.1:9464"
@@ -54,8 +53,6 @@ QUEUE_KEYS = ("rate_pps", "rate_bps", "depth_pkts", "depth_bytes")
 BYTE_QUEUE_TARGETS = ("refswitch",)
 # The P4 architecture each target runs: which compiled program (and P4Info) its switches get.
 ARCHITECTURES = {"bmv2": "v1model", "refswitch": "v1model", "none": "v1model", "tofino": "tna"}
-
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,13 +370,13 @@ def _defaults(data: Any, path: str) -> Defaults:
         ecn, ecn_rules = parse_ecn(fields["ecn"], join(path, "ecn"))
     drop = Defaults().drop_policy
     if "drop_policy" in fields:
-        p = as_mapping(fields["drop_policy"], join(path, "drop_policy"), {"level_depths", "min_importance"})
-        kwargs = {k: tuple(as_list(v, join(join(path, "drop_policy"), k))) for k, v in p.items()}
-        drop = _policy(lambda: DropPolicy(**kwargs), join(path, "drop_policy"))
+        drop_fields = as_mapping(fields["drop_policy"], join(path, "drop_policy"), {"level_depths", "min_importance"})
+        kwargs = {k: tuple(as_list(v, join(join(path, "drop_policy"), k))) for k, v in drop_fields.items()}
+        drop = as_policy(lambda: DropPolicy(**kwargs), join(path, "drop_policy"))
     interleaving = as_bool(fields.get("interleaving", False), join(path, "interleaving"))
     queue = _queue(as_mapping(fields.get("queue", {}), join(path, "queue"), set(QUEUE_KEYS)), join(path, "queue"))
     packet_bytes = fields.get("packet_bytes", Defaults().packet_bytes)
-    _policy(lambda: depth.cells_per_packet(packet_bytes), join(path, "packet_bytes"))
+    as_policy(lambda: depth.cells_per_packet(packet_bytes), join(path, "packet_bytes"))
     return Defaults(ecn, drop, interleaving, queue, packet_bytes, ecn_rules)
 
 
@@ -518,12 +515,3 @@ def _artifact(value: Any, path: str, base_dir: Path | None, default: Path) -> Pa
     if not artifact.is_absolute() and base_dir is not None:
         artifact = base_dir / artifact
     return artifact
-
-
-def _policy(build: Callable[[], _T], path: str) -> _T:
-    try:
-        return build()
-    except PolicyError as exc:
-        raise ValidationError(path, str(exc)) from None
-    except TypeError as exc:
-        raise ValidationError(path, str(exc)) from None

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlfc import contract
 from mlfc.controller.errors import ValidationError, join
-from mlfc.controller.fields import as_int, as_list, as_mapping, as_str
+from mlfc.controller.fields import as_int, as_list, as_mapping, as_policy, as_str
 from mlfc.policy.depth import DepthUnit
 from mlfc.policy.ecn import MarkingProfile, RedProfile, StepProfile
 from mlfc.policy.priority import PolicyError
@@ -121,7 +121,7 @@ def parse_profile(data: Any, path: str) -> MarkingProfile:
         p = as_mapping(params, where, {"k_bytes"})
         if "k_bytes" not in p:
             raise ValidationError(join(where, "k_bytes"), "required: the step's K, in bytes")
-        return _policy(lambda: StepProfile(p["k_bytes"]), join(where, "k_bytes"))
+        return as_policy(lambda: StepProfile(p["k_bytes"]), join(where, "k_bytes"))
     raise ValidationError(
         where,
         f"unknown ECN profile kind {kind!r} (expected red or dcqcn: RED in packets; step or dctcp: a step at k_bytes)",
@@ -129,7 +129,7 @@ def parse_profile(data: Any, path: str) -> MarkingProfile:
 
 
 def _red(params: dict[str, Any], path: str) -> RedProfile:
-    return _policy(lambda: RedProfile(**params), path)
+    return as_policy(lambda: RedProfile(**params), path)
 
 
 def parse_ecn(data: Any, path: str) -> tuple[MarkingProfile, tuple[EcnRule, ...]]:
@@ -248,12 +248,3 @@ def ecn_document(default: MarkingProfile, rules: Iterable[EcnRule]) -> dict[str,
             item["priority"] = rule.priority
         items.append({**item, "profile": profile_document(rule.profile)})
     return {"default": profile_document(default), "ports": items}
-
-
-def _policy(build: Callable[[], Any], path: str) -> Any:
-    try:
-        return build()
-    except PolicyError as exc:
-        raise ValidationError(path, str(exc)) from None
-    except TypeError as exc:
-        raise ValidationError(path, str(exc)) from None
