@@ -108,7 +108,7 @@ class WorkerClient:
                 if self._closing:
                     return
             try:
-                d = self.rx.recv(timeout=0.2)
+                delivery = self.rx.recv(timeout=0.2)
             except TimeoutError:
                 continue
             except BaseException as exc:
@@ -118,26 +118,26 @@ class WorkerClient:
                     self._cv.notify_all()
                 return
             with self._cv:
-                if d.tensor_id == proto.REJOIN:
-                    if d.iteration in self._rejoins_seen:
+                if delivery.tensor_id == proto.REJOIN:
+                    if delivery.iteration in self._rejoins_seen:
                         continue
                     try:
-                        self._rejoin = {**proto.decode(d.data, "REJOIN"), "session": d.iteration}
+                        self._rejoin = {**proto.decode(delivery.data, "REJOIN"), "session": delivery.iteration}
                     except proto.ProtocolError:
                         continue
                     self.tx.abort()  # a push to the old PS would wait for the peer timeout
-                elif d.tensor_id == proto.PING:  # the receiver acknowledged it: that is the answer
+                elif delivery.tensor_id == proto.PING:  # the receiver acknowledged it: that is the answer
                     continue
-                elif d.tensor_id == proto.ABORT:
-                    if d.iteration != self.session:  # for an earlier process on this port (a restarted rank)
+                elif delivery.tensor_id == proto.ABORT:
+                    if delivery.iteration != self.session:  # for an earlier process on this port (a restarted rank)
                         continue
                     try:
-                        self._abort = str(proto.decode(d.data, "ABORT").get("error") or "no reason given")
+                        self._abort = str(proto.decode(delivery.data, "ABORT").get("error") or "no reason given")
                     except proto.ProtocolError as exc:
                         self._abort = str(exc)
                     self.tx.abort()  # a push would wait for the peer timeout
                 else:
-                    self._box[(d.iteration, d.tensor_id)] = d
+                    self._box[(delivery.iteration, delivery.tensor_id)] = delivery
                 self._cv.notify_all()
 
     @property
