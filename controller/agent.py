@@ -319,25 +319,25 @@ class SwitchAgent:
         t0 = time.monotonic()
         if full or self._installed is None:
             self._installed = {e.key: e for e in await self.client.read_entries()}
-        d = diff(desired.entries, self._installed.values())
-        if not d.empty:
+        changes = diff(desired.entries, self._installed.values())
+        if not changes.empty:
             try:
-                self.stats.write_rpcs += await self.client.apply(d, self.settings.write_batch)
+                self.stats.write_rpcs += await self.client.apply(changes, self.settings.write_batch)
             except SwitchError:
                 self._installed = None
                 raise
-            self._installed = apply_diff(self._installed.values(), d)
-            self.stats.writes["insert"] += len(d.inserts)
-            self.stats.writes["modify"] += len(d.modifies)
-            self.stats.writes["delete"] += len(d.deletes)
-            LOG.info("%s: generation %d written (%s)", self.name, desired.generation, d.summary())
+            self._installed = apply_diff(self._installed.values(), changes)
+            self.stats.writes["insert"] += len(changes.inserts)
+            self.stats.writes["modify"] += len(changes.modifies)
+            self.stats.writes["delete"] += len(changes.deletes)
+            LOG.info("%s: generation %d written (%s)", self.name, desired.generation, changes.summary())
         self.stats.reconcile_seconds = time.monotonic() - t0
         self.stats.entries = count_by_table(self._installed.values())
         self.stats.last_error = self.stats.write_error = ""
         async with self._applied:
             self.stats.applied_generation = desired.generation
             self._applied.notify_all()
-        return d
+        return changes
 
     # ---- telemetry ------------------------------------------------------------------------------
 

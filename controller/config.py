@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 
@@ -29,6 +28,7 @@ from mlfc.controller.fields import (
     as_int,
     as_list,
     as_mapping,
+    as_policy,
     as_str,
     check_unique,
     parse_mac,
@@ -39,7 +39,6 @@ from mlfc.controller.tofino_pipeline import FORMATS, TofinoArtifacts
 from mlfc.policy import depth
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import MarkingProfile, RedProfile
-from mlfc.policy.priority import PolicyError
 from mlfc.tls import TlsConfig, TlsError, as_client, check_listen, load
 
 DEFAULT_INTENT_ADDR = "127.0.0.1:50090"
@@ -55,8 +54,6 @@ QUEUE_KEYS = ("rate_pps", "rate_bps", "depth_pkts", "depth_bytes")
 BYTE_QUEUE_TARGETS = ("refswitch",)
 # The P4 architecture each target runs: which compiled program (and P4Info) its switches get.
 ARCHITECTURES = {"bmv2": "v1model", "refswitch": "v1model", "none": "v1model", "tofino": "tna"}
-
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,14 +169,14 @@ def queue_settings(sw: SwitchConfig, default: QueueSettings) -> dict[int, QueueS
     if sw.target == "tofino":
         return {}
     out = {}
-    for p in sw.ports:
-        q = p.queue
+    for port in sw.ports:
+        queue = port.queue
         # One rate per port, in one unit: the port's own (either unit) replaces the default's.
-        own_rate = q.rate_pps is not None or q.rate_bps is not None
-        rate_pps, rate_bps = (q.rate_pps, q.rate_bps) if own_rate else (default.rate_pps, default.rate_bps)
-        depth = q.depth_pkts if q.depth_pkts is not None else default.depth_pkts
-        depth_bytes = q.depth_bytes if q.depth_bytes is not None else default.depth_bytes
-        out[p.port] = QueueSettings(rate_pps, depth, rate_bps, depth_bytes)
+        own_rate = queue.rate_pps is not None or queue.rate_bps is not None
+        rate_pps, rate_bps = (queue.rate_pps, queue.rate_bps) if own_rate else (default.rate_pps, default.rate_bps)
+        depth = queue.depth_pkts if queue.depth_pkts is not None else default.depth_pkts
+        depth_bytes = queue.depth_bytes if queue.depth_bytes is not None else default.depth_bytes
+        out[port.port] = QueueSettings(rate_pps, depth, rate_bps, depth_bytes)
     return out
 
 
@@ -250,16 +247,16 @@ def parse_config(data: Any, base_dir: Path | None = None, source: Path | None = 
 
 
 def _tofino(data: Any, path: str, base_dir: Path | None) -> TofinoArtifacts:
-    d = as_mapping(data, path, {"p4info", "bfrt", "context", "binary", "device_config_format"})
+    fields = as_mapping(data, path, {"p4info", "bfrt", "context", "binary", "device_config_format"})
     base = TofinoArtifacts()
-    fmt = as_str(d.get("device_config_format", base.device_config_format), join(path, "device_config_format"))
+    fmt = as_str(fields.get("device_config_format", base.device_config_format), join(path, "device_config_format"))
     if fmt not in FORMATS:
         raise ValidationError(join(path, "device_config_format"), f"{fmt!r} is not one of {', '.join(FORMATS)}")
     return TofinoArtifacts(
-        p4info=_artifact(d.get("p4info"), join(path, "p4info"), base_dir, base.p4info),
-        bfrt=_artifact(d.get("bfrt"), join(path, "bfrt"), base_dir, base.bfrt),
-        context=_artifact(d.get("context"), join(path, "context"), base_dir, base.context),
-        binary=_artifact(d.get("binary"), join(path, "binary"), base_dir, base.binary),
+        p4info=_artifact(fields.get("p4info"), join(path, "p4info"), base_dir, base.p4info),
+        bfrt=_artifact(fields.get("bfrt"), join(path, "bfrt"), base_dir, base.bfrt),
+        context=_artifact(fields.get("context"), join(path, "context"), base_dir, base.context),
+        binary=_artifact(fields.get("binary"), join(path, "binary"), base_dir, base.binary),
         device_config_format=fmt,
     )
 
@@ -278,36 +275,36 @@ def _switch(data: Any, path: str) -> SwitchConfig:
         "tls",
         "tls_server_name",
     }
-    d = as_mapping(data, path, keys)
+    fields = as_mapping(data, path, keys)
     for required in ("name", "grpc_addr"):
-        if required not in d:
+        if required not in fields:
             raise ValidationError(join(path, required), "required")
-    name = as_str(d["name"], join(path, "name"))
+    name = as_str(fields["name"], join(path, "name"))
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise ValidationError(join(path, "name"), f"{name!r} must be letters, digits, '_', '.' or '-'")
-    grpc_addr = as_address(d["grpc_addr"], join(path, "grpc_addr"))
-    device_id = as_int(d.get("device_id", 1), join(path, "device_id"), 0, (1 << 64) - 1)
-    target = as_str(d.get("target", "bmv2"), join(path, "target"))
+    grpc_addr = as_address(fields["grpc_addr"], join(path, "grpc_addr"))
+    device_id = as_int(fields.get("device_id", 1), join(path, "device_id"), 0, (1 << 64) - 1)
+    target = as_str(fields.get("target", "bmv2"), join(path, "target"))
     if target not in TARGETS:
         raise ValidationError(join(path, "target"), f"{target!r} is not one of {', '.join(TARGETS)}")
     if target == "tofino":
-        _check_tofino_switch(d, path)
+        _check_tofino_switch(fields, path)
     thrift_port = None
-    if d.get("thrift_port") is not None:
-        thrift_port = as_int(d["thrift_port"], join(path, "thrift_port"), 1, 65535)
-    elif target in QUEUE_TARGETS and _has_queue_settings(d.get("ports", [])):
+    if fields.get("thrift_port") is not None:
+        thrift_port = as_int(fields["thrift_port"], join(path, "thrift_port"), 1, 65535)
+    elif target in QUEUE_TARGETS and _has_queue_settings(fields.get("ports", [])):
         raise ValidationError(join(path, "thrift_port"), f"required on a {target} switch with queue settings")
-    thrift_host = as_str(d.get("thrift_host", "127.0.0.1"), join(path, "thrift_host"))
+    thrift_host = as_str(fields.get("thrift_host", "127.0.0.1"), join(path, "thrift_host"))
     election_id = None
-    if d.get("election_id") is not None:
-        election_id = as_int(d["election_id"], join(path, "election_id"), 1, (1 << 64) - 1)
+    if fields.get("election_id") is not None:
+        election_id = as_int(fields["election_id"], join(path, "election_id"), 1, (1 << 64) - 1)
 
-    port_list = as_list(d.get("ports", []), path)
+    port_list = as_list(fields.get("ports", []), path)
     ports = tuple(_port(p, join(join(path, "ports"), i), target) for i, p in enumerate(port_list))
     check_unique(ports, join(path, "ports"), lambda p: p.port, "port")
     port_numbers = {p.port for p in ports}
     routes = []
-    for i, r in enumerate(as_list(d.get("routes_v4", []), join(path, "routes_v4"))):
+    for i, r in enumerate(as_list(fields.get("routes_v4", []), join(path, "routes_v4"))):
         route = _route(r, join(join(path, "routes_v4"), i))
         if ports and route.port not in port_numbers:
             raise ValidationError(
@@ -315,10 +312,10 @@ def _switch(data: Any, path: str) -> SwitchConfig:
             )
         routes.append(route)
     check_unique(routes, join(path, "routes_v4"), lambda r: r.prefix, "prefix")
-    tls = None if d.get("tls") is None else as_bool(d["tls"], join(path, "tls"))
+    tls = None if fields.get("tls") is None else as_bool(fields["tls"], join(path, "tls"))
     server_name = ""
-    if d.get("tls_server_name") is not None:
-        server_name = as_str(d["tls_server_name"], join(path, "tls_server_name"))
+    if fields.get("tls_server_name") is not None:
+        server_name = as_str(fields["tls_server_name"], join(path, "tls_server_name"))
     return SwitchConfig(
         name,
         grpc_addr,
@@ -334,12 +331,12 @@ def _switch(data: Any, path: str) -> SwitchConfig:
     )
 
 
-def _check_tofino_switch(d: dict[str, Any], path: str) -> None:
+def _check_tofino_switch(fields: dict[str, Any], path: str) -> None:
     """Tofino queues are traffic-manager state (bfrt ``tf1.tm.*``), which the controller does not
     drive: a rate or depth given here would be silently missing on the switch."""
-    if d.get("thrift_port") is not None:
+    if fields.get("thrift_port") is not None:
         raise ValidationError(join(path, "thrift_port"), "a tofino switch has no Thrift queue channel")
-    if _has_queue_settings(d.get("ports", [])):
+    if _has_queue_settings(fields.get("ports", [])):
         raise ValidationError(
             join(path, "ports"), "queue rate/depth on a tofino switch is traffic-manager configuration (docs/tofino.md)"
         )
@@ -360,19 +357,19 @@ _NO_BYTES = (
 def _port(data: Any, path: str, target: str) -> PortConfig:
     if isinstance(data, int) and not isinstance(data, bool):
         return PortConfig(as_int(data, path, 0, contract.MAX_PORT))
-    d = as_mapping(data, path, {"port", *QUEUE_KEYS})
-    if "port" not in d:
+    fields = as_mapping(data, path, {"port", *QUEUE_KEYS})
+    if "port" not in fields:
         raise ValidationError(join(path, "port"), "required")
     if target in QUEUE_TARGETS and target not in BYTE_QUEUE_TARGETS:
         for key in ("rate_bps", "depth_bytes"):
-            if d.get(key) is not None:
+            if fields.get(key) is not None:
                 raise ValidationError(join(path, key), f"a {target} switch: {_NO_BYTES}")
-    return PortConfig(as_int(d["port"], join(path, "port"), 0, contract.MAX_PORT), _queue(d, path))
+    return PortConfig(as_int(fields["port"], join(path, "port"), 0, contract.MAX_PORT), _queue(fields, path))
 
 
-def _queue(d: dict[str, Any], path: str) -> QueueSettings:
-    rate, rate_bps = d.get("rate_pps"), d.get("rate_bps")
-    depth, depth_bytes = d.get("depth_pkts"), d.get("depth_bytes")
+def _queue(fields: dict[str, Any], path: str) -> QueueSettings:
+    rate, rate_bps = fields.get("rate_pps"), fields.get("rate_bps")
+    depth, depth_bytes = fields.get("depth_pkts"), fields.get("depth_bytes")
     if rate is not None and rate_bps is not None:
         raise ValidationError(join(path, "rate_bps"), "a port has one rate: rate_pps (packets/s) or rate_bps (bit/s)")
     return QueueSettings(
@@ -384,32 +381,32 @@ def _queue(d: dict[str, Any], path: str) -> QueueSettings:
 
 
 def _route(data: Any, path: str) -> Route:
-    d = as_mapping(data, path, {"prefix", "port", "src_mac", "dst_mac"})
+    fields = as_mapping(data, path, {"prefix", "port", "src_mac", "dst_mac"})
     for required in ("prefix", "port", "src_mac", "dst_mac"):
-        if required not in d:
+        if required not in fields:
             raise ValidationError(join(path, required), "required")
     return Route(
-        prefix=parse_prefix(d["prefix"], join(path, "prefix")),
-        port=as_int(d["port"], join(path, "port"), 0, contract.MAX_PORT),
-        src_mac=parse_mac(d["src_mac"], join(path, "src_mac")),
-        dst_mac=parse_mac(d["dst_mac"], join(path, "dst_mac")),
+        prefix=parse_prefix(fields["prefix"], join(path, "prefix")),
+        port=as_int(fields["port"], join(path, "port"), 0, contract.MAX_PORT),
+        src_mac=parse_mac(fields["src_mac"], join(path, "src_mac")),
+        dst_mac=parse_mac(fields["dst_mac"], join(path, "dst_mac")),
     )
 
 
 def _defaults(data: Any, path: str) -> Defaults:
-    d = as_mapping(data, path, {"ecn", "drop_policy", "interleaving", "queue", "packet_bytes"})
+    fields = as_mapping(data, path, {"ecn", "drop_policy", "interleaving", "queue", "packet_bytes"})
     ecn, ecn_rules = Defaults().ecn, ()
-    if "ecn" in d:
-        ecn, ecn_rules = parse_ecn(d["ecn"], join(path, "ecn"))
+    if "ecn" in fields:
+        ecn, ecn_rules = parse_ecn(fields["ecn"], join(path, "ecn"))
     drop = Defaults().drop_policy
-    if "drop_policy" in d:
-        p = as_mapping(d["drop_policy"], join(path, "drop_policy"), {"level_depths", "min_importance"})
-        kwargs = {k: tuple(as_list(v, join(join(path, "drop_policy"), k))) for k, v in p.items()}
-        drop = _policy(lambda: DropPolicy(**kwargs), join(path, "drop_policy"))
-    interleaving = as_bool(d.get("interleaving", False), join(path, "interleaving"))
-    queue = _queue(as_mapping(d.get("queue", {}), join(path, "queue"), set(QUEUE_KEYS)), join(path, "queue"))
-    packet_bytes = d.get("packet_bytes", Defaults().packet_bytes)
-    _policy(lambda: depth.cells_per_packet(packet_bytes), join(path, "packet_bytes"))
+    if "drop_policy" in fields:
+        drop_fields = as_mapping(fields["drop_policy"], join(path, "drop_policy"), {"level_depths", "min_importance"})
+        kwargs = {k: tuple(as_list(v, join(join(path, "drop_policy"), k))) for k, v in drop_fields.items()}
+        drop = as_policy(lambda: DropPolicy(**kwargs), join(path, "drop_policy"))
+    interleaving = as_bool(fields.get("interleaving", False), join(path, "interleaving"))
+    queue = _queue(as_mapping(fields.get("queue", {}), join(path, "queue"), set(QUEUE_KEYS)), join(path, "queue"))
+    packet_bytes = fields.get("packet_bytes", Defaults().packet_bytes)
+    as_policy(lambda: depth.cells_per_packet(packet_bytes), join(path, "packet_bytes"))
     return Defaults(ecn, drop, interleaving, queue, packet_bytes, ecn_rules)
 
 
@@ -452,28 +449,28 @@ def _controller(
         "read_back_on_apply",
         "state_file",
     }
-    d = as_mapping(data, "controller", keys)
+    fields = as_mapping(data, "controller", keys)
     listen = as_mapping(listen_data, "listen", {"intent", "metrics", "allow_remote"})
     base = ControllerSettings()
 
     def num(key: str, lo: float, hi: float) -> float:
-        return as_float(d.get(key, getattr(base, key)), join("controller", key), lo, hi)
+        return as_float(fields.get(key, getattr(base, key)), join("controller", key), lo, hi)
 
     settings = ControllerSettings(
         intent_addr=as_address(listen.get("intent", base.intent_addr), "listen.intent", allow_port_zero=True),
         metrics_addr=as_address(listen.get("metrics", base.metrics_addr), "listen.metrics", allow_port_zero=True),
-        election_id=as_int(d.get("election_id", base.election_id), "controller.election_id", 1, (1 << 64) - 1),
+        election_id=as_int(fields.get("election_id", base.election_id), "controller.election_id", 1, (1 << 64) - 1),
         counter_interval_s=num("counter_interval_s", 0.05, 3600),
         audit_interval_s=num("audit_interval_s", 0.1, 86400),
         reconnect_min_s=num("reconnect_min_s", 0.01, 60),
         reconnect_max_s=num("reconnect_max_s", 0.01, 3600),
         probe_interval_s=num("probe_interval_s", 0.01, 60),
-        write_batch=as_int(d.get("write_batch", base.write_batch), "controller.write_batch", 1, 100_000),
+        write_batch=as_int(fields.get("write_batch", base.write_batch), "controller.write_batch", 1, 100_000),
         apply_timeout_s=num("apply_timeout_s", 0.0, 3600),
         read_back_on_apply=as_bool(
-            d.get("read_back_on_apply", base.read_back_on_apply), "controller.read_back_on_apply"
+            fields.get("read_back_on_apply", base.read_back_on_apply), "controller.read_back_on_apply"
         ),
-        state_file=_state_file(d.get("state_file"), base_dir),
+        state_file=_state_file(fields.get("state_file"), base_dir),
         tls=_tls(tls_data, switches, base_dir),
         allow_remote=as_bool(listen.get("allow_remote", False), "listen.allow_remote"),
     )
@@ -493,38 +490,47 @@ def config_document(cfg: DeploymentConfig) -> dict[str, Any]:
     """The deployment file for ``cfg``: what ``parse_config`` reads back into an equal config. Programs
     that set up switches (the lab, scripts) build a ``DeploymentConfig`` and write this, so the file's
     schema lives here alone."""
-    c = cfg.controller
+    controller_cfg = cfg.controller
     controller: dict[str, Any] = {
-        k: getattr(c, k)
+        k: getattr(controller_cfg, k)
         for k in ("election_id", "counter_interval_s", "audit_interval_s", "reconnect_min_s", "reconnect_max_s",
                   "probe_interval_s", "write_batch", "apply_timeout_s", "read_back_on_apply")
     }  # fmt: skip
-    if c.state_file is not None:
-        controller["state_file"] = str(c.state_file)
-    d = cfg.defaults
+    if controller_cfg.state_file is not None:
+        controller["state_file"] = str(controller_cfg.state_file)
+    defaults_cfg = cfg.defaults
     defaults: dict[str, Any] = {
-        "ecn": ecn_document(d.ecn, d.ecn_rules),
+        "ecn": ecn_document(defaults_cfg.ecn, defaults_cfg.ecn_rules),
         "drop_policy": {
-            "level_depths": list(d.drop_policy.level_depths),
-            "min_importance": list(d.drop_policy.min_importance),
+            "level_depths": list(defaults_cfg.drop_policy.level_depths),
+            "min_importance": list(defaults_cfg.drop_policy.min_importance),
         },
-        "interleaving": d.interleaving,
-        "queue": _queue_document(d.queue),
-        "packet_bytes": d.packet_bytes,
+        "interleaving": defaults_cfg.interleaving,
+        "queue": _queue_document(defaults_cfg.queue),
+        "packet_bytes": defaults_cfg.packet_bytes,
     }
-    t = cfg.tofino
-    tofino = {"p4info": str(t.p4info), "bfrt": str(t.bfrt), "context": str(t.context), "binary": str(t.binary),
-              "device_config_format": t.device_config_format}  # fmt: skip
+    artifacts = cfg.tofino
+    tofino = {
+        "p4info": str(artifacts.p4info),
+        "bfrt": str(artifacts.bfrt),
+        "context": str(artifacts.context),
+        "binary": str(artifacts.binary),
+        "device_config_format": artifacts.device_config_format,
+    }
     doc: dict[str, Any] = {
         "pipeline": {"p4info": str(cfg.p4info), "device_config": str(cfg.device_config), "tofino": tofino},
-        "listen": {"intent": c.intent_addr, "metrics": c.metrics_addr, "allow_remote": c.allow_remote},
+        "listen": {
+            "intent": controller_cfg.intent_addr,
+            "metrics": controller_cfg.metrics_addr,
+            "allow_remote": controller_cfg.allow_remote,
+        },
         "controller": controller,
         "defaults": defaults,
         "switches": [_switch_document(sw) for sw in cfg.switches],
     }
-    if c.tls is not None:
-        files = {k: str(v) for k in ("ca", "cert", "key") if (v := getattr(c.tls, k)) is not None}
-        doc["tls"] = {**files, "client_auth": c.tls.client_auth}
+    if controller_cfg.tls is not None:
+        files = {k: str(v) for k in ("ca", "cert", "key") if (v := getattr(controller_cfg.tls, k)) is not None}
+        doc["tls"] = {**files, "client_auth": controller_cfg.tls.client_auth}
     return doc
 
 
@@ -566,29 +572,20 @@ def _switch_document(sw: SwitchConfig) -> dict[str, Any]:
 def _state_file(value: Any, base_dir: Path | None) -> Path | None:
     if value is None:
         return None
-    p = Path(as_str(value, "controller.state_file"))
-    if not p.is_absolute() and base_dir is not None:
-        p = base_dir / p
-    if not p.parent.is_dir():
-        raise ValidationError("controller.state_file", f"folder {str(p.parent)!r} does not exist")
-    if p.is_dir():
-        raise ValidationError("controller.state_file", f"{str(p)!r} is a folder")
-    return p
+    state_file = Path(as_str(value, "controller.state_file"))
+    if not state_file.is_absolute() and base_dir is not None:
+        state_file = base_dir / state_file
+    if not state_file.parent.is_dir():
+        raise ValidationError("controller.state_file", f"folder {str(state_file.parent)!r} does not exist")
+    if state_file.is_dir():
+        raise ValidationError("controller.state_file", f"{str(state_file)!r} is a folder")
+    return state_file
 
 
 def _artifact(value: Any, path: str, base_dir: Path | None, default: Path) -> Path:
     if value is None:
         return default
-    p = Path(as_str(value, path))
-    if not p.is_absolute() and base_dir is not None:
-        p = base_dir / p
-    return p
-
-
-def _policy(build: Callable[[], _T], path: str) -> _T:
-    try:
-        return build()
-    except PolicyError as exc:
-        raise ValidationError(path, str(exc)) from None
-    except TypeError as exc:
-        raise ValidationError(path, str(exc)) from None
+    artifact = Path(as_str(value, path))
+    if not artifact.is_absolute() and base_dir is not None:
+        artifact = base_dir / artifact
+    return artifact

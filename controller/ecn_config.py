@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlfc import contract
 from mlfc.controller.errors import ValidationError, join
-from mlfc.controller.fields import as_int, as_list, as_mapping, as_str
+from mlfc.controller.fields import as_int, as_list, as_mapping, as_policy, as_str
 from mlfc.policy.depth import DepthUnit
 from mlfc.policy.ecn import MarkingProfile, RedProfile, StepProfile
 from mlfc.policy.priority import PolicyError
@@ -121,7 +121,7 @@ def parse_profile(data: Any, path: str) -> MarkingProfile:
         p = as_mapping(params, where, {"k_bytes"})
         if "k_bytes" not in p:
             raise ValidationError(join(where, "k_bytes"), "required: the step's K, in bytes")
-        return _policy(lambda: StepProfile(p["k_bytes"]), join(where, "k_bytes"))
+        return as_policy(lambda: StepProfile(p["k_bytes"]), join(where, "k_bytes"))
     raise ValidationError(
         where,
         f"unknown ECN profile kind {kind!r} (expected red or dcqcn: RED in packets; step or dctcp: a step at k_bytes)",
@@ -129,7 +129,7 @@ def parse_profile(data: Any, path: str) -> MarkingProfile:
 
 
 def _red(params: dict[str, Any], path: str) -> RedProfile:
-    return _policy(lambda: RedProfile(**params), path)
+    return as_policy(lambda: RedProfile(**params), path)
 
 
 def parse_ecn(data: Any, path: str) -> tuple[MarkingProfile, tuple[EcnRule, ...]]:
@@ -137,11 +137,11 @@ def parse_ecn(data: Any, path: str) -> tuple[MarkingProfile, tuple[EcnRule, ...]
     switches: ``check_ecn_rules`` does that)."""
     if not (isinstance(data, dict) and data.keys() & {"default", "ports"}):
         return parse_profile(data, path), ()
-    d = as_mapping(data, path, {"default", "ports"})
-    default = parse_profile(d["default"], join(path, "default")) if "default" in d else RedProfile()
+    fields = as_mapping(data, path, {"default", "ports"})
+    default = parse_profile(fields["default"], join(path, "default")) if "default" in fields else RedProfile()
     rules: list[EcnRule] = []
     seen: dict[EcnKey, str] = {}
-    for i, item in enumerate(as_list(d.get("ports"), join(path, "ports"))):
+    for i, item in enumerate(as_list(fields.get("ports"), join(path, "ports"))):
         rule = _rule(item, join(join(path, "ports"), i))
         if rule.key in seen:
             raise ValidationError(rule.where, f"same switch/port/priority as {seen[rule.key]}")
@@ -151,17 +151,17 @@ def parse_ecn(data: Any, path: str) -> tuple[MarkingProfile, tuple[EcnRule, ...]
 
 
 def _rule(data: Any, path: str) -> EcnRule:
-    d = as_mapping(data, path, {"switch", "port", "priority", "profile"})
-    if "profile" not in d:
+    fields = as_mapping(data, path, {"switch", "port", "priority", "profile"})
+    if "profile" not in fields:
         raise ValidationError(join(path, "profile"), "required")
-    switch = as_str(d["switch"], join(path, "switch")) if d.get("switch") is not None else EVERY_SWITCH
-    port = as_int(d.get("port", EVERY_PORT), join(path, "port"), 0, contract.MAX_PORT)
+    switch = as_str(fields["switch"], join(path, "switch")) if fields.get("switch") is not None else EVERY_SWITCH
+    port = as_int(fields.get("port", EVERY_PORT), join(path, "port"), 0, contract.MAX_PORT)
     priority = EVERY_CLASS
-    if d.get("priority") is not None:
-        priority = as_int(d["priority"], join(path, "priority"), 0, contract.NUM_QUEUES - 1)
+    if fields.get("priority") is not None:
+        priority = as_int(fields["priority"], join(path, "priority"), 0, contract.NUM_QUEUES - 1)
     if (switch, port, priority) == (EVERY_SWITCH, EVERY_PORT, EVERY_CLASS):
         raise ValidationError(path, "names no switch, port or priority: every port and class is `default`")
-    return EcnRule(parse_profile(d["profile"], join(path, "profile")), switch, port, priority, path)
+    return EcnRule(parse_profile(fields["profile"], join(path, "profile")), switch, port, priority, path)
 
 
 def check_ecn_rules(
@@ -176,15 +176,19 @@ def check_ecn_rules(
     queue each switch reports (its depth unit) and, on a port whose queue depth (packets) is configured,
     below what a packet can find queued there (depth - 1), wherever the profile is the one in force."""
     names = {sw.name: sw for sw in switches}
-    for r in rules:
-        if r.switch != EVERY_SWITCH and r.switch not in names:
-            raise ValidationError(join(r.where, "switch"), f"unknown switch {r.switch!r} (known: {', '.join(names)})")
-        if r.switch != EVERY_SWITCH and r.port != EVERY_PORT:
-            ports = names[r.switch].port_numbers
-            if ports and r.port not in ports:
-                raise ValidationError(join(r.where, "port"), f"{r.port} is not a port of {r.switch} ({list(ports)})")
+    for rule in rules:
+        if rule.switch != EVERY_SWITCH and rule.switch not in names:
+            raise ValidationError(
+                join(rule.where, "switch"), f"unknown switch {rule.switch!r} (known: {', '.join(names)})"
+            )
+        if rule.switch != EVERY_SWITCH and rule.port != EVERY_PORT:
+            ports = names[rule.switch].port_numbers
+            if ports and rule.port not in ports:
+                raise ValidationError(
+                    join(rule.where, "port"), f"{rule.port} is not a port of {rule.switch} ({list(ports)})"
+                )
     every = EcnRule(default, where=path)
-    by_key: dict[EcnKey, EcnRule] = {every.key: every, **{r.key: r for r in rules}}
+    by_key: dict[EcnKey, EcnRule] = {every.key: every, **{rule.key: rule for rule in rules}}
     for sw in switches:
         unit = unit_of(sw)
         mine = for_switch(by_key, sw.name)
@@ -234,22 +238,13 @@ def ecn_document(default: MarkingProfile, rules: Iterable[EcnRule]) -> dict[str,
             return {"kmin": default.kmin, "kmax": default.kmax, "pmax": default.pmax}
         return profile_document(default)
     items = []
-    for r in rules:
+    for rule in rules:
         item: dict[str, Any] = {}
-        if r.switch != EVERY_SWITCH:
-            item["switch"] = r.switch
-        if r.port != EVERY_PORT:
-            item["port"] = r.port
-        if r.priority is not EVERY_CLASS:
-            item["priority"] = r.priority
-        items.append({**item, "profile": profile_document(r.profile)})
+        if rule.switch != EVERY_SWITCH:
+            item["switch"] = rule.switch
+        if rule.port != EVERY_PORT:
+            item["port"] = rule.port
+        if rule.priority is not EVERY_CLASS:
+            item["priority"] = rule.priority
+        items.append({**item, "profile": profile_document(rule.profile)})
     return {"default": profile_document(default), "ports": items}
-
-
-def _policy(build: Callable[[], Any], path: str) -> Any:
-    try:
-        return build()
-    except PolicyError as exc:
-        raise ValidationError(path, str(exc)) from None
-    except TypeError as exc:
-        raise ValidationError(path, str(exc)) from None

@@ -5,9 +5,12 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from mlfc.controller.errors import ValidationError, join
+from mlfc.policy.priority import PolicyError
+
+_T = TypeVar("_T")
 
 
 def parse_prefix(value: Any, path: str) -> ipaddress.IPv4Network:
@@ -95,3 +98,14 @@ def check_unique(items: Any, path: str, key: Callable[[Any], Any], what: str) ->
         if k in seen:
             raise ValidationError(join(join(path, i), what), f"duplicate of {join(path, seen[k])}.{what} ({k})")
         seen[k] = i
+
+
+def as_policy(build: Callable[[], _T], path: str) -> _T:
+    """A policy object ``build`` makes: its own check (PolicyError) or a wrong keyword (TypeError) named at
+    ``path``."""
+    try:
+        return build()
+    except PolicyError as exc:
+        raise ValidationError(path, str(exc)) from None
+    except TypeError as exc:
+        raise ValidationError(path, str(exc)) from None

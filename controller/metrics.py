@@ -25,7 +25,7 @@ class ControllerCollector(Collector):
         self.daemon = daemon
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
-        d = self.daemon
+        daemon = self.daemon
         job_packets = CounterMetricFamily(
             "mlfc_job_packets", "Packets of a job seen in ingress", labels=["switch", "job"]
         )
@@ -56,37 +56,37 @@ class ControllerCollector(Collector):
             "1 while the switch's last refused write stands (until a reconcile succeeds)",
             labels=["switch"],
         )
-        for name, agent in list(d.agents.items()):
-            st = agent.refresh()
-            counters = st.counters
-            for job, v in counters.get(contract.JOB_PACKETS, {}).items():
-                job_packets.add_metric([name, str(job)], v.packets)
-                job_bytes.add_metric([name, str(job)], v.bytes)
-            for job, v in counters.get(contract.JOB_ECN_MARKS, {}).items():
-                ecn_marks.add_metric([name, str(job)], v.packets)
-            for job, v in counters.get(contract.JOB_DROPS, {}).items():
-                drops.add_metric([name, str(job)], v.packets)
-                drop_bytes.add_metric([name, str(job)], v.bytes)
+        for name, agent in list(daemon.agents.items()):
+            status = agent.refresh()
+            counters = status.counters
+            for job, count in counters.get(contract.JOB_PACKETS, {}).items():
+                job_packets.add_metric([name, str(job)], count.packets)
+                job_bytes.add_metric([name, str(job)], count.bytes)
+            for job, count in counters.get(contract.JOB_ECN_MARKS, {}).items():
+                ecn_marks.add_metric([name, str(job)], count.packets)
+            for job, count in counters.get(contract.JOB_DROPS, {}).items():
+                drops.add_metric([name, str(job)], count.packets)
+                drop_bytes.add_metric([name, str(job)], count.bytes)
             for counter, kind in (
                 (contract.SHIM_BAD_HEADER_COUNTER, "bad_header"),
                 (contract.SHIM_TRUNCATED_COUNTER, "truncated"),
             ):
-                for port, v in counters.get(counter, {}).items():
-                    shim.add_metric([name, str(port), kind], v.packets)
-            connected.add_metric([name], int(st.connected))
-            primary.add_metric([name], int(st.primary))
-            applied.add_metric([name], st.applied_generation)
-            for table, n in sorted(st.entries.items()):
+                for port, count in counters.get(counter, {}).items():
+                    shim.add_metric([name, str(port), kind], count.packets)
+            connected.add_metric([name], int(status.connected))
+            primary.add_metric([name], int(status.primary))
+            applied.add_metric([name], status.applied_generation)
+            for table, n in sorted(status.entries.items()):
                 entries.add_metric([name, table], n)
-            for op, n in st.writes.items():
+            for op, n in status.writes.items():
                 writes.add_metric([name, op], n)
-            rpcs.add_metric([name], st.write_rpcs)
-            loads.add_metric([name], st.pipeline_loads)
-            connects.add_metric([name], st.connects)
-            reconcile.add_metric([name], st.reconcile_seconds)
-            write_error.add_metric([name], int(bool(st.write_error)))
+            rpcs.add_metric([name], status.write_rpcs)
+            loads.add_metric([name], status.pipeline_loads)
+            connects.add_metric([name], status.connects)
+            reconcile.add_metric([name], status.reconcile_seconds)
+            write_error.add_metric([name], int(bool(status.write_error)))
         generation = GaugeMetricFamily("mlfc_intent_generation", "Generation of the accepted intent")
-        generation.add_metric([], d.generation)
+        generation.add_metric([], daemon.generation)
         yield from (
             job_packets,
             job_bytes,

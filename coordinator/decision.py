@@ -114,40 +114,40 @@ def decide(
     params = params or maif.MaifParams()
     verdict = None
     if fallback is not None:
-        phases = {v.job_id: v.phases for v in views if v.phases}
-        comm = {v.job_id: v.comm for v in views}
+        phases = {view.job_id: view.phases for view in views if view.phases}
+        comm = {view.job_id: view.comm for view in views}
         verdict = fb.step(fallback_state or fb.FallbackState(), comm, fallback, phases or None)
         by_job = {c.job_id: c for c in verdict.contention}
-    scores = {v.job_id: maif.score_job(v.fit, v.iter_s, v.net_s, params) for v in views}
+    scores = {view.job_id: maif.score_job(view.fit, view.iter_s, view.net_s, params) for view in views}
     own = scores
     search = params.objective != "sum"  # a hyper-parameter search: only the best job's accuracy counts
     if search:
-        scores = maif.search_scores({v.job_id: v.fit for v in views}, scores, params)
+        scores = maif.search_scores({view.job_id: view.fit for view in views}, scores, params)
     previous = {j: m.previous for j, m in memory.items() if j in scores}
     ranks = maif.rank_jobs(scores, previous, params)
     if params.objective == "elimination":
-        maif.share_top(ranks, maif.contenders({v.job_id: v.fit for v in views}, params), params)
+        maif.share_top(ranks, maif.contenders({view.job_id: view.fit for view in views}, params), params)
     out: dict[int, JobDecision] = {}
-    for v in sorted(views, key=lambda v: v.job_id):
-        a = ranks[v.job_id]
-        prev = memory.get(v.job_id)
-        window = maif.straggler_window(v.workers, a.priority, prev.window if prev else None, params)
-        reasons = list(a.reasons)
-        if search and not scores[v.job_id].exploring:
+    for view in sorted(views, key=lambda view: view.job_id):
+        assignment = ranks[view.job_id]
+        prev = memory.get(view.job_id)
+        window = maif.straggler_window(view.workers, assignment.priority, prev.window if prev else None, params)
+        reasons = list(assignment.reasons)
+        if search and not scores[view.job_id].exploring:
             reasons.append(
-                f"search objective: counted gain {scores[v.job_id].gain:.3g} (its own {own[v.job_id].gain:.3g}) "
+                f"search objective: counted gain {scores[view.job_id].gain:.3g} (its own {own[view.job_id].gain:.3g}) "
                 "of the best accuracy among the jobs"
             )
         if window is not None:
-            slow = min(v.workers, key=lambda w: v.workers[w])
-            lag = max(v.workers.values()) - v.workers[slow]
+            slow = min(view.workers, key=lambda w: view.workers[w])
+            lag = max(view.workers.values()) - view.workers[slow]
             reasons.append(
                 f"straggler: worker {slow} lags {lag} iteration(s); iterations "
                 f"{window.first}..{window.last} boosted to class {window.priority}"
             )
         if verdict is not None:
-            reasons.append(_fallback_reason(verdict, fallback.action, by_job.get(v.job_id)))
-        out[v.job_id] = JobDecision(v, scores[v.job_id], a, window, tuple(reasons))
+            reasons.append(_fallback_reason(verdict, fallback.action, by_job.get(view.job_id)))
+        out[view.job_id] = JobDecision(view, scores[view.job_id], assignment, window, tuple(reasons))
     return Decision(out, interleaving, verdict, fallback.action if fallback else "maif")
 
 

@@ -187,16 +187,16 @@ class Engine:
     def evaluate(self) -> Decision:
         """Rank the active jobs (no side effects besides the fit cache). The records are copied under the
         lock; curves are fitted outside it, so reports are not held up by fitting."""
-        p = self.config.params
+        params = self.config.params
         unfitted = maif.Fit("prior")
         views: list[JobView] = []
         todo: list[tuple[int, int, tuple[str, list[float], list[float], float | None]]] = []
         with self._lock:
             for job in self.book.active():
-                c = job.curve
-                fit = self._fits.get(job.job_id, c.version)
+                curve = job.curve
+                fit = self._fits.get(job.job_id, curve.version)
                 if fit is None:
-                    todo.append((len(views), c.version, (job.kind, list(c.t), list(c.m), c.ref)))
+                    todo.append((len(views), curve.version, (job.kind, list(curve.t), list(curve.m), curve.ref)))
                 iter_s, net_s = job.timing.estimate()
                 fb_on = self.config.fallback is not None
                 comm = dict(job.timing.comm) if fb_on else {}
@@ -216,10 +216,10 @@ class Engine:
                 )
             memory, fallback_state = dict(self._memory), self._fallback
         for i, version, (kind, t, m, ref) in todo:
-            fit = fit_job(kind, t, m, ref, p.min_points)
+            fit = fit_job(kind, t, m, ref, params.min_points)
             self._fits.put(views[i].job_id, version, fit)
             views[i] = dataclasses.replace(views[i], fit=fit)
-        return decide(views, memory, p, self.config.interleaving, self.config.fallback, fallback_state)
+        return decide(views, memory, params, self.config.interleaving, self.config.fallback, fallback_state)
 
     def decide(self, persist: bool = True) -> int | None:
         """Evaluate; if the intent changed, persist it as a new decision and hand it to the sink.
@@ -264,9 +264,9 @@ class Engine:
             job = self.book.require(job_id)
             if job.state == ACTIVE and self._evaluated is not None:
                 decision, seq = self._evaluated
-                d = decision.jobs.get(job_id)
-                if d is not None:
-                    return explain.ranked(d, len(decision.jobs), self.config.params, seq, decision.applies)
+                job_decision = decision.jobs.get(job_id)
+                if job_decision is not None:
+                    return explain.ranked(job_decision, len(decision.jobs), self.config.params, seq, decision.applies)
             return explain.unranked(job, self.latest_seq)
 
     def status(self) -> pb.StatusReply:

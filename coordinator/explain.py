@@ -14,40 +14,45 @@ from .jobs import ACTIVE, JobRecord
 
 
 def ranked(
-    d: JobDecision, ranked_jobs: int, params: maif.MaifParams, decision: int, applies: str = "maif"
+    job_decision: JobDecision, ranked_jobs: int, params: maif.MaifParams, decision: int, applies: str = "maif"
 ) -> pb.JobExplanation:
     """An active job as the latest evaluation ranked it (``decision``: the latest decision's number; ``applies``:
     Decision.applies, whether the class is in the intent or the fallback holds it back)."""
-    v, s, a, fit = d.view, d.score, d.assignment, d.view.fit
-    e = pb.JobExplanation(
-        job_id=v.job_id,
-        name=v.name,
+    view, score, assignment, fit = job_decision.view, job_decision.score, job_decision.assignment, job_decision.view.fit
+    explanation = pb.JobExplanation(
+        job_id=view.job_id,
+        name=view.name,
         state=ACTIVE,
         fit=fit_pb(fit),
-        predicted_gain=s.gain,
-        next_iterations=s.next_iters,
-        network_seconds=s.network_s,
-        score=a.score,
-        rank=a.rank,
-        priority=a.priority,
-        reasons=d.reasons,
+        predicted_gain=score.gain,
+        next_iterations=score.next_iters,
+        network_seconds=score.network_s,
+        score=assignment.score,
+        rank=assignment.rank,
+        priority=assignment.priority,
+        reasons=job_decision.reasons,
         decision=decision,
     )
-    if d.window is not None:
-        e.windows.append(window_pb(d.window))
-    timing = "unknown iteration time" if math.isnan(v.iter_s) else f"{v.iter_s:.3g}s/iteration"
-    net = "network time unknown (whole iteration counted)" if math.isnan(v.net_s) else f"{v.net_s:.3g}s on the network"
+    if job_decision.window is not None:
+        explanation.windows.append(window_pb(job_decision.window))
+    timing = "unknown iteration time" if math.isnan(view.iter_s) else f"{view.iter_s:.3g}s/iteration"
+    net = (
+        "network time unknown (whole iteration counted)"
+        if math.isnan(view.net_s)
+        else f"{view.net_s:.3g}s on the network"
+    )
+    priority = assignment.priority
     lines = [
-        f"job {v.job_id} {v.name!r}: active, rank {a.rank} of {ranked_jobs} -> "
-        + (f"class {a.priority}" if applies == "maif" else f"class {a.priority} not applied ({_HELD[applies]})"),
+        f"job {view.job_id} {view.name!r}: active, rank {assignment.rank} of {ranked_jobs} -> "
+        + (f"class {priority}" if applies == "maif" else f"class {priority} not applied ({_HELD[applies]})"),
         f"  fit: {fit.describe()}; last iteration {fit.last_iteration}, quality {fit.last_quality:.4g}",
-        f"  predicted gain: {s.gain:+.4g} over the next {s.next_iters:.3g} iterations "
+        f"  predicted gain: {score.gain:+.4g} over the next {score.next_iters:.3g} iterations "
         f"({params.horizon_s:g}s horizon, {timing}, {net})",
-        f"  score: {a.score:.4g} quality per network second (network {s.network_s:.3g}s per horizon)",
+        f"  score: {assignment.score:.4g} quality per network second (network {score.network_s:.3g}s per horizon)",
     ]
-    lines += [f"  - {r}" for r in d.reasons]
-    e.text = "\n".join(lines)
-    return e
+    lines += [f"  - {reason}" for reason in job_decision.reasons]
+    explanation.text = "\n".join(lines)
+    return explanation
 
 
 _HELD = {"none": "MLTCP alone, see the fallback line", "interleave": "in-network interleaving instead"}

@@ -269,44 +269,44 @@ class JobBook:
         accepted, jobs = plan.accepted, self.jobs
         latest: dict[tuple[int, int], int] = {}  # (job, worker) -> latest iteration, this batch included
         highest: dict[tuple[int, int], int] = {}  # (job, worker) -> highest iteration stored, this batch included
-        for i, r in enumerate(reports):
-            jid, w, it = r.job_id, r.worker, r.iteration  # (locals: protobuf attributes cost, per report)
-            where = _Where(i, r)
+        for i, report in enumerate(reports):
+            # locals: protobuf attributes cost, per report
+            jid, worker, it = report.job_id, report.worker, report.iteration
+            where = _Where(i, report)
             job = jobs.get(jid)
             if job is None:
                 raise UnknownJob(f"{where}: unknown job {jid}; register it first")
             if job.state == FINISHED:
                 raise JobFinished(f"{where}: job {jid} has finished ({job.reason})")
             ranks = job.ranks
-            if ranks and w not in ranks:
+            if ranks and worker not in ranks:
                 raise InvalidRequest(
-                    f"{where}: worker {w} is not a registered worker of job {jid} (ranks {sorted(ranks)})"
+                    f"{where}: worker {worker} is not a registered worker of job {jid} (ranks {sorted(ranks)})"
                 )
-            metric = check_report_numbers(r, job.kind, where)
-            key, k3 = (jid, w), (jid, w, it)
-            tally = job.workers.get(w)
+            metric = check_report_numbers(report, job.kind, where)
+            key, row_key = (jid, worker), (jid, worker, it)
+            tally = job.workers.get(worker)
             last = latest.get(key, tally.last if tally else None)
             if last is None or it - last > MAX_ITERATION_JUMP or it > MAX_REPORT_ITERATION or job.spec.final_iteration:
-                self._check_iteration(job, r, where, last, latest)
+                self._check_iteration(job, report, where, last, latest)
             # recv_time: the rows of a batch 1 us apart, so the store keeps their order (the latest report)
-            row = ReportRow(
-                jid, w, it, metric, r.compute_seconds, r.comm_seconds, r.bytes, r.timestamp, wall + i * 1e-6
-            )
+            row = ReportRow(jid, worker, it, metric, report.compute_seconds, report.comm_seconds, report.bytes,
+                            report.timestamp, wall + i * 1e-6)  # fmt: skip
             top = highest.get(key, tally.highest if tally else -1)
-            prior = accepted.get(k3)
+            prior = accepted.get(row_key)
             if prior is None and it <= top:
-                prior = stored(jid, w, it)
+                prior = stored(jid, worker, it)
             if prior is not None:
                 if prior.same_values(row):
                     plan.duplicates += 1  # a re-send after a lost acknowledgement
                     continue
                 if last is None or it <= last:
                     raise InvalidRequest(f"{where}: iteration {it} was already reported with different values")
-                if k3 in accepted:
-                    del accepted[k3]  # replaces one of this batch: the later counts, in arrival order
+                if row_key in accepted:
+                    del accepted[row_key]  # replaces one of this batch: the later counts, in arrival order
                 else:
-                    plan.replacing.add(k3)
-            accepted[k3] = row
+                    plan.replacing.add(row_key)
+            accepted[row_key] = row
             latest[key] = it
             if it > top:
                 highest[key] = it
@@ -317,9 +317,9 @@ class JobBook:
             final = job.spec.final_iteration
             if not final:
                 continue
-            workers = job.ranks or {w for (j, w) in latest if j == jid} | set(job.workers)
+            workers = job.ranks or {worker for (j, worker) in latest if j == jid} | set(job.workers)
             progress = job.progress()
-            if all(latest.get((jid, w), progress.get(w, -1)) >= final for w in workers):
+            if all(latest.get((jid, worker), progress.get(worker, -1)) >= final for worker in workers):
                 plan.finished.append(jid)
         return plan
 

@@ -33,7 +33,7 @@ class EngineCollector(Collector):
         self.engine = engine
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
-        e = self.engine
+        engine = self.engine
         jobs = GaugeMetricFamily("mlfc_coordinator_jobs", "Registered jobs by state", labels=["state"])
         info = GaugeMetricFamily(
             "mlfc_coordinator_job_info",
@@ -47,7 +47,7 @@ class EngineCollector(Collector):
             "mlfc_coordinator_job_iteration", "Latest iteration reported by the job's furthest worker", labels=["job"]
         )
         counts = dict.fromkeys(STATES, 0)
-        for job in e.jobs():
+        for job in engine.jobs():
             jid = str(job.job_id)
             counts[job.state] = counts.get(job.state, 0) + 1
             info.add_metric([jid, job.name, job.state], 1)
@@ -57,27 +57,27 @@ class EngineCollector(Collector):
         for state, n in sorted(counts.items()):
             jobs.add_metric([state], n)
         yield from (jobs, info, reports, iteration)
-        yield from self._classes(e)
+        yield from self._classes(engine)
         decisions = CounterMetricFamily(
             "mlfc_coordinator_decisions", "Decisions made (a changed intent), the store's sequence number"
         )
-        decisions.add_metric([], e.latest_seq)
+        decisions.add_metric([], engine.latest_seq)
         applied = GaugeMetricFamily(
             "mlfc_coordinator_applied_decision", "Sequence number of the latest decision the controller applied"
         )
-        applied.add_metric([], e.applied_seq)
+        applied.add_metric([], engine.applied_seq)
         last = GaugeMetricFamily(
             "mlfc_coordinator_last_decision_timestamp_seconds", "Unix time of the latest decision (0: none yet)"
         )
-        last.add_metric([], e.latest_at)
+        last.add_metric([], engine.latest_at)
         error = GaugeMetricFamily(
             "mlfc_coordinator_controller_error", "1 while the latest send to the controller failed, else 0"
         )
-        error.add_metric([], int(bool(e.controller_error())))
+        error.add_metric([], int(bool(engine.controller_error())))
         yield from (decisions, applied, last, error)
 
     @staticmethod
-    def _classes(e: Engine) -> Iterator[GaugeMetricFamily]:
+    def _classes(engine: Engine) -> Iterator[GaugeMetricFamily]:
         by_class = GaugeMetricFamily(
             "mlfc_coordinator_class_jobs", "Active jobs the latest evaluation ranked into a class", labels=["priority"]
         )
@@ -89,7 +89,7 @@ class EngineCollector(Collector):
             "What the intent carries (1 for the current one): maif (the classes), interleave or none (MLTCP alone)",
             labels=["mode"],
         )
-        decision = e.latest_evaluation()
+        decision = engine.latest_evaluation()
         counts: dict[int, int] = {}
         if decision is not None:
             for jid, d in decision.jobs.items():

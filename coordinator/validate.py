@@ -53,23 +53,23 @@ def check_spec(spec: pb.JobSpec) -> None:
     if len(spec.workers) > MAX_WORKERS:
         raise InvalidRequest(f"job.workers has {len(spec.workers)} entries; at most {MAX_WORKERS}")
     seen: set[int] = set()
-    for i, w in enumerate(spec.workers):
+    for i, worker in enumerate(spec.workers):
         what = f"job.workers[{i}]"
-        if w.rank > 65535:
-            raise InvalidRequest(f"{what}.rank={w.rank} out of range 0..65535")
-        if w.rank in seen:
-            raise InvalidRequest(f"{what}.rank={w.rank} is duplicated")
-        seen.add(w.rank)
-        if w.address:
+        if worker.rank > 65535:
+            raise InvalidRequest(f"{what}.rank={worker.rank} out of range 0..65535")
+        if worker.rank in seen:
+            raise InvalidRequest(f"{what}.rank={worker.rank} is duplicated")
+        seen.add(worker.rank)
+        if worker.address:
             try:
-                ipaddress.IPv4Address(w.address)
+                ipaddress.IPv4Address(worker.address)
             except ValueError:
-                raise InvalidRequest(f"{what}.address={w.address!r} is not an IPv4 address") from None
-        if len(w.host) > MAX_NAME:
-            raise InvalidRequest(f"{what}.host is {len(w.host)} characters; at most {MAX_NAME}")
-        if len(w.flows) > MAX_FLOWS_PER_WORKER:
-            raise InvalidRequest(f"{what}.flows has {len(w.flows)} entries; at most {MAX_FLOWS_PER_WORKER}")
-        for k, f in enumerate(w.flows):
+                raise InvalidRequest(f"{what}.address={worker.address!r} is not an IPv4 address") from None
+        if len(worker.host) > MAX_NAME:
+            raise InvalidRequest(f"{what}.host is {len(worker.host)} characters; at most {MAX_NAME}")
+        if len(worker.flows) > MAX_FLOWS_PER_WORKER:
+            raise InvalidRequest(f"{what}.flows has {len(worker.flows)} entries; at most {MAX_FLOWS_PER_WORKER}")
+        for k, f in enumerate(worker.flows):
             check_flow(f, f"{what}.flows[{k}]")
 
 

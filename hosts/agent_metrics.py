@@ -122,39 +122,41 @@ class AgentMetrics:
         self.comm_s = Gauge("mlfc_agent_comm_seconds", "Latest iteration's communication time", LABELS, registry=r)
         registry.register(AgentCollector(agent))
 
-    def observe(self, s: IterationSample) -> None:
-        labels = (self.job, str(s.worker))
+    def observe(self, sample: IterationSample) -> None:
+        labels = (self.job, str(sample.worker))
         self.reports.labels(*labels).inc()
-        self.iteration.labels(*labels).set(s.iteration)
-        self.job_bytes.labels(*labels).inc(s.bytes)
-        self.sent_bytes.labels(*labels).inc(s.wire_bytes)
-        withheld = max(0, s.bytes - s.wire_bytes)
+        self.iteration.labels(*labels).set(sample.iteration)
+        self.job_bytes.labels(*labels).inc(sample.bytes)
+        self.sent_bytes.labels(*labels).inc(sample.wire_bytes)
+        withheld = max(0, sample.bytes - sample.wire_bytes)
         self.withheld_bytes.labels(*labels).inc(withheld)
-        self.withheld_share.labels(*labels).set(withheld / s.bytes if s.bytes > 0 else 0.0)
-        if s.chunks is not None:
-            self.chunks.labels(*labels).inc(s.chunks)
-        if s.withheld_chunks is not None:
-            self.withheld_chunks.labels(*labels).inc(s.withheld_chunks)
-        ratio = self._ratio(s)
+        self.withheld_share.labels(*labels).set(withheld / sample.bytes if sample.bytes > 0 else 0.0)
+        if sample.chunks is not None:
+            self.chunks.labels(*labels).inc(sample.chunks)
+        if sample.withheld_chunks is not None:
+            self.withheld_chunks.labels(*labels).inc(sample.withheld_chunks)
+        ratio = self._ratio(sample)
         self.bytes_ratio.labels(*labels).set(ratio)
-        if s.mltcp_f is not None:
-            self.mltcp_f.labels(*labels).set(s.mltcp_f)
+        if sample.mltcp_f is not None:
+            self.mltcp_f.labels(*labels).set(sample.mltcp_f)
         elif self.mltcp is not None:
             self.mltcp_f.labels(*labels).set(mltcp_factor(ratio, self.mltcp))
-        self.compute_s.labels(*labels).set(s.compute_s)
-        self.comm_s.labels(*labels).set(s.comm_s)
+        self.compute_s.labels(*labels).set(sample.compute_s)
+        self.comm_s.labels(*labels).set(sample.comm_s)
 
-    def _ratio(self, s: IterationSample) -> float:
+    def _ratio(self, sample: IterationSample) -> float:
         """The line's bytes_ratio, else the transport's count replayed: the iteration's bytes on the wire over
         the declared bytes per iteration (the job's, else the push's when the line tells its wire bytes apart,
         as the training worker declares it to its transport), else over an EWMA of earlier iterations."""
         with self._lock:
-            p = self._progress.setdefault(s.worker, IterationProgress(idle_gap=None))
-            declared = self.bytes_per_iteration or (s.bytes if s.sent_bytes is not None and s.bytes > 0 else 0)
-            p.start_iteration(declared or None)
-            p.on_sent(s.wire_bytes, 0.0)
-            derived = p.ratio
-        return derived if s.bytes_ratio is None else s.bytes_ratio
+            progress = self._progress.setdefault(sample.worker, IterationProgress(idle_gap=None))
+            declared = self.bytes_per_iteration or (
+                sample.bytes if sample.sent_bytes is not None and sample.bytes > 0 else 0
+            )
+            progress.start_iteration(declared or None)
+            progress.on_sent(sample.wire_bytes, 0.0)
+            derived = progress.ratio
+        return derived if sample.bytes_ratio is None else sample.bytes_ratio
 
 
 def start_metrics_server(metrics: AgentMetrics, listen: str, allow_remote: bool = False) -> tuple[object, int]:

@@ -164,27 +164,27 @@ def cmd_status(args: argparse.Namespace) -> int:
         json.dump(out, sys.stdout, indent=2, default=str)
         print()
         return 0
-    for s in statuses:
-        state = "registered" if s.registered else "not registered"
-        extra = ", ".join(f"map {i}: {st}" for i, st in s.instances)
-        print(f"{s.name}: {state}" + (f" ({extra})" if extra else ""))
-        for kp in dict.fromkeys(s.params):  # one line per distinct parameter set
+    for algorithm in statuses:
+        state = "registered" if algorithm.registered else "not registered"
+        extra = ", ".join(f"map {i}: {st}" for i, st in algorithm.instances)
+        print(f"{algorithm.name}: {state}" + (f" ({extra})" if extra else ""))
+        for kp in dict.fromkeys(algorithm.params):  # one line per distinct parameter set
             if kp.params and kp.detection:
                 print("  " + _describe(kp.params, kp.detection) + ("" if kp.ready else " (not ready)"))
             else:
                 print("  parameters not set (connections run the plain algorithm)")
-        if s.stats:
-            print("  counters: " + ", ".join(f"{k} {v}" for k, v in s.stats.items()))
-        for f in s.flows:
-            print(f"  flow {f.local} -> {f.peer} (netns {f.netns}): {f.iterations} iterations, "
-                  f"{f.bytes_per_iteration} B/iteration, last {f.last_iteration_bytes} B at F {f.last_f:.2f}, "
-                  f"cwnd {f.cwnd}, updated {f.age_s:.1f} s ago"
-                  + (f"; job: {f.job_iterations} iterations, {f.job_bytes_per_iteration} B/iteration"
-                     if f.job_iterations else ""))  # fmt: skip
-        for j in s.jobs:
-            print(f"  job {j.local} -> {j.peer} (netns {j.netns}): {j.iterations} iterations, "
-                  f"{j.bytes_per_iteration} B/iteration, last {j.last_iteration_bytes} B at F {j.last_f:.2f}, "
-                  f"{j.this_iteration_bytes} B this iteration, idle {j.idle_s:.1f} s")  # fmt: skip
+        if algorithm.stats:
+            print("  counters: " + ", ".join(f"{k} {v}" for k, v in algorithm.stats.items()))
+        for flow in algorithm.flows:
+            print(f"  flow {flow.local} -> {flow.peer} (netns {flow.netns}): {flow.iterations} iterations, "
+                  f"{flow.bytes_per_iteration} B/iteration, last {flow.last_iteration_bytes} B at F {flow.last_f:.2f}, "
+                  f"cwnd {flow.cwnd}, updated {flow.age_s:.1f} s ago"
+                  + (f"; job: {flow.job_iterations} iterations, {flow.job_bytes_per_iteration} B/iteration"
+                     if flow.job_iterations else ""))  # fmt: skip
+        for job in algorithm.jobs:
+            print(f"  job {job.local} -> {job.peer} (netns {job.netns}): {job.iterations} iterations, "
+                  f"{job.bytes_per_iteration} B/iteration, last {job.last_iteration_bytes} B at F {job.last_f:.2f}, "
+                  f"{job.this_iteration_bytes} B this iteration, idle {job.idle_s:.1f} s")  # fmt: skip
     uses = [d for d in defaults if d[2] in names]
     print("namespaces defaulting to MLTCP: " + (", ".join(f"{label} ({cc})" for label, _, cc in uses) or "none"))
     print(f"sockets using MLTCP: {len(socks)}")

@@ -360,17 +360,20 @@ def cli(args: argparse.Namespace) -> int:
             print(f"detached: {_describe(found)}")
             found.detach()
             return 0
-        s = found.stats()
+        stats = found.stats()
         if args.json:
-            print(json.dumps({"config": dataclasses.asdict(found.config()), "stats": dataclasses.asdict(s)}, indent=2))
+            print(
+                json.dumps({"config": dataclasses.asdict(found.config()), "stats": dataclasses.asdict(stats)}, indent=2)
+            )
             return 0
         print(_describe(found))
         print(
-            f"  packets {s.seen} ({s.bytes} B), ECT {s.ect}, marked CE {s.marked}, arrived CE {s.ce}, "
-            f"over the limit {s.overflow}; queue {s.vq_bytes:.0f} B at the last packet, max {s.max_vq_bytes} B"
+            f"  packets {stats.seen} ({stats.bytes} B), ECT {stats.ect}, marked CE {stats.marked}, "
+            f"arrived CE {stats.ce}, over the limit {stats.overflow}; "
+            f"queue {stats.vq_bytes:.0f} B at the last packet, max {stats.max_vq_bytes} B"
         )
-        for src in sorted(s.packets_by_source):
-            print(f"  {src}: {s.packets_by_source[src]} packets, {s.marks_by_source.get(src, 0)} marked")
+        for src in sorted(stats.packets_by_source):
+            print(f"  {src}: {stats.packets_by_source[src]} packets, {stats.marks_by_source.get(src, 0)} marked")
         return 0
     finally:
         if found.attached:

@@ -45,39 +45,43 @@ class BucketLoop:
             finished = [f for f in self._inflight if f.done()]
             wait_all(finished)  # a failed pull ends the job here, not at the end
             self._inflight = [f for f in self._inflight if not f.done()]
-            d = self._next_in_serve(active)
-            w = peers.by_peer.get(d.peer)
-            if d.tensor_id == proto.HELLO:
-                self.membership.late_hello(d, active)
+            delivery = self._next_in_serve(active)
+            worker = peers.by_peer.get(delivery.peer)
+            if delivery.tensor_id == proto.HELLO:
+                self.membership.late_hello(delivery, active)
                 continue
-            if w is not None and d.tensor_id == proto.BYE:
-                active.discard(w.rank)
-                error = self._bye_error(d)
+            if worker is not None and delivery.tensor_id == proto.BYE:
+                active.discard(worker.rank)
+                error = self._bye_error(delivery)
                 if error is not None:
-                    reason = f"worker {w.rank} gave up: {error}"
+                    reason = f"worker {worker.rank} gave up: {error}"
                     peers.abort(active, reason)
                     self.membership.linger(reason)
                     raise TrainingError(reason)
                 continue
-            if not pushes.place(d):
+            if not pushes.place(delivery):
                 continue
-            copies = pushes.pending[d.iteration][d.tensor_id]
+            copies = pushes.pending[delivery.iteration][delivery.tensor_id]
             if len(copies) < peers.cfg.workers:
                 continue
-            del pushes.pending[d.iteration][d.tensor_id]
-            if not pushes.pending[d.iteration]:
-                del pushes.pending[d.iteration]
+            del pushes.pending[delivery.iteration][delivery.tensor_id]
+            if not pushes.pending[delivery.iteration]:
+                del pushes.pending[delivery.iteration]
             t0 = time.time()
-            mean = pushes.aggregate(d.iteration, d.tensor_id, copies)
-            pushes.done.add((d.iteration, d.tensor_id))
+            mean = pushes.aggregate(delivery.iteration, delivery.tensor_id, copies)
+            pushes.done.add((delivery.iteration, delivery.tensor_id))
             if len(pushes.done) > 8192:  # remember recent buckets only: duplicates come from the last steps
                 newest = max(it for it, _ in pushes.done)
                 pushes.done = {k for k in pushes.done if k[0] >= newest - 16}
             for peer in peers.workers.values():
-                self._inflight.append(peer.pool.submit(self._pull_mean, peer, d.iteration, d.tensor_id, mean))  # type: ignore[union-attr]
+                self._inflight.append(
+                    peer.pool.submit(self._pull_mean, peer, delivery.iteration, delivery.tensor_id, mean)
+                )  # type: ignore[union-attr]
             if self.emit is not None:
-                loss = peers.ledger.of(d.iteration)
-                record = BucketRecord.of(peers.cfg.job, d.iteration, d.tensor_id, loss, round(time.time() - t0, 5))
+                loss = peers.ledger.of(delivery.iteration)
+                record = BucketRecord.of(
+                    peers.cfg.job, delivery.iteration, delivery.tensor_id, loss, round(time.time() - t0, 5)
+                )
                 self.emit(record.to_dict())
         wait_all(self._inflight)
         self._inflight.clear()
@@ -109,23 +113,23 @@ class BucketLoop:
         self._pings += 1
         n = self._pings
 
-        def ping(w: Worker) -> None:
-            assert w.sender is not None
-            w.sender.send_tensor(cfg.job, n, proto.PING, b"\0", importance=proto.CONTROL_IMPORTANCE,
-                                 timeout=min(5.0, cfg.timeout))  # fmt: skip
+        def ping(worker: Worker) -> None:
+            assert worker.sender is not None
+            worker.sender.send_tensor(cfg.job, n, proto.PING, b"\0", importance=proto.CONTROL_IMPORTANCE,
+                                      timeout=min(5.0, cfg.timeout))  # fmt: skip
 
         futures = {r: w.pool.submit(ping, w) for r, w in self.peers.workers.items() if r in active}  # type: ignore[union-attr]
         return sorted(r for r, f in futures.items() if f.exception() is not None)
 
     @staticmethod
-    def _bye_error(d: DeliveredTensor) -> str | None:
+    def _bye_error(delivery: DeliveredTensor) -> str | None:
         try:
-            error = proto.decode(d.data, "BYE").get("error")
+            error = proto.decode(delivery.data, "BYE").get("error")
         except proto.ProtocolError:
             return None
         return None if error is None else str(error)
 
-    def _pull_mean(self, w: Worker, it: int, tensor: int, mean: np.ndarray) -> None:
+    def _pull_mean(self, worker: Worker, it: int, tensor: int, mean: np.ndarray) -> None:
         cfg = self.peers.cfg
-        assert w.sender is not None
-        w.sender.send_tensor(cfg.job, it, tensor, mean, importance=proto.CONTROL_IMPORTANCE, timeout=cfg.timeout)
+        assert worker.sender is not None
+        worker.sender.send_tensor(cfg.job, it, tensor, mean, importance=proto.CONTROL_IMPORTANCE, timeout=cfg.timeout)

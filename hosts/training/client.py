@@ -4,20 +4,8 @@ One ``Sender`` (the push flow) and one ``Receiver`` (pulls), plus a dispatcher t
 delivered tensor under (iteration, tensor id) so callers can wait for the ones they need in any order.
 No torch here: tensors are float32 numpy arrays (torch's ``.numpy()`` views work as they are).
 
-Importance of a pushed chunk: ``mlfc.hosts.importance.assign_importance`` on the real gradient values
-(mean |g| rank of the chunk within its tensor) and the tensor's layer position (``layer_index`` of
-``num_layers``); the ``protect_fraction`` largest chunks are protected. The classes computed are
-passed to the transport explicitly, so the push result can say how many chunks were protected.
-
-Loss becomes delay (``loss_feedback``, PS mode with a loss bound): the elements of a push the PS zero-filled
-(the send result's missing chunks) are kept in a per-tensor residual (hosts/training/residual.py) and added to
-the next push of that tensor, as error feedback does for top-k; importance is computed on gradient + residual.
-
-The network decides how much (``withhold``, issue 25): the worker keeps a congestion estimate for its job (an
-EWMA over pushes of the policy's signal, by default the share of chunks marked or dropped) and before a push
-withholds its least important chunks up to min(loss bound, f(estimate)) of the push's bytes
-(mlfc.policy.withhold): nothing on a free link. Withheld chunks are not sent; the PS zero-fills them like lost
-ones, and their elements reach the residual by the same path (the send result's missing chunks), once.
+What a push sends (importance classes, compression, loss feedback, the withheld share) is
+hosts/training/push_shaping.py; what a worker is told, hosts/training/client_config.py.
 """
 
 from __future__ import annotations
@@ -26,19 +14,20 @@ import contextlib
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from mlfc.hosts.importance import assign_importance, chunk_magnitudes
 from mlfc.hosts.training import protocol as proto
-from mlfc.hosts.training.compress import NONE, Compression, Compressor
+from mlfc.hosts.training.client_config import ClientConfig
+from mlfc.hosts.training.compress import Compressor
+from mlfc.hosts.training.push_shaping import PushResult, PushShaper
 from mlfc.hosts.training.residual import Residuals
-from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender, SenderConfig
+from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender
 from mlfc.hosts.transport.config import stale_timeout_for
-from mlfc.policy.aggregation import received_elements
-from mlfc.policy.withhold import CongestionEstimate, WithholdPolicy, choose_withheld, withheld_share
-from mlfc.wire import IMPORTANCE_PROTECTED
+from mlfc.policy.withhold import CongestionEstimate
+
+# ClientConfig and PushResult are part of this module's interface (the loop, DDP and the tests import them here)
+__all__ = ["ClientConfig", "JobAborted", "PsRestarted", "PushResult", "WorkerClient", "WorkerError"]
 
 
 class WorkerError(RuntimeError):
@@ -53,77 +42,13 @@ class PsRestarted(WorkerError):
     """The PS restarted (from its checkpoint) and asks this worker to connect again (REJOIN)."""
 
 
-@dataclass(frozen=True)
-class ClientConfig:
-    job: int
-    rank: int
-    ps: tuple[str, int]
-    bind: str = "127.0.0.1"
-    rx_port: int = proto.WORKER_RX_PORT  # 0: any free shim port (several workers on one address)
-    tx_port: int = proto.WORKER_TX_PORT
-    mode: str = "ps"
-    loss_bound: float = 0.0  # fraction of each pushed tensor the PS may zero-fill (unprotected chunks only)
-    protect_fraction: float = 0.25  # largest-gradient chunks of each tensor that are protected
-    deadline: float = 0.02  # receiver: s after a pull's last chunk before zero-fill (pulls are lossless anyway)
-    connect_timeout: float = 60.0  # s to keep knocking while the PS starts
-    timeout: float = 60.0  # s for one transfer / one pull
-    sender: SenderConfig = field(default_factory=SenderConfig)
-    # Rigid compression of every push (hosts/training/compress.py): sent protected, retransmitted until complete.
-    compression: Compression = NONE
-    # PS mode with a loss bound: what the PS zero-filled of a push goes out again, added to the tensor's next
-    # push (error feedback). Not in aggregate mode: DDP rebuilds its buckets after the first step, so a bucket
-    # index does not name the same elements from one step to the next.
-    loss_feedback: bool = True
-    # The network-decided withheld share (mlfc.policy.withhold); None: every chunk is sent. Needs loss feedback
-    # (what is withheld must come later, not be lost).
-    withhold: WithholdPolicy | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.loss_bound, bool) or not 0.0 <= self.loss_bound <= 1.0:
-            raise ValueError(f"loss_bound={self.loss_bound!r} must be in [0, 1]")
-        if self.compression.active and self.loss_bound > 0:
-            raise ValueError(
-                f"compression {self.compression.spec()} needs loss bound 0 (a lost chunk of a compressed "
-                f"push cannot be zero-filled), not {self.loss_bound:g}"
-            )
-        if self.compression.active and self.mode != "ps":
-            raise ValueError("compression is for PS mode pushes, not DDP buckets (aggregate mode)")
-        if self.withhold is not None and not self.feeds_back_loss:
-            raise ValueError("withhold needs loss feedback: PS mode, a loss bound > 0 and loss_feedback on")
-
-    @property
-    def feeds_back_loss(self) -> bool:
-        """Lost elements of a push are held for the next one (see ``loss_feedback``)."""
-        return self.loss_feedback and self.loss_bound > 0 and self.mode == "ps"
-
-
-@dataclass
-class PushResult:
-    bytes: int = 0
-    chunks: int = 0
-    protected_chunks: int = 0
-    retransmits: int = 0
-    tolerated_chunks: int = 0  # lost chunks the sender left to the PS's zero-fill (an upper bound on the loss)
-    held_elements: int = 0  # gradient elements the PS zero-filled, held back for the next push (loss feedback)
-    withheld_chunks: int = 0  # chunks not sent at all (the network-decided share; among the zero-filled ones)
-    withheld_bytes: int = 0
-
-    @property
-    def sent_bytes(self) -> int:
-        """Payload bytes handed to the network (retransmissions aside)."""
-        return self.bytes - self.withheld_bytes
-
-
 class WorkerClient:
     def __init__(self, cfg: ClientConfig, *, push_sock=None) -> None:
         """``push_sock``: a socket-like object for the push flow (e.g. a loss-injecting wrapper in tests)."""
         self.cfg = cfg
         self._push_sock = push_sock
         self.welcome: dict = {}
-        self.compressor = Compressor(cfg.compression)
-        self.residuals = Residuals()  # loss feedback: per tensor, what the PS zero-filled of the last push
-        # this job's congestion estimate (withhold): kept across reconnects, like the residuals
-        self.congestion = None if cfg.withhold is None else CongestionEstimate(cfg.withhold)
+        self.shaper = PushShaper(cfg)  # kept across reconnects: its state is about earlier pushes
         self.reconnects = 0
         self._rejoins_seen: set[int] = set()  # REJOIN sessions acted on (its sender retransmits until acked)
         self._open()
@@ -162,6 +87,19 @@ class WorkerClient:
         self.reconnects += 1
         self._open(*ports)
 
+    # what earlier pushes left to later ones (the shaper's, named here as before the split)
+    @property
+    def compressor(self) -> Compressor:
+        return self.shaper.compressor
+
+    @property
+    def residuals(self) -> Residuals:
+        return self.shaper.residuals
+
+    @property
+    def congestion(self) -> CongestionEstimate | None:
+        return self.shaper.congestion
+
     # -- plumbing ---------------------------------------------------------------------------------
 
     def _dispatch(self) -> None:
@@ -170,7 +108,7 @@ class WorkerClient:
                 if self._closing:
                     return
             try:
-                d = self.rx.recv(timeout=0.2)
+                delivery = self.rx.recv(timeout=0.2)
             except TimeoutError:
                 continue
             except BaseException as exc:
@@ -180,26 +118,26 @@ class WorkerClient:
                     self._cv.notify_all()
                 return
             with self._cv:
-                if d.tensor_id == proto.REJOIN:
-                    if d.iteration in self._rejoins_seen:
+                if delivery.tensor_id == proto.REJOIN:
+                    if delivery.iteration in self._rejoins_seen:
                         continue
                     try:
-                        self._rejoin = {**proto.decode(d.data, "REJOIN"), "session": d.iteration}
+                        self._rejoin = {**proto.decode(delivery.data, "REJOIN"), "session": delivery.iteration}
                     except proto.ProtocolError:
                         continue
                     self.tx.abort()  # a push to the old PS would wait for the peer timeout
-                elif d.tensor_id == proto.PING:  # the receiver acknowledged it: that is the answer
+                elif delivery.tensor_id == proto.PING:  # the receiver acknowledged it: that is the answer
                     continue
-                elif d.tensor_id == proto.ABORT:
-                    if d.iteration != self.session:  # for an earlier process on this port (a restarted rank)
+                elif delivery.tensor_id == proto.ABORT:
+                    if delivery.iteration != self.session:  # for an earlier process on this port (a restarted rank)
                         continue
                     try:
-                        self._abort = str(proto.decode(d.data, "ABORT").get("error") or "no reason given")
+                        self._abort = str(proto.decode(delivery.data, "ABORT").get("error") or "no reason given")
                     except proto.ProtocolError as exc:
                         self._abort = str(exc)
                     self.tx.abort()  # a push would wait for the peer timeout
                 else:
-                    self._box[(d.iteration, d.tensor_id)] = d
+                    self._box[(delivery.iteration, delivery.tensor_id)] = delivery
                 self._cv.notify_all()
 
     @property
@@ -328,58 +266,13 @@ class WorkerClient:
             if self._rejoin is not None:
                 self._rejoins_seen.add(self._rejoin["session"])
                 raise PsRestarted(f"job {cfg.job} worker {cfg.rank}: the PS restarted; not pushing to it")
-        buf = np.ascontiguousarray(grad, dtype=np.float32).reshape(-1)
         chunk = self.tx.config.chunk_size
-        if cfg.compression.active:
-            payload: bytes | np.ndarray = self.compressor.encode(tensor_id, buf)
-            classes: bytes | int = IMPORTANCE_PROTECTED
-            protected = -(-len(payload) // chunk)
-        else:
-            payload = self.residuals.add(tensor_id, buf) if cfg.feeds_back_loss else buf
-            classes = assign_importance(
-                payload, chunk, layer_index=layer_index, num_layers=num_layers, protect_fraction=cfg.protect_fraction
-            )
-            # the transport raises the last chunk to protected (end-of-tensor marker): count it the same way
-            protected = sum(c >= IMPORTANCE_PROTECTED for c in classes[:-1]) + 1
-        withhold = self._to_withhold(payload, classes, chunk) if isinstance(payload, np.ndarray) else []
-        res = self.tx.send_tensor(
-            cfg.job, iteration, tensor_id, payload, importance=classes, loss_bound=cfg.loss_bound, timeout=cfg.timeout,
-            withhold=withhold,
+        shaped = self.shaper.shape(tensor_id, grad, chunk, layer_index=layer_index, num_layers=num_layers)
+        sent = self.tx.send_tensor(
+            cfg.job, iteration, tensor_id, shaped.payload, importance=shaped.classes, loss_bound=cfg.loss_bound,
+            timeout=cfg.timeout, withhold=shaped.withhold,
         )  # fmt: skip
-        if self.congestion is not None:
-            self.congestion.update(res.congestion(self.congestion.policy))
-        out = result if result is not None else PushResult()
-        out.withheld_chunks += res.withheld_chunks
-        out.withheld_bytes += res.withheld_bytes
-        if cfg.feeds_back_loss and isinstance(payload, np.ndarray):
-            out.held_elements += self._hold_lost(tensor_id, payload, res.missing_chunks, chunk)
-        out.bytes += len(payload) if isinstance(payload, bytes) else payload.nbytes
-        out.chunks += res.chunks
-        out.protected_chunks += protected
-        out.retransmits += res.retransmits
-        out.tolerated_chunks += res.tolerated_chunks
-        return out
-
-    def _to_withhold(self, payload: np.ndarray, classes: bytes | int, chunk: int) -> list[int]:
-        """The chunks of this push the network's congestion says to withhold (none without ``withhold``)."""
-        if self.congestion is None or isinstance(classes, int):
-            return []
-        share = withheld_share(self.cfg.withhold, self.congestion.value, self.cfg.loss_bound)  # type: ignore[arg-type]
-        if share <= 0:
-            return []
-        nbytes = payload.nbytes
-        sizes = [chunk] * (len(classes) - 1) + [nbytes - chunk * (len(classes) - 1)]
-        return choose_withheld(classes, sizes, share, chunk_magnitudes(payload, chunk).tolist())
-
-    def _hold_lost(self, tensor_id: int, sent: np.ndarray, missing_chunks: Sequence[int], chunk: int) -> int:
-        """Keep the elements of ``sent`` in ``missing_chunks`` (by the PS's own element rule) for the next push;
-        the rest arrived. Returns how many elements are held."""
-        if not missing_chunks:
-            self.residuals.clear(tensor_id)
-            return 0
-        lost = ~received_elements(sent.size, sent.itemsize, chunk, missing_chunks)
-        self.residuals.hold(tensor_id, sent, lost)
-        return int(np.count_nonzero(lost))
+        return self.shaper.settle(tensor_id, shaped, sent, chunk, result)
 
     def stats(self, iteration: int) -> dict:
         """PS mode: the PS's STATS message for ``iteration`` (what it zero-filled of this worker's pushes)."""

@@ -51,17 +51,17 @@ class IterationLoop:
             pending = self.pushes.pending[it]
             while len(pending) < n_tensors or any(len(r) < cfg.workers for r in pending.values()):
                 have = sum(len(r) for r in pending.values())
-                d = peers.recv(f"iteration {it}'s pushes ({have}/{n_tensors * cfg.workers} tensors in)")
-                if d.tensor_id == proto.HELLO:
-                    self.membership.rejoin(d)
+                delivery = peers.recv(f"iteration {it}'s pushes ({have}/{n_tensors * cfg.workers} tensors in)")
+                if delivery.tensor_id == proto.HELLO:
+                    self.membership.rejoin(delivery)
                     continue
-                if d.iteration < it:
+                if delivery.iteration < it:
                     peers.stray += 1  # a late duplicate of an earlier iteration
                     continue
-                if d.peer not in peers.by_peer:
-                    self.membership.stash(d)
+                if delivery.peer not in peers.by_peer:
+                    self.membership.stash(delivery)
                     continue
-                self.pushes.place(d)
+                self.pushes.place(delivery)
             t_in = time.time()
             del self.pushes.pending[it]
             means = [self.pushes.aggregate(it, t, pending[t]) for t in range(n_tensors)]
@@ -86,26 +86,26 @@ class IterationLoop:
                 record = IterationRecord.of(cfg.job, it, loss, peers.workers, t0, t_in, t_agg, t_step, t_out)
                 self.emit(record.to_dict())
 
-    def _pull_params(self, w: Worker, it: int, loss: IterationLoss) -> None:
+    def _pull_params(self, worker: Worker, it: int, loss: IterationLoss) -> None:
         params, cfg = self.peers.params, self.peers.cfg
-        assert params is not None and w.sender is not None
-        tx = w.sender
+        assert params is not None and worker.sender is not None
+        tx = worker.sender
         n = len(params)
         chunk = tx.config.chunk_size
         tx.start_iteration(sum(p.nbytes for p in params))
         sent = stale = withheld = 0
         for t, p in enumerate(params):
-            plan = w.pulls.plan(t, p, chunk, t, n) if w.pulls is not None else None
+            plan = worker.pulls.plan(t, p, chunk, t, n) if worker.pulls is not None else None
             if plan is None:
                 res = tx.send_tensor(cfg.job, it, t, p, importance=_pull_classes(p, chunk, t, n), timeout=cfg.timeout)
             else:
                 res = tx.send_tensor(cfg.job, it, t, p, importance=plan.classes, loss_bound=plan.loss_bound,
                                      withhold=plan.withhold, timeout=cfg.timeout)  # fmt: skip
-            if w.pulls is not None:
-                stale += w.pulls.delivered(t, p, res.missing_chunks, chunk, res.congestion(w.pulls.policy))
+            if worker.pulls is not None:
+                stale += worker.pulls.delivered(t, p, res.missing_chunks, chunk, res.congestion(worker.pulls.policy))
             sent += p.nbytes - res.withheld_bytes
             withheld += res.withheld_chunks
-        stats = PullStats.of(loss, w.rank, sent_bytes=sent, withheld_chunks=withheld, stale_elements=stale)
+        stats = PullStats.of(loss, worker.rank, sent_bytes=sent, withheld_chunks=withheld, stale_elements=stale)
         tx.send_tensor(
             cfg.job, it, proto.STATS, proto.encode(stats.to_dict()), importance=proto.CONTROL_IMPORTANCE,
             timeout=cfg.timeout,

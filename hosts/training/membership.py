@@ -40,16 +40,16 @@ class Membership:
         peers, cfg = self.peers, self.peers.cfg
         knocks = self._send_rejoins() + self._tell_lost_ranks()
         while len(peers.workers) < cfg.workers:
-            d = peers.recv(f"{cfg.workers - len(peers.workers)} more worker(s) to connect")
-            if d.tensor_id != proto.HELLO:
-                self.stash(d)
+            delivery = peers.recv(f"{cfg.workers - len(peers.workers)} more worker(s) to connect")
+            if delivery.tensor_id != proto.HELLO:
+                self.stash(delivery)
                 continue
-            self._admit(d)
+            self._admit(delivery)
         for th in knocks:
             th.join(timeout=0.1)
         error = self._check_models()
-        for w in peers.workers.values():
-            peers.open_pull_flow(w)
+        for worker in peers.workers.values():
+            peers.open_pull_flow(worker)
         futures = [w.pool.submit(self._send_welcome, w, self._welcome(error)) for w in peers.workers.values()]  # type: ignore[union-attr]
         wait_all(futures)
         if error:
@@ -57,12 +57,12 @@ class Membership:
         self._claim_stashed()
         self._save_roster()
 
-    def _admit(self, d: DeliveredTensor) -> Worker | None:
+    def _admit(self, delivery: DeliveredTensor) -> Worker | None:
         """A HELLO: the worker it describes (filed under its rank, replacing an earlier connection of that
         rank: a restarted worker), or None when refused or unusable."""
         peers, cfg = self.peers, self.peers.cfg
         try:
-            msg = proto.decode(d.data, "HELLO")
+            msg = proto.decode(delivery.data, "HELLO")
             rank = int(msg["rank"])
             rx_ip, rx_port = msg["rx"]
             numels = [int(n) for n in msg.get("numels", [])]
@@ -71,41 +71,47 @@ class Membership:
             if not isinstance(loss_feedback, bool):
                 raise ValueError(f"loss_feedback={loss_feedback!r} is not a boolean")
         except (proto.ProtocolError, KeyError, TypeError, ValueError) as exc:
-            log.warning("job %d: unusable HELLO from %s:%d: %s", cfg.job, *d.peer, exc)
+            log.warning("job %d: unusable HELLO from %s:%d: %s", cfg.job, *delivery.peer, exc)
             peers.stray += 1
             return None
         if msg.get("mode") != cfg.mode:
-            self._refuse(d, f"worker {rank} runs in {msg.get('mode')!r} mode, this {peers.role} in {cfg.mode!r} mode")
+            self._refuse(
+                delivery, f"worker {rank} runs in {msg.get('mode')!r} mode, this {peers.role} in {cfg.mode!r} mode"
+            )
             return None
         if not 0 <= rank < cfg.workers:
-            self._refuse(d, f"rank {rank} outside 0..{cfg.workers - 1}: this {peers.role} serves {cfg.workers} workers")
+            self._refuse(
+                delivery, f"rank {rank} outside 0..{cfg.workers - 1}: this {peers.role} serves {cfg.workers} workers"
+            )
             return None
         if compression.active and cfg.mode != "ps":
-            self._refuse(d, f"worker {rank} compresses its pushes ({compression.spec()}): PS mode only")
+            self._refuse(delivery, f"worker {rank} compresses its pushes ({compression.spec()}): PS mode only")
             return None
-        others = {w.compression for r, w in peers.workers.items() if r != rank}
+        others = {worker.compression for r, worker in peers.workers.items() if r != rank}
         if others and compression not in others:
             self._refuse(
-                d,
+                delivery,
                 f"worker {rank} compresses with {compression.spec()}, the others with "
                 f"{', '.join(sorted(c.spec() for c in others))}: a job uses one scheme",
             )
             return None
         if rx_ip in ("", "0.0.0.0"):
-            rx_ip = d.peer[0]
+            rx_ip = delivery.peer[0]
         old = peers.workers.get(rank)
         if old is not None:  # the newest connection of a rank wins: the old process crashed or gave up
-            log.warning("job %d: worker %d connected again from %s:%d (was %s:%d)", cfg.job, rank, *d.peer,
+            log.warning("job %d: worker %d connected again from %s:%d (was %s:%d)", cfg.job, rank, *delivery.peer,
                         *old.push_peer)  # fmt: skip
             peers.by_peer.pop(old.push_peer, None)
             peers.close_worker(old)
             self.rejoins += 1
-        w = Worker(rank, d.peer, (rx_ip, int(rx_port)), numels, compression, loss_feedback, session=d.iteration)
-        peers.workers[rank] = w
+        worker = Worker(
+            rank, delivery.peer, (rx_ip, int(rx_port)), numels, compression, loss_feedback, session=delivery.iteration
+        )
+        peers.workers[rank] = worker
         peers.compression = compression
-        peers.by_peer[d.peer] = w
-        log.info("job %d: worker %d connected from %s:%d", cfg.job, rank, *d.peer)
-        return w
+        peers.by_peer[delivery.peer] = worker
+        log.info("job %d: worker %d connected from %s:%d", cfg.job, rank, *delivery.peer)
+        return worker
 
     def _welcome(self, error: str | None = None) -> bytes:
         peers, cfg = self.peers, self.peers.cfg
@@ -114,45 +120,47 @@ class Membership:
              "iteration": peers.iteration, "error": error}
         )  # fmt: skip
 
-    def rejoin(self, d: DeliveredTensor) -> None:
+    def rejoin(self, delivery: DeliveredTensor) -> None:
         """A HELLO while the job runs (PS mode): a restarted worker, or one that lost the PS for a while.
         It gets the current parameters and starts at the current iteration; what its rank already pushed
         of this iteration stays (the same values: same parameters, same batch)."""
         peers = self.peers
         error = None
-        w = self._admit(d)
-        if w is None:
+        worker = self._admit(delivery)
+        if worker is None:
             return
-        if w.numels != peers.numels():
+        if worker.numels != peers.numels():
             error = self._check_models()
-        peers.open_pull_flow(w)
-        sending = w.pool.submit(self._send_welcome, w, self._welcome(error))  # type: ignore[union-attr]
-        peers.watch_pulls({w.rank: sending})  # a new HELLO of this rank aborts the retries to the old process
+        peers.open_pull_flow(worker)
+        sending = worker.pool.submit(self._send_welcome, worker, self._welcome(error))  # type: ignore[union-attr]
+        peers.watch_pulls({worker.rank: sending})  # a new HELLO of this rank aborts the retries to the old process
         try:
             wait_all([sending])
         except TrainingError as exc:  # gone again before it got the parameters: it will knock again
-            log.warning("job %d: worker %d re-joined but did not take the parameters: %s", peers.cfg.job, w.rank, exc)
+            log.warning(
+                "job %d: worker %d re-joined but did not take the parameters: %s", peers.cfg.job, worker.rank, exc
+            )
             return
         if error is None:
-            log.warning("job %d: worker %d re-joined at iteration %d", peers.cfg.job, w.rank, peers.iteration)
+            log.warning("job %d: worker %d re-joined at iteration %d", peers.cfg.job, worker.rank, peers.iteration)
             self._claim_stashed()
 
-    def stash(self, d: DeliveredTensor) -> None:
+    def stash(self, delivery: DeliveredTensor) -> None:
         """A push from a peer that has not said HELLO (yet): a worker that was pushing when this PS
         restarted. Its transport finished the tensor here, so its re-push after the HELLO would be taken
         as a duplicate: keep it for when the peer's HELLO names its rank."""
         peers, cfg = self.peers, self.peers.cfg
-        ps_push = cfg.mode == "ps" and d.tensor_id < proto.MAX_TENSORS
-        if ps_push and d.iteration >= peers.iteration and len(self._stashed) < 4096:
-            self._stashed.append(d)
+        ps_push = cfg.mode == "ps" and delivery.tensor_id < proto.MAX_TENSORS
+        if ps_push and delivery.iteration >= peers.iteration and len(self._stashed) < 4096:
+            self._stashed.append(delivery)
             return
         peers.stray += 1
-        if cfg.mode == "aggregate" and d.tensor_id < proto.MAX_TENSORS and not self._warned_unknown:
+        if cfg.mode == "aggregate" and delivery.tensor_id < proto.MAX_TENSORS and not self._warned_unknown:
             self._warned_unknown = True
             log.warning(
                 "job %d: bucket pushes from %s:%d, which did not say HELLO to this aggregator: a rank of a job "
                 "this aggregator does not know (it restarted?). Aggregate mode cannot resume it: %s",
-                cfg.job, *d.peer,
+                cfg.job, *delivery.peer,
                 "its ranks were told" if cfg.roster_file else "its ranks fail at their bucket timeout "
                 "(a roster file, --checkpoint, has them told at once)",
             )  # fmt: skip
@@ -200,7 +208,7 @@ class Membership:
         cfg = self.peers.cfg
         if cfg.roster_file is None:
             return
-        ranks = {r: (w.rx[0], w.rx[1], w.session) for r, w in self.peers.workers.items()}
+        ranks = {r: (worker.rx[0], worker.rx[1], worker.session) for r, worker in self.peers.workers.items()}
         aggregator_roster.save(Path(cfg.roster_file), cfg.job, cfg.workers, ranks)
 
     def drop_roster(self) -> None:
@@ -210,17 +218,17 @@ class Membership:
 
     def _claim_stashed(self) -> None:
         keep = []
-        for d in self._stashed:
-            if d.peer in self.peers.by_peer:
-                if d.iteration < self.peers.iteration or not self.pushes.place(d):
+        for delivery in self._stashed:
+            if delivery.peer in self.peers.by_peer:
+                if delivery.iteration < self.peers.iteration or not self.pushes.place(delivery):
                     self.peers.stray += 1
             else:
-                keep.append(d)
+                keep.append(delivery)
         self._stashed = keep
 
     def roster(self) -> dict[int, tuple[str, int]]:
         """Where each worker receives its pulls (what a checkpoint keeps, to call them back after a restart)."""
-        return {r: w.rx for r, w in sorted(self.peers.workers.items())}
+        return {r: worker.rx for r, worker in sorted(self.peers.workers.items())}
 
     def resume(self, iteration: int, roster: dict[int, tuple[str, int]] | None = None) -> None:
         """Continue a job at ``iteration`` (from a checkpoint; the caller restored the parameters and the
@@ -250,59 +258,59 @@ class Membership:
             th.start()
         return threads
 
-    def _refuse(self, d: DeliveredTensor, reason: str) -> None:
+    def _refuse(self, delivery: DeliveredTensor, reason: str) -> None:
         """Tell a worker it cannot join (the connected ones carry on waiting for the right one)."""
         cfg = self.peers.cfg
-        log.warning("job %d: refused %s:%d: %s", cfg.job, *d.peer, reason)
+        log.warning("job %d: refused %s:%d: %s", cfg.job, *delivery.peer, reason)
         try:
-            msg = proto.decode(d.data, "HELLO")
+            msg = proto.decode(delivery.data, "HELLO")
             rx_ip, rx_port = msg["rx"]
-            rx = (d.peer[0] if rx_ip in ("", "0.0.0.0") else rx_ip, int(rx_port))
+            rx = (delivery.peer[0] if rx_ip in ("", "0.0.0.0") else rx_ip, int(rx_port))
             with Sender(rx, (cfg.bind, 0), cfg.sender) as tx:
                 tx.send_tensor(
                     cfg.job,
-                    d.iteration,  # the HELLO's session: what the worker waits for
+                    delivery.iteration,  # the HELLO's session: what the worker waits for
                     proto.WELCOME,
                     proto.encode({"error": reason}),
                     importance=proto.CONTROL_IMPORTANCE,
                     timeout=5.0,
                 )
         except Exception as exc:  # the refused peer may be gone already: the refusal is best effort
-            log.warning("job %d: could not tell %s:%d: %s", cfg.job, *d.peer, exc)
+            log.warning("job %d: could not tell %s:%d: %s", cfg.job, *delivery.peer, exc)
 
     def _check_models(self) -> str | None:
         peers = self.peers
         want = peers.numels()
-        for w in sorted(peers.workers.values(), key=lambda w: w.rank):
-            if w.numels != want:
+        for worker in sorted(peers.workers.values(), key=lambda worker: worker.rank):
+            if worker.numels != want:
                 src = f"the {peers.role}'s model" if peers.params is not None else "worker 0"
                 return (
-                    f"worker {w.rank} has {len(w.numels)} tensors of {sum(w.numels)} elements, {src} "
+                    f"worker {worker.rank} has {len(worker.numels)} tensors of {sum(worker.numels)} elements, {src} "
                     f"{len(want)} of {sum(want)}: not the same model"
                 )
         return None
 
-    def _send_welcome(self, w: Worker, welcome: bytes) -> None:
+    def _send_welcome(self, worker: Worker, welcome: bytes) -> None:
         """WELCOME, then (PS mode) INITIAL. Each is retried while the worker's feedback is silent, up to the
         job's timeout (the worker waits that long for it): under strict priority a low class can be starved
         for longer than the transport's peer timeout, and a worker left without its parameters would wait
         out its whole timeout."""
         params = self.peers.params
-        self._send_control(w, proto.WELCOME, welcome)
+        self._send_control(worker, proto.WELCOME, welcome)
         if params is not None and json.loads(welcome).get("error") is None:
             flat = np.concatenate(params) if params else np.zeros(1, np.float32)
-            self._send_control(w, proto.INITIAL, flat)
+            self._send_control(worker, proto.INITIAL, flat)
 
-    def _send_control(self, w: Worker, tensor_id: int, data: bytes | np.ndarray) -> None:
+    def _send_control(self, worker: Worker, tensor_id: int, data: bytes | np.ndarray) -> None:
         cfg = self.peers.cfg
-        tx = w.sender
+        tx = worker.sender
         assert tx is not None
         end = time.monotonic() + cfg.timeout
         while True:
             try:
                 tx.send_tensor(
                     cfg.job,
-                    w.session,
+                    worker.session,
                     tensor_id,
                     data,
                     importance=proto.CONTROL_IMPORTANCE,
@@ -314,17 +322,17 @@ class Membership:
             except TimeoutError as exc:
                 if time.monotonic() >= end:
                     raise
-                log.warning("job %d: worker %d: %s; sending it again", cfg.job, w.rank, exc)
+                log.warning("job %d: worker %d: %s; sending it again", cfg.job, worker.rank, exc)
 
     # -- aggregate mode: HELLOs once the buckets flow --------------------------------------------------
 
-    def late_hello(self, d: DeliveredTensor, active: set[int]) -> None:
+    def late_hello(self, delivery: DeliveredTensor, active: set[int]) -> None:
         """A HELLO while the buckets flow (aggregate mode has no re-join): a rank beyond ``workers`` (the DDP
         group is larger than this aggregator was told) or a second process of an admitted rank. Either way
         the means so far are of the wrong group: refuse it, tell the admitted workers, end the job."""
         peers, cfg = self.peers, self.peers.cfg
         try:
-            rank: int | str = int(proto.decode(d.data, "HELLO")["rank"])
+            rank: int | str = int(proto.decode(delivery.data, "HELLO")["rank"])
         except (proto.ProtocolError, KeyError, TypeError, ValueError):
             peers.stray += 1
             return
@@ -335,7 +343,7 @@ class Membership:
             )
         else:
             reason = f"a second process of rank {rank} connected while the job ran: aggregate mode has no re-join"
-        self._refuse(d, reason)
+        self._refuse(delivery, reason)
         peers.abort(active, reason)
         self.linger(reason)
         raise TrainingError(reason)
@@ -347,15 +355,15 @@ class Membership:
         end = time.monotonic() + min(seconds, peers.cfg.timeout)
         while (left := end - time.monotonic()) > 0:
             try:
-                d = peers.rx.recv(timeout=left)
+                delivery = peers.rx.recv(timeout=left)
             except TimeoutError:
                 return
-            if d.tensor_id != proto.HELLO or d.peer in peers.by_peer:
+            if delivery.tensor_id != proto.HELLO or delivery.peer in peers.by_peer:
                 continue
             try:
-                rank = int(proto.decode(d.data, "HELLO")["rank"])
+                rank = int(proto.decode(delivery.data, "HELLO")["rank"])
             except (proto.ProtocolError, KeyError, TypeError, ValueError):
                 continue
             n = peers.cfg.workers
             why = f"rank {rank} outside 0..{n - 1}: this aggregator serves {n} workers" if not 0 <= rank < n else ""
-            self._refuse(d, f"{why}; the job has ended: {reason}" if why else f"the job has ended: {reason}")
+            self._refuse(delivery, f"{why}; the job has ended: {reason}" if why else f"the job has ended: {reason}")

@@ -84,18 +84,18 @@ class Peers:
             return [p.size for p in self.params]
         return self.workers[0].numels
 
-    def open_pull_flow(self, w: Worker) -> None:
-        port = 0 if self.cfg.tx_port_base is None else self.cfg.tx_port_base + w.rank
-        w.sender = Sender(w.rx, (self.cfg.bind, port), self.cfg.sender)
-        w.pool = ThreadPoolExecutor(1, thread_name_prefix=f"mlfc-pull-{w.rank}")
+    def open_pull_flow(self, worker: Worker) -> None:
+        port = 0 if self.cfg.tx_port_base is None else self.cfg.tx_port_base + worker.rank
+        worker.sender = Sender(worker.rx, (self.cfg.bind, port), self.cfg.sender)
+        worker.pool = ThreadPoolExecutor(1, thread_name_prefix=f"mlfc-pull-{worker.rank}")
         if self.cfg.pull_withhold is not None:  # a new flow (a new or re-joined worker): its first pull is whole
-            w.pulls = PullCopies(self.cfg.pull_withhold, self.cfg.pull_loss_bound)
+            worker.pulls = PullCopies(self.cfg.pull_withhold, self.cfg.pull_loss_bound)
 
-    def close_worker(self, w: Worker) -> None:
-        if w.pool is not None:
-            w.pool.shutdown(wait=True, cancel_futures=True)
-        if w.sender is not None:
-            w.sender.close()
+    def close_worker(self, worker: Worker) -> None:
+        if worker.pool is not None:
+            worker.pool.shutdown(wait=True, cancel_futures=True)
+        if worker.sender is not None:
+            worker.sender.close()
 
     def watch_pulls(self, pulls: dict[int, Future]) -> None:
         """Wait for the pulls (or a re-joined worker's parameters), reading what arrives meanwhile (kept for
@@ -104,42 +104,42 @@ class Peers:
         parameters on re-joining)."""
         while not all(f.done() for f in pulls.values()):
             try:
-                d = self.rx.recv(timeout=0.05)
+                delivery = self.rx.recv(timeout=0.05)
             except TimeoutError:
                 continue
-            self.deferred.append(d)
-            if d.tensor_id != proto.HELLO:
+            self.deferred.append(delivery)
+            if delivery.tensor_id != proto.HELLO:
                 continue
             try:
-                rank = int(proto.decode(d.data, "HELLO")["rank"])
+                rank = int(proto.decode(delivery.data, "HELLO")["rank"])
             except (proto.ProtocolError, KeyError, TypeError, ValueError):
                 continue
-            f, w = pulls.get(rank), self.workers.get(rank)
-            if f is not None and not f.done() and w is not None and w.sender is not None:
+            f, worker = pulls.get(rank), self.workers.get(rank)
+            if f is not None and not f.done() and worker is not None and worker.sender is not None:
                 log.warning("job %d: worker %d says HELLO while its pull runs: aborting the pull", self.cfg.job, rank)
-                w.sender.abort()
+                worker.sender.abort()
 
     def abort(self, ranks: set[int], reason: str) -> None:
         """Best effort, in parallel: ABORT to each worker of ``ranks`` so its waits end with ``reason``."""
 
-        def tell(w: Worker) -> None:
+        def tell(worker: Worker) -> None:
             try:
-                with Sender(w.rx, (self.cfg.bind, 0), self.cfg.sender) as tx:
-                    tx.send_tensor(self.cfg.job, w.session, proto.ABORT, proto.encode({"error": reason}),
+                with Sender(worker.rx, (self.cfg.bind, 0), self.cfg.sender) as tx:
+                    tx.send_tensor(self.cfg.job, worker.session, proto.ABORT, proto.encode({"error": reason}),
                                    importance=proto.CONTROL_IMPORTANCE, timeout=min(5.0, self.cfg.timeout))  # fmt: skip
             except Exception as exc:
-                log.info("job %d: ABORT to worker %d not delivered: %s", self.cfg.job, w.rank, exc)
+                log.info("job %d: ABORT to worker %d not delivered: %s", self.cfg.job, worker.rank, exc)
 
-        threads = [threading.Thread(target=tell, args=(w,), daemon=True, name=f"mlfc-abort-{w.rank}")
-                   for r, w in self.workers.items() if r in ranks]  # fmt: skip
+        threads = [threading.Thread(target=tell, args=(worker,), daemon=True, name=f"mlfc-abort-{worker.rank}")
+                   for rank, worker in self.workers.items() if rank in ranks]  # fmt: skip
         for th in threads:
             th.start()
         for th in threads:
             th.join(timeout=10)
 
     def close(self) -> None:
-        for w in self.workers.values():
-            self.close_worker(w)
+        for worker in self.workers.values():
+            self.close_worker(worker)
         self.rx.close()
 
 

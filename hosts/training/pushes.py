@@ -26,55 +26,55 @@ class Pushes:
         self.pending: dict[int, dict[int, dict[int, DeliveredTensor]]] = defaultdict(lambda: defaultdict(dict))
         self.done: set[tuple[int, int]] = set()  # aggregate mode: (iteration, tensor) already answered
 
-    def place(self, d: DeliveredTensor) -> bool:
+    def place(self, delivery: DeliveredTensor) -> bool:
         """File a push under its iteration and tensor; False for anything else (control, strays)."""
         peers = self.peers
-        w = peers.by_peer.get(d.peer)
-        if w is None or d.tensor_id >= proto.MAX_TENSORS:
-            if w is not None and d.tensor_id == proto.BYE:
+        worker = peers.by_peer.get(delivery.peer)
+        if worker is None or delivery.tensor_id >= proto.MAX_TENSORS:
+            if worker is not None and delivery.tensor_id == proto.BYE:
                 return False
             peers.stray += 1
             return False
         numels = peers.numels()
         if peers.cfg.mode == "ps":
-            bad = d.tensor_id >= len(numels) or d.loss.total_bytes != peers.compression.payload_bytes(
-                numels[d.tensor_id]
+            bad = delivery.tensor_id >= len(numels) or delivery.loss.total_bytes != peers.compression.payload_bytes(
+                numels[delivery.tensor_id]
             )
         else:  # DDP buckets: sizes are DDP's business; all workers' copies must match (checked when averaged)
-            bad = d.loss.total_bytes % 4 != 0
+            bad = delivery.loss.total_bytes % 4 != 0
         if bad:
             peers.stray += 1
             log.warning(
                 "job %d: worker %d sent tensor %d of %d bytes: not in the model",
                 peers.cfg.job,
-                w.rank,
-                d.tensor_id,
-                d.loss.total_bytes,
+                worker.rank,
+                delivery.tensor_id,
+                delivery.loss.total_bytes,
             )
             return False
-        if (d.iteration, d.tensor_id) in self.done:
+        if (delivery.iteration, delivery.tensor_id) in self.done:
             peers.stray += 1
             return False
-        self.pending[d.iteration][d.tensor_id][w.rank] = d
+        self.pending[delivery.iteration][delivery.tensor_id][worker.rank] = delivery
         return True
 
     def aggregate(self, iteration: int, tensor: int, pushes: dict[int, DeliveredTensor]) -> np.ndarray:
         peers = self.peers
         values, masks, delayed = [], [], []
         for rank in sorted(pushes):
-            w = peers.workers.get(rank)
-            delayed.append(w is not None and w.loss_feedback)
-            d = pushes[rank]
-            rep = d.loss
+            worker = peers.workers.get(rank)
+            delayed.append(worker is not None and worker.loss_feedback)
+            delivery = pushes[rank]
+            rep = delivery.loss
             if peers.compression.active:
                 if rep.missing_chunks:  # the workers send compressed pushes with loss bound 0: cannot happen
                     raise TrainingError(f"iteration {iteration} tensor {tensor}: a compressed push arrived incomplete")
                 try:
-                    v = decode(peers.compression, d.data, peers.numels()[tensor])
+                    v = decode(peers.compression, delivery.data, peers.numels()[tensor])
                 except ValueError as exc:
                     raise TrainingError(f"iteration {iteration} tensor {tensor} of worker {rank}: {exc}") from None
             else:
-                v = np.frombuffer(d.data, dtype=np.float32)
+                v = np.frombuffer(delivery.data, dtype=np.float32)
             values.append(v)
             n_chunks = -(-rep.total_bytes // rep.chunk_size)
             peers.ledger.record(iteration, rank, tensor, n_chunks, len(rep.missing_chunks))

@@ -69,11 +69,11 @@ def _split(x: np.ndarray, y: np.ndarray, seed: int, val_fraction: float = 0.2) -
 def digits(seed: int = 0, width: int | None = None) -> Task:
     from sklearn.datasets import load_digits
 
-    d = load_digits()
-    x = (d.data / 16.0).reshape(-1, 1, 8, 8)
-    train, val = _split(x, d.target, seed)
-    w = width or 16
-    return Task("digits", lambda: DigitsCNN(w), train, val, lr=0.05, batch_size=32)
+    dataset = load_digits()
+    x = (dataset.data / 16.0).reshape(-1, 1, 8, 8)
+    train, val = _split(x, dataset.target, seed)
+    layer_width = width or 16
+    return Task("digits", lambda: DigitsCNN(layer_width), train, val, lr=0.05, batch_size=32)
 
 
 def synthetic(seed: int = 0, width: int | None = None) -> Task:
@@ -92,8 +92,8 @@ def synthetic(seed: int = 0, width: int | None = None) -> Task:
     )
     x = (x - x.mean(axis=0)) / x.std(axis=0)
     train, val = _split(x, y, seed)
-    w = width or 128
-    return Task("synthetic", lambda: mlp(32, w, 8), train, val, lr=0.05, batch_size=32)
+    layer_width = width or 128
+    return Task("synthetic", lambda: mlp(32, layer_width, 8), train, val, lr=0.05, batch_size=32)
 
 
 TASKS: dict[str, Callable[..., Task]] = {"digits": digits, "synthetic": synthetic}

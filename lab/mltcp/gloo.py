@@ -62,14 +62,14 @@ from mlfc.lab import summaries
 from mlfc.lab.mltcp import regime
 from mlfc.lab.mltcp.figures import MLTCP_KEY, MLTCP_SCHEMA
 from mlfc.lab.mltcp.gloo_ddp import COMM_SHARE, FAMILIES, DdpRun, Layout, file_stem, grad_bytes, layout, run_ddp, say
-from mlfc.lab.mltcp.gloo_rows import mix_name, published_rows, regime_rows, verdicts, write_round_csv
+from mlfc.lab.mltcp.gloo_rows import ROUND_COUNTS, mix_name, published_rows, regime_rows, verdicts
 from mlfc.lab.mltcp.kernel_net import (
     DEFAULT_BUFFER,
     DEFAULT_MARK_THRESHOLD,
     DEFAULT_RATE_MBPS,
     build_network,
 )
-from mlfc.lab.mltcp.rows import HEADERS, Cell, regime_label, summary_rows
+from mlfc.lab.mltcp.rows import HEADERS, Cell, regime_label, summary_rows, write_round_csv
 from mlfc.lab.results import format_table, markdown_table, plot_timeline, write_csv
 from mlfc.lab.scenarios import ideal_iteration_times, share_of_ideal_gain
 from mlfc.policy.mltcp import IterationDetection, MltcpParams, default_params, format_params, parse_params
@@ -221,7 +221,7 @@ def _report(args, cells: list[Cell], out: Path, load0, load1, t_start: float) ->
         *[f"- {v}" for v in verdicts(cells)],
     ]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
-    write_round_csv(out / "rounds.csv", cells)
+    write_round_csv(out / "rounds.csv", cells, ROUND_COUNTS)
     say(format_table(HEADERS, rows))
     for v in verdicts(cells):
         say(v)

@@ -3,15 +3,12 @@ treatments, their verdicts and the per-round CSV."""
 
 from __future__ import annotations
 
-import csv
-import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
 from mlfc.lab.mltcp import rows
 from mlfc.lab.mltcp.rows import Cell
-from mlfc.lab.scenarios import share_of_ideal_gain
 
 # ---- rows ---------------------------------------------------------------------------------------
 
@@ -43,18 +40,11 @@ def verdicts(cells: Sequence[Cell]) -> list[str]:
     return rows.verdicts([row for row, _ in published_rows(cells, "")])
 
 
-def write_round_csv(path: Path, cells: Sequence[Cell]) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["queue_bytes", "mark_threshold_bytes", "mix", "treatment", "round", "avg_s", "p99_s",
-                    "baseline_avg_s", "ideal_avg_s", "speedup", "ideal_speedup", "share_of_ideal_gain",
-                    "interleaved_from", "connections", "loss_events", "ce_marks", "retransmits",
-                    "signals_per_phase"])  # fmt: skip
-        for c in cells:
-            for k, (r, b, i) in enumerate(zip(c.runs, c.base_avgs, c.ideal_avgs, strict=True)):
-                share = share_of_ideal_gain(b, r.avg, i)
-                w.writerow([c.queue_bytes, "" if c.mark_threshold_bytes is None else c.mark_threshold_bytes,
-                            c.mix, c.treatment, k + 1, f"{r.avg:.4f}", f"{r.p99:.4f}", f"{b:.4f}", f"{i:.4f}",
-                            f"{b / r.avg:.4f}", f"{b / i:.4f}", "" if math.isnan(share) else f"{share:.4f}",
-                            "" if r.interleaved_at is None else r.interleaved_at, sum(r.connections.values()),
-                            r.loss_events, r.marks, r.retransmits, f"{r.signals_per_phase:.3f}"])  # fmt: skip
+# gloo's own columns of rounds.csv (lab/mltcp/rows.py writes the rest)
+ROUND_COUNTS: rows.RoundCounts = (
+    ("connections", lambda r: sum(r.connections.values())),
+    ("loss_events", lambda r: r.loss_events),
+    ("ce_marks", lambda r: r.marks),
+    ("retransmits", lambda r: r.retransmits),
+    ("signals_per_phase", lambda r: f"{r.signals_per_phase:.3f}"),
+)

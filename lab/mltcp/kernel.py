@@ -20,7 +20,6 @@ in the same round, the iteration from which the jobs stay interleaved.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import signal
@@ -64,21 +63,12 @@ def label(params: MltcpParams | None) -> str:
     return "" if params is None else f" {format_params(params)}"
 
 
-def write_round_csv(path: Path, cells: list[Cell]) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["queue_bytes", "mark_threshold_bytes", "mix", "treatment", "round", "avg_s", "p99_s",
-                    "baseline_avg_s", "ideal_avg_s", "speedup", "ideal_speedup", "share_of_ideal_gain",
-                    "interleaved_from", "retransmits", "ce_marks", "signals_per_phase"])  # fmt: skip
-        for c in cells:
-            for k, (r, b, i) in enumerate(zip(c.runs, c.base_avgs, c.ideal_avgs, strict=True)):
-                share = share_of_ideal_gain(b, r.avg, i)
-                w.writerow([c.queue_bytes, "" if c.mark_threshold_bytes is None else c.mark_threshold_bytes,
-                            c.mix, c.treatment, k + 1, f"{r.avg:.4f}", f"{r.p99:.4f}", f"{b:.4f}", f"{i:.4f}",
-                            f"{b / r.avg:.4f}", f"{b / i:.4f}", "" if math.isnan(share) else f"{share:.4f}",
-                            "" if r.interleaved_at is None else r.interleaved_at,
-                            sum(x.retransmits for x in r.records), r.marks,
-                            f"{r.signals_per_phase:.3f}"])  # fmt: skip
+# kernel's own columns of rounds.csv (lab/mltcp/rows.py writes the rest)
+ROUND_COUNTS: rows.RoundCounts = (
+    ("retransmits", lambda r: sum(x.retransmits for x in r.records)),
+    ("ce_marks", lambda r: r.marks),
+    ("signals_per_phase", lambda r: f"{r.signals_per_phase:.3f}"),
+)
 
 
 def published_rows(cells: list[Cell], command: str) -> list[tuple[dict, list[tuple[Path, str]]]]:
@@ -233,7 +223,7 @@ def _report(args, cells: list[Cell], out: Path, load0, load1, t_start: float) ->
         "Mixes: " + "; ".join(f"{m.name}: {m.description}" for m in MIXES.values() if m.name in args.mixes.split(",")),
     ]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
-    write_round_csv(out / "rounds.csv", cells)
+    rows.write_round_csv(out / "rounds.csv", cells, ROUND_COUNTS)
     say(format_table(HEADERS, rows))
     for t in targets(cells):
         say(t)

@@ -7,6 +7,7 @@ A run result is anything with ``avg``, ``p99``, ``interleaved_at``, ``signals_pe
 
 from __future__ import annotations
 
+import csv
 import math
 import statistics
 import time
@@ -222,3 +223,28 @@ def verdicts(published: Sequence[dict]) -> list[str]:
             f"(target {goal.replace('>=', ' >= ')}): {'met' if mltcp_meets(row) else 'MISSED'}"
         )
     return out
+
+
+# rounds.csv: the columns both experiments write, before each one's own counts of a run
+ROUND_COLUMNS = ("queue_bytes", "mark_threshold_bytes", "mix", "treatment", "round", "avg_s", "p99_s",
+                 "baseline_avg_s", "ideal_avg_s", "speedup", "ideal_speedup", "share_of_ideal_gain",
+                 "interleaved_from")  # fmt: skip
+
+# An experiment's own columns of rounds.csv: a name and the value of a run (written as it comes)
+RoundCounts = Sequence[tuple[str, Callable[[Any], object]]]
+
+
+def write_round_csv(path: Path, cells: Sequence[Cell], counts: RoundCounts) -> None:
+    """rounds.csv: a row per cell and round, the round's times against its baseline and ideal, then ``counts``
+    (the experiment's own columns: lab.mltcp.kernel.ROUND_COUNTS, lab.mltcp.gloo_rows.ROUND_COUNTS)."""
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow([*ROUND_COLUMNS, *(name for name, _ in counts)])
+        for c in cells:
+            for k, (r, b, i) in enumerate(zip(c.runs, c.base_avgs, c.ideal_avgs, strict=True)):
+                share = share_of_ideal_gain(b, r.avg, i)
+                writer.writerow([c.queue_bytes, "" if c.mark_threshold_bytes is None else c.mark_threshold_bytes,
+                                 c.mix, c.treatment, k + 1, f"{r.avg:.4f}", f"{r.p99:.4f}", f"{b:.4f}", f"{i:.4f}",
+                                 f"{b / r.avg:.4f}", f"{b / i:.4f}", "" if math.isnan(share) else f"{share:.4f}",
+                                 "" if r.interleaved_at is None else r.interleaved_at,
+                                 *(value(r) for _, value in counts)])  # fmt: skip

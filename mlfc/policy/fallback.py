@@ -195,16 +195,16 @@ def step(
     latest = {j: max(s) for j, s in jobs.items() if s}
     if not state.engaged:
         for j in sorted(jobs):
-            s = jobs[j]
-            its = sorted(s)
-            if len(its) <= params.warmup:
+            comm = jobs[j]
+            iterations = sorted(comm)
+            if len(iterations) <= params.warmup:
                 continue
-            after = its[params.warmup - 1] if params.warmup else None  # the job's own warm-up
+            after = iterations[params.warmup - 1] if params.warmup else None  # the job's own warm-up
             if j in state.changed_at:  # MLTCP converges again after a release
                 after = max(after if after is not None else -1, state.changed_at[j] + params.warmup)
-            c = contention(s, params.window, after)
-            if c is not None:
-                measured.append(_with_overlap(c, j, phases))
+            found = contention(comm, params.window, after)
+            if found is not None:
+                measured.append(_with_overlap(found, j, phases))
         over = [c for c in measured if _over(c, params.enter, params.overlap_enter)]
         if len(jobs) >= 2 and over:
             worst = max(over, key=lambda c: c.ratio)
@@ -227,11 +227,11 @@ def step(
     calm = calm_period(params, state.releases)
     ready = True
     for j in sorted(jobs):
-        c = contention(jobs[j], calm, state.changed_at.get(j))
-        if c is None:
+        found = contention(jobs[j], calm, state.changed_at.get(j))
+        if found is None:
             ready = False  # not `calm` iterations under priorities yet
             continue
-        measured.append(_with_overlap(c, j, phases))
+        measured.append(_with_overlap(found, j, phases))
     worst = max(measured, key=lambda c: c.ratio, default=None)
     if ready and worst is not None and not any(_over(c, params.exit, params.overlap_exit) for c in measured):
         reason = (

@@ -3,6 +3,7 @@ verdicts from lab/mltcp/figures.py's one table of targets."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from mlfc.lab.mltcp import figures as mltcp_figures
 from mlfc.lab.mltcp import kernel as kernel_mltcp
-from mlfc.lab.mltcp import regime
+from mlfc.lab.mltcp import regime, rows
 from mlfc.lab.mltcp.kernel_net import RunResult
 from mlfc.lab.mltcp.rows import Cell
 from mlfc.lab.results import IterationRecord
@@ -91,3 +92,18 @@ def test_the_verdict_is_the_docs_table_target() -> None:
     assert line.endswith("met")
     # a mix without a target gets no verdict line
     assert len(kernel_mltcp.targets(_cells([1.0, 1.0], [0.9, 0.9], [0.8, 0.8], mix="partial-2"))) == 1
+
+
+def test_rounds_csv_has_a_row_per_round_and_the_kernel_labs_own_counts_last(tmp_path: Path) -> None:
+    path = tmp_path / "rounds.csv"
+    rows.write_round_csv(path, _cells([1.0, 1.0], [0.9, 0.8], [0.8, 0.8]), kernel_mltcp.ROUND_COUNTS)
+    with path.open() as f:
+        header, *lines = list(csv.reader(f))
+    assert header[-3:] == ["retransmits", "ce_marks", "signals_per_phase"]
+    assert header[:-3] == list(rows.ROUND_COLUMNS)
+    by_round = [dict(zip(header, line, strict=True)) for line in lines]
+    rounds = [(r["treatment"], r["round"]) for r in by_round]
+    assert rounds == [("reno", "1"), ("reno", "2"), ("mltcp_reno 2:0.5", "1"), ("mltcp_reno 2:0.5", "2")]
+    treated = by_round[3]
+    assert (treated["avg_s"], treated["speedup"], treated["share_of_ideal_gain"]) == ("0.8000", "1.2500", "1.0000")
+    assert treated["retransmits"] == "0" and treated["mark_threshold_bytes"] == "60000"

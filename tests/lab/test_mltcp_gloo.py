@@ -16,7 +16,7 @@ from mlfc.hosts.kernel import KernelMltcpError, build
 from mlfc.hosts.kernel.namespaces import TcpSocket
 from mlfc.lab import summaries
 from mlfc.lab.mltcp import figures as mltcp_figures
-from mlfc.lab.mltcp import gloo, gloo_ddp, gloo_rows, regime
+from mlfc.lab.mltcp import gloo, gloo_ddp, gloo_rows, regime, rows
 from mlfc.lab.mltcp.rows import Cell
 from mlfc.lab.results import IterationRecord
 
@@ -261,3 +261,16 @@ def test_publish_writes_the_mltcp_and_regime_rows(monkeypatch, tmp_path: Path) -
     assert (tmp_path / "data" / "mltcp" / "runs" / "ddp-2" / "real-q300000-k60000" / "reno-r1.csv").exists()
     curve = json.loads((tmp_path / "data" / regime.EXPERIMENT / "summary.json").read_text())
     assert [r["platform"] for r in curve["rows"]] == ["kernel-ddp"]
+
+
+def test_rounds_csv_ends_with_the_gloo_runs_own_counts(tmp_path: Path) -> None:
+    path = tmp_path / "rounds.csv"
+    rows.write_round_csv(path, _cells([1.0], [0.9], [0.8]), gloo_rows.ROUND_COUNTS)
+    with path.open() as f:
+        lines = list(csv.DictReader(f))
+    assert list(lines[0])[-5:] == ["connections", "loss_events", "ce_marks", "retransmits", "signals_per_phase"]
+    assert [(r["treatment"], r["connections"], r["retransmits"]) for r in lines] == [
+        ("reno", "2", "40"),
+        ("mltcp_reno 16:0.5:step=0.2", "2", "40"),
+    ]
+    assert (lines[1]["loss_events"], lines[1]["ce_marks"], lines[1]["baseline_avg_s"]) == ("10", "0", "1.0000")

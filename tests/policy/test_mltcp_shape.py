@@ -152,7 +152,8 @@ def test_kernel_takes_every_shape_but_only_the_increase_rule() -> None:
 
 
 def test_the_shape_reaches_real_training_jobs() -> None:
-    from mlfc.hosts.training.cli import _sender_config, build_parser
+    from mlfc.hosts.training.cli import build_parser
+    from mlfc.hosts.training.options import sender_config as _sender_config
     from mlfc.lab.jobs import Transport, training_job
     from mlfc.lab.scenarios import MIXES, with_training
 
@@ -181,8 +182,8 @@ def test_each_controller_has_its_default_f() -> None:
     assert TREATMENTS["mltcp-dctcp"].baseline == "dctcp" and not stack_config(mix, TREATMENTS["dctcp"], 3).mltcp
     ns = parser().parse_args(["worker", "--job", "1", "--bind", "a", "--ps", "b", "--mltcp", "--cc", "dctcp"])
     assert _sender_config(ns).cc == "dctcp" and _sender_config(ns).mltcp == default_params("dctcp")
-    from mlfc.hosts.training.cli import _sender_config as train_config
     from mlfc.hosts.training.cli import build_parser as train_parser
+    from mlfc.hosts.training.options import sender_config as train_config
 
     ns = train_parser().parse_args(["worker", "--job", "1", "--rank", "0", "--ps", "10.0.0.2", "--cc", "dctcp"])
     assert train_config(ns).cc == "dctcp"

@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mlfc.hosts.training.cli import _sender_config, build_parser
+from mlfc.hosts.training.cli import build_parser
 from mlfc.hosts.training.client import ClientConfig, PushResult, WorkerClient
 from mlfc.hosts.training.launch import TrainingJob, worker_argv
+from mlfc.hosts.training.options import sender_config as _sender_config
 from mlfc.hosts.training.residual import Residuals
 from mlfc.hosts.transport import SenderConfig
 from mlfc.hosts.transport.outgoing import SendResult

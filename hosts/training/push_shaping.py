@@ -1,0 +1,133 @@
+"""A worker's push shaped around the transport's send, without sockets (``WorkerClient``, hosts/training/client.py,
+sends it).
+
+Importance of a pushed chunk: ``mlfc.hosts.importance.assign_importance`` on the real gradient values
+(mean |g| rank of the chunk within its tensor) and the tensor's layer position (``layer_index`` of
+``num_layers``); the ``protect_fraction`` largest chunks are protected. The classes computed are
+passed to the transport explicitly, so the push result can say how many chunks were protected.
+
+Loss becomes delay (``loss_feedback``, PS mode with a loss bound): the elements of a push the PS zero-filled
+(the send result's missing chunks) are kept in a per-tensor residual (hosts/training/residual.py) and added to
+the next push of that tensor, as error feedback does for top-k; importance is computed on gradient + residual.
+
+The network decides how much (``withhold``, issue 25): the worker keeps a congestion estimate for its job (an
+EWMA over pushes of the policy's signal, by default the share of chunks marked or dropped) and before a push
+withholds its least important chunks up to min(loss bound, f(estimate)) of the push's bytes
+(mlfc.policy.withhold): nothing on a free link. Withheld chunks are not sent; the PS zero-fills them like lost
+ones, and their elements reach the residual by the same path (the send result's missing chunks), once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlfc.hosts.importance import assign_importance, chunk_magnitudes
+from mlfc.hosts.training.client_config import ClientConfig
+from mlfc.hosts.training.compress import Compressor
+from mlfc.hosts.training.residual import Residuals
+from mlfc.hosts.transport import SendResult
+from mlfc.policy.aggregation import received_elements
+from mlfc.policy.withhold import CongestionEstimate, choose_withheld, withheld_share
+from mlfc.wire import IMPORTANCE_PROTECTED
+
+
+@dataclass
+class PushResult:
+    """What a push sent, or an iteration's pushes added up (``PushShaper.settle``'s ``result``)."""
+
+    bytes: int = 0
+    chunks: int = 0
+    protected_chunks: int = 0
+    retransmits: int = 0
+    tolerated_chunks: int = 0  # lost chunks the sender left to the PS's zero-fill (an upper bound on the loss)
+    held_elements: int = 0  # gradient elements the PS zero-filled, held back for the next push (loss feedback)
+    withheld_chunks: int = 0  # chunks not sent at all (the network-decided share; among the zero-filled ones)
+    withheld_bytes: int = 0
+
+    @property
+    def sent_bytes(self) -> int:
+        """Payload bytes handed to the network (retransmissions aside)."""
+        return self.bytes - self.withheld_bytes
+
+
+@dataclass(frozen=True)
+class ShapedPush:
+    """One push as the transport gets it."""
+
+    payload: bytes | np.ndarray  # compressed bytes, or the gradient (+ residual) as float32
+    classes: bytes | int  # importance per chunk, or one class for every chunk (compressed: all protected)
+    protected: int  # chunks sent protected, the end-of-tensor one included
+    withhold: list[int]  # chunks not to send at all (the network-decided share)
+
+
+class PushShaper:
+    """Per worker, kept across reconnects: the compressor's error feedback, the residuals of loss feedback and
+    the job's congestion estimate all describe what earlier pushes left to later ones."""
+
+    def __init__(self, cfg: ClientConfig) -> None:
+        self.cfg = cfg
+        self.compressor = Compressor(cfg.compression)
+        self.residuals = Residuals()  # loss feedback: per tensor, what the PS zero-filled of the last push
+        self.congestion = None if cfg.withhold is None else CongestionEstimate(cfg.withhold)
+
+    def shape(self, tensor_id: int, grad: np.ndarray, chunk: int, *, layer_index: int, num_layers: int) -> ShapedPush:
+        """What to send of one float32 gradient tensor, in chunks of ``chunk`` bytes, and how."""
+        cfg = self.cfg
+        buf = np.ascontiguousarray(grad, dtype=np.float32).reshape(-1)
+        if cfg.compression.active:
+            payload: bytes | np.ndarray = self.compressor.encode(tensor_id, buf)
+            classes: bytes | int = IMPORTANCE_PROTECTED
+            protected = -(-len(payload) // chunk)
+        else:
+            payload = self.residuals.add(tensor_id, buf) if cfg.feeds_back_loss else buf
+            classes = assign_importance(
+                payload, chunk, layer_index=layer_index, num_layers=num_layers, protect_fraction=cfg.protect_fraction
+            )
+            # the transport raises the last chunk to protected (end-of-tensor marker): count it the same way
+            protected = sum(c >= IMPORTANCE_PROTECTED for c in classes[:-1]) + 1
+        withhold = self._to_withhold(payload, classes, chunk) if isinstance(payload, np.ndarray) else []
+        return ShapedPush(payload, classes, protected, withhold)
+
+    def settle(
+        self, tensor_id: int, push: ShapedPush, sent: SendResult, chunk: int, result: PushResult | None = None
+    ) -> PushResult:
+        """After the send: the congestion estimate updated, what the PS zero-filled held for the next push, and
+        the push counted into ``result`` (a new one when None)."""
+        if self.congestion is not None:
+            self.congestion.update(sent.congestion(self.congestion.policy))
+        payload = push.payload
+        out = result if result is not None else PushResult()
+        out.withheld_chunks += sent.withheld_chunks
+        out.withheld_bytes += sent.withheld_bytes
+        if self.cfg.feeds_back_loss and isinstance(payload, np.ndarray):
+            out.held_elements += self._hold_lost(tensor_id, payload, sent.missing_chunks, chunk)
+        out.bytes += len(payload) if isinstance(payload, bytes) else payload.nbytes
+        out.chunks += sent.chunks
+        out.protected_chunks += push.protected
+        out.retransmits += sent.retransmits
+        out.tolerated_chunks += sent.tolerated_chunks
+        return out
+
+    def _to_withhold(self, payload: np.ndarray, classes: bytes | int, chunk: int) -> list[int]:
+        """The chunks of this push the network's congestion says to withhold (none without ``withhold``)."""
+        if self.congestion is None or isinstance(classes, int):
+            return []
+        share = withheld_share(self.cfg.withhold, self.congestion.value, self.cfg.loss_bound)  # type: ignore[arg-type]
+        if share <= 0:
+            return []
+        nbytes = payload.nbytes
+        sizes = [chunk] * (len(classes) - 1) + [nbytes - chunk * (len(classes) - 1)]
+        return choose_withheld(classes, sizes, share, chunk_magnitudes(payload, chunk).tolist())
+
+    def _hold_lost(self, tensor_id: int, sent: np.ndarray, missing_chunks: Sequence[int], chunk: int) -> int:
+        """Keep the elements of ``sent`` in ``missing_chunks`` (by the PS's own element rule) for the next push;
+        the rest arrived. Returns how many elements are held."""
+        if not missing_chunks:
+            self.residuals.clear(tensor_id)
+            return 0
+        lost = ~received_elements(sent.size, sent.itemsize, chunk, missing_chunks)
+        self.residuals.hold(tensor_id, sent, lost)
+        return int(np.count_nonzero(lost))
