@@ -22,17 +22,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import optuna
 
 from mlfc.integrations.optuna import trial_job_id
 from mlfc.lab.decisions import DecisionSample, DecisionWatch
-from mlfc.lab.jobs import RunningJob, WorkerLog, start_job
+from mlfc.lab.jobs import RunningJob, Transport, WorkerLog, start_job
 from mlfc.lab.realjobs import say, training_spec
 from mlfc.lab.results import IterationRecord
 from mlfc.lab.scenarios import Treatment
-from mlfc.lab.stack import Control, StackConfig, run_coordinator
+from mlfc.lab.stack import Control, RunCoordinator, StackConfig, run_coordinator
 from mlfc.lab.tta import AccuracyPoint, accuracy_points, final_accuracy, search_start
 from mlfc.topologies import Topology
 
@@ -167,13 +166,11 @@ class StudyRunner:
 
     def __init__(self, ctl: Control, topo: Topology, plan: StudyPlan, progress: Callable[[str], None] = say) -> None:
         self.ctl, self.topo, self.plan, self.progress = ctl, topo, plan, progress
-        self.transport = StackConfig(name="", jobs=()).transport  # the running study's (``run`` sets it)
 
     def run(self, treatment: Treatment, pruner: str, rnd: int, seed: int, name: str,
             coordinator_args: tuple[str, ...] = ()) -> StudyRun:  # fmt: skip
         plan = self.plan
         cfg = plan.stack(treatment, name, coordinator_args)
-        self.transport = cfg.transport
         study = optuna.create_study(direction="maximize", sampler=make_sampler(seed),
                                     pruner=make_pruner(pruner, plan.iterations), study_name=name)  # fmt: skip
         t0 = time.time()
@@ -189,7 +186,7 @@ class StudyRunner:
                 deadline, last_say = time.monotonic() + plan.timeout_s, 0.0
                 while len(histories) < plan.trials or active:
                     while len(active) < plan.concurrency and len(histories) < plan.trials:
-                        active.append(self._launch(study, log, coord.address, coord.token, t0))
+                        active.append(self._launch(study, log, coord, cfg.transport, t0))
                         histories.append(active[-1].history)
                     for a in list(active):
                         if self._step(study, a, log, t0, stoppers):
@@ -216,7 +213,8 @@ class StudyRunner:
         records = sorted(log.records, key=lambda r: (r.job, r.worker, r.iteration))
         return StudyRun(treatment.name, pruner, rnd, seed, histories, records, t0, decisions, errors, best)
 
-    def _launch(self, study: optuna.Study, log: WorkerLog, coordinator: str, token: Path, t0: float) -> _Active:
+    def _launch(self, study: optuna.Study, log: WorkerLog, coord: RunCoordinator, transport: Transport, t0: float
+                ) -> _Active:  # fmt: skip
         plan = self.plan
         trial = study.ask()
         params = plan.space.suggest(trial)
@@ -226,7 +224,7 @@ class StudyRunner:
                              eval_every=plan.eval_every, seed=plan.model_seed,
                              name=f"trial {trial.number}")  # fmt: skip
         # No common start: a trial begins its first iteration as soon as its processes are ready.
-        running = start_job(self.ctl.net, self.topo, spec, plan.iterations, self.transport, coordinator, token,
+        running = start_job(self.ctl.net, self.topo, spec, plan.iterations, transport, coord.address, coord.token,
                             self.ctl.run_dir, start_at=time.time())  # fmt: skip
         readers = [log.reader(proc, job, rank) for rank, proc in enumerate(running.workers)]
         history = TrialHistory(trial.number, job, params, time.time() - t0)
