@@ -17,7 +17,7 @@ SHELL_VENV ?= .venv-shell
 GRPC_ADDR ?= 127.0.0.1:50051
 DEVICE_ID ?= 1
 
-.PHONY: help install certs debian-packages figures install-sim bpf kernel-mltcp kernel-mltcp-ddp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep hpsearch approx mltcp-real chaos bench run deploy-test sim sim-scale lint shell shell-venv clean
+.PHONY: help install certs debian-packages figures install-sim bpf kernel-mltcp kernel-mltcp-ddp kernel-mltcp-gloo p4 p4-tofino proto test ptf e2e sweep hpsearch search approx mltcp-real chaos bench run deploy-test sim sim-scale lint shell shell-venv clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -103,6 +103,10 @@ ROUNDS ?= 3
 # so the rows record that command).
 hpsearch: install  ## MAIF's time to accuracy in a hyper-parameter search of real jobs, published to docs/data/hpsearch (TASK=digits,synthetic DATAPLANE=bmv2|ref|both ROUNDS=3)
 	$(MEASURE) $(PY) -m mlfc.lab.hpsearch --publish $(if $(filter-out 3,$(ROUNDS)),--rounds $(ROUNDS)) $(if $(TASK),--task $(TASK)) $(if $(DATAPLANE),--dataplane $(DATAPLANE))
+
+# The defaults are the documented command, `python -m mlfc.lab.search --publish` (only what differs is passed).
+search: install  ## an Optuna study (TPE, k trials at once, a pruner) of real jobs, FIFO vs MAIF, published to docs/data/search (TASK=digits DATAPLANE=ref|bmv2 ROUNDS=3 TRIALS=24 CONCURRENCY=6 PRUNERS=median,asha)
+	$(MEASURE) $(PY) -m mlfc.lab.search --publish $(if $(filter-out 3,$(ROUNDS)),--rounds $(ROUNDS)) $(if $(TASK),--task $(TASK)) $(if $(DATAPLANE),--dataplane $(DATAPLANE)) $(if $(TRIALS),--trials $(TRIALS)) $(if $(CONCURRENCY),--concurrency $(CONCURRENCY)) $(if $(PRUNERS),--pruners $(PRUNERS))
 
 # The defaults are the documented command, `python -m mlfc.lab.approx --publish` (issue 25's method).
 approx: install  ## approximate flow control: full vs fp16 vs top-k+EF vs old selective drop vs mlfc, published to docs/data/approx (MODEL=digits-cnn,synthetic-mlp ROUNDS=3 SEEDS=0,1 DATAPLANE=bmv2|ref|both)

@@ -24,6 +24,7 @@ from mlfc.lab.e2e import figures as e2e_figures
 from mlfc.lab.hpsearch import figures as hpsearch_figures
 from mlfc.lab.mltcp import figures as mltcp_figures
 from mlfc.lab.mltcp import regime
+from mlfc.lab.search import figures as search_figures
 from mlfc.lab.summaries import DATA, ROOT, FiguresError, atomic_write, load
 
 DOCS = (ROOT / "docs" / "results.md", ROOT / "README.md")
@@ -47,12 +48,14 @@ RENDERERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "transport-designs": bench_figures.render_transport_designs,
     "hpsearch": hpsearch_figures.render_hpsearch,
     "approx": approx_figures.render_approx,
+    "search": search_figures.render_search,
     "sim-scale": sim_figures.render_sim_scale,
 }
 PLOTS: dict[str, Callable[[Mapping[str, Any], Path], None]] = {
     "mltcp": mltcp_figures.plot_mltcp,
     regime.EXPERIMENT: regime.plot,
     "sim-scale": sim_figures.plot_sim_scale,
+    "search": search_figures.plot_search,
 }
 
 

@@ -231,20 +231,19 @@ def check_queues(status: ipb.StatusReply) -> None:
         raise StackError("queue settings not applied, the bottleneck is not the configured one: " + "; ".join(bad))
 
 
-def run_jobs(
-    ctl: Control,
-    topo: Topology,
-    cfg: StackConfig,
-    progress: ProgressFn | None = None,
-    timeout: float = 900.0,
-    on_coordinator: Callable[[str, Path], None] | None = None,
-    until: Callable[[list[IterationRecord]], bool] | None = None,
-) -> StackRun:
-    """Start coordinator, agents and jobs; wait for every job to finish; return what they recorded.
-    ``on_coordinator(address, token_file)`` is called once the coordinator listens (e.g. to watch its
-    decisions over its Status RPC while the jobs run). ``until(records)``, asked about once a second with
-    the records so far, ends the run early when it says so: the jobs are stopped, and a stopped job's exit
-    and its last unreported iterations are not errors."""
+@dataclass(frozen=True)
+class RunCoordinator:
+    """A run's coordinator: its process (``check()`` raises once it died), address and token file."""
+
+    process: CommandProcess
+    address: str
+    token: Path
+
+
+@contextlib.contextmanager
+def run_coordinator(ctl: Control, cfg: StackConfig) -> Iterator[RunCoordinator]:
+    """A coordinator for one run, on a fresh database, driving the controller under MAIF (otherwise the run's
+    intent, without classes, is applied here); stopped on leaving."""
     run_dir = ctl.run_dir
     token = run_dir / "token"
     token.write_text(secrets.token_hex(16))
@@ -267,6 +266,28 @@ def run_jobs(
         ctl.client.apply(ipb.Intent(interleaving=True, drop_policy=dp, source="mlfc-run"))
     elif cfg.priorities == "none":
         ctl.client.apply(ipb.Intent(drop_policy=dp, source="mlfc-run"))
+    try:
+        coord.start(timeout=20)
+        yield RunCoordinator(coord, coord_addr, token)
+    finally:
+        coord.stop()
+
+
+def run_jobs(
+    ctl: Control,
+    topo: Topology,
+    cfg: StackConfig,
+    progress: ProgressFn | None = None,
+    timeout: float = 900.0,
+    on_coordinator: Callable[[str, Path], None] | None = None,
+    until: Callable[[list[IterationRecord]], bool] | None = None,
+) -> StackRun:
+    """Start coordinator, agents and jobs; wait for every job to finish; return what they recorded.
+    ``on_coordinator(address, token_file)`` is called once the coordinator listens (e.g. to watch its
+    decisions over its Status RPC while the jobs run). ``until(records)``, asked about once a second with
+    the records so far, ends the run early when it says so: the jobs are stopped, and a stopped job's exit
+    and its last unreported iterations are not errors."""
+    run_dir = ctl.run_dir
     t0 = time.time()
     log = WorkerLog(cfg.name, t0)
     errors: list[str] = []
@@ -275,35 +296,37 @@ def run_jobs(
     counters: dict[int, dict[str, int]] = {}
     cpu = CpuMonitor()
     stopped_at = None
+    cpu.__enter__()
     try:
-        cpu.__enter__()
-        coord.start(timeout=20)
-        if on_coordinator is not None:
-            on_coordinator(coord_addr, token)
-        lead = 2.0 + 0.5 * len(cfg.jobs) if cfg.start_lead_s is None else cfg.start_lead_s
-        start_at = time.time() + lead  # after every process has started
-        for spec in cfg.jobs:
-            running.append(
-                start_job(ctl.net, topo, spec, cfg.iterations, cfg.transport, coord_addr, token, run_dir, start_at)
-            )
-        readers = [log.reader(proc, job.spec.job, rank) for job in running for rank, proc in enumerate(job.workers)]
-        stopped_at = _wait_for_jobs(running, coord, ctl, cfg, log, peak, errors, progress, timeout, t0, until)
-        if stopped_at is not None:
-            for job in running:
-                job.stop()
-        for th in readers:
-            th.join(timeout=5)
-        if stopped_at is None:
-            errors += _exit_errors(running, run_dir)
-        counters = job_counters(ctl.client)
-        if not errors and stopped_at is None:
-            with CoordinatorClient(coord_addr, token_file=token) as client:
-                errors += unreported_workers(client.worker_progress(), cfg)
+        with run_coordinator(ctl, cfg) as coord:
+            try:
+                if on_coordinator is not None:
+                    on_coordinator(coord.address, coord.token)
+                lead = 2.0 + 0.5 * len(cfg.jobs) if cfg.start_lead_s is None else cfg.start_lead_s
+                start_at = time.time() + lead  # after every process has started
+                for spec in cfg.jobs:
+                    running.append(start_job(ctl.net, topo, spec, cfg.iterations, cfg.transport, coord.address,
+                                             coord.token, run_dir, start_at))  # fmt: skip
+                readers = [log.reader(proc, job.spec.job, rank) for job in running
+                           for rank, proc in enumerate(job.workers)]  # fmt: skip
+                stopped_at = _wait_for_jobs(running, coord.process, ctl, cfg, log, peak, errors, progress, timeout,
+                                            t0, until)  # fmt: skip
+                if stopped_at is not None:
+                    for job in running:
+                        job.stop()
+                for th in readers:
+                    th.join(timeout=5)
+                if stopped_at is None:
+                    errors += _exit_errors(running, run_dir)
+                counters = job_counters(ctl.client)
+                if not errors and stopped_at is None:
+                    with CoordinatorClient(coord.address, token_file=coord.token) as client:
+                        errors += unreported_workers(client.worker_progress(), cfg)
+            finally:
+                for job in running:
+                    job.stop()
     finally:
         cpu.__exit__()
-        for job in running:
-            job.stop()
-        coord.stop()
     records = sorted(log.records, key=lambda r: (r.job, r.worker, r.iteration))
     return StackRun(
         records,

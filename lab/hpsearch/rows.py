@@ -150,21 +150,14 @@ def make_row(
 ) -> dict[str, Any]:
     """One summary.json row: ``tta`` round -> fraction of A* -> seconds (this treatment), ``fifo`` the same
     of the same rounds' FIFO runs, ``slowdown`` round -> top_job_slowdown. NaN is written as null."""
-    rounds = sorted(tta)
     row = {
         "task": task,
         "dataplane": dataplane,
         "configurations": configurations,
         "framework": framework,
         "treatment": PUBLISHED.get(treatment, treatment),
-        "rounds": len(rounds),
-        "time_to_090": [published_number(tta[r][0.90], 3) for r in rounds],
-        "time_to_095": [published_number(tta[r][0.95], 3) for r in rounds],
-        "less_than_fifo_095": [
-            published_number(v)
-            for v in less_than_fifo({r: f[0.95] for r, f in fifo.items()}, {r: tta[r][0.95] for r in rounds})
-        ],
-        "top_job_slowdown": [published_number(slowdown.get(r, math.nan)) for r in rounds],
+        **time_fields(tta, fifo),
+        "top_job_slowdown": [published_number(slowdown.get(r, math.nan)) for r in sorted(tta)],
         "command": command,
     }
     row.update(extra)
@@ -172,12 +165,36 @@ def make_row(
     return row
 
 
+def time_fields(tta: Mapping[int, Mapping[float, float]], fifo: Mapping[int, Mapping[float, float]]) -> dict[str, Any]:
+    """A row's rounds and per round its time_to_090/095 and less_than_fifo_095 (``tta`` round -> fraction of
+    A* -> seconds, ``fifo`` the same rounds' FIFO runs; NaN as null): what every time-to-accuracy row holds."""
+    rounds = sorted(tta)
+    return {
+        "rounds": len(rounds),
+        "time_to_090": [published_number(tta[r][0.90], 3) for r in rounds],
+        "time_to_095": [published_number(tta[r][0.95], 3) for r in rounds],
+        "less_than_fifo_095": [
+            published_number(v)
+            for v in less_than_fifo({r: f[0.95] for r, f in fifo.items()}, {r: tta[r][0.95] for r in rounds})
+        ],
+    }
+
+
 def check_row(row: Mapping[str, Any]) -> None:
     """Raise ValueError unless ``row`` has the schema's fields, of their types, a value per round."""
-    for name, kind in FIELDS.items():
-        if not isinstance(row.get(name), kind):
-            raise ValueError(f"hpsearch row: {name} missing or not {kind}: {row.get(name)!r}")
-    for name in ("time_to_090", "time_to_095", "less_than_fifo_095", "top_job_slowdown"):
+    check_fields("hpsearch", row, FIELDS, ("time_to_090", "time_to_095", "less_than_fifo_095", "top_job_slowdown"))
+
+
+def check_fields(
+    experiment: str, row: Mapping[str, Any], fields: Mapping[str, type | tuple[type, ...]], per_round: Sequence[str]
+) -> None:
+    """Raise ValueError unless ``row`` has ``fields`` (name -> type; a bool is no int), and each ``per_round``
+    field a number or null per round."""
+    for name, kind in fields.items():
+        value = row.get(name)
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise ValueError(f"{experiment} row: {name} missing or not {kind}: {value!r}")
+    for name in per_round:
         values = row[name]
         if len(values) != row["rounds"] or not all(v is None or isinstance(v, int | float) for v in values):
-            raise ValueError(f"hpsearch row: {name} needs {row['rounds']} numbers or nulls, has {values!r}")
+            raise ValueError(f"{experiment} row: {name} needs {row['rounds']} numbers or nulls, has {values!r}")
