@@ -52,13 +52,13 @@ parser MlfcParser(packet_in packet, out headers_t hdr, inout mlfc_meta_t meta,
         meta.l4_src_port = hdr.udp.src_port;
         meta.l4_dst_port = hdr.udp.dst_port;
 #ifdef SHIM_TO_META_IN_PARSER
-        // A UDP length that leaves less than the 16-byte shim makes a truncated shim (a padded short
-        // frame would otherwise yield a shim read from padding): len & 0xFFF8 in {0, 8, 16} is len < 24
-        // (UDP_SHIM_MIN_LEN), and it wins over a bad version or type.
+        // A UDP length that leaves less than the 20-byte shim makes a truncated shim (a padded short
+        // frame would otherwise yield a shim read from padding): 0..15, 16..23 and 24..27 as three masks
+        // are len < 28 (UDP_SHIM_MIN_LEN), and it wins over a bad version or type.
         transition select(hdr.udp.dst_port, hdr.udp.len) {
-            (SHIM_PORT_BASE &&& SHIM_PORT_MASK, 16w0 &&& 16w0xFFF8): shim_truncated;
-            (SHIM_PORT_BASE &&& SHIM_PORT_MASK, 16w8 &&& 16w0xFFF8): shim_truncated;
+            (SHIM_PORT_BASE &&& SHIM_PORT_MASK, 16w0 &&& 16w0xFFF0): shim_truncated;
             (SHIM_PORT_BASE &&& SHIM_PORT_MASK, 16w16 &&& 16w0xFFF8): shim_truncated;
+            (SHIM_PORT_BASE &&& SHIM_PORT_MASK, 16w24 &&& 16w0xFFFC): shim_truncated;
             (SHIM_PORT_BASE &&& SHIM_PORT_MASK, _): check_shim;
             default: accept;
         }
