@@ -161,6 +161,13 @@ class Layout:
             f"    return ({', '.join(reads)},)\n"
         )
 
+    def byte_offset(self, name: str) -> int:
+        """Where field ``name`` starts, in bytes from the header's start (a whole-byte field's own bytes)."""
+        bits = sum(w for _, w in self.fields[: self.names.index(name)])
+        if bits % 8:
+            raise ValueError(f"{name} starts inside a byte")
+        return bits // 8
+
     def check(self, values: tuple[int, ...] | list[int]) -> None:
         """Raise FieldRange naming the first value (in field order) that does not fit its width."""
         if not self.fits(*values):

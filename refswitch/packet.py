@@ -35,9 +35,8 @@ _SHIM_FIRST_BYTES = frozenset((SHIM_VERSION << 4) | t for t in (MsgType.DATA, Ms
 
 # The shim's telemetry: the byte of rate_class and the 4 bytes of queue_bytes, at their offsets in the shim
 # (from the field table); the 16-bit words holding them are what the UDP checksum update covers.
-_SHIM_OFFSETS = {name: sum(w for _, w in SHIM.fields[: SHIM.names.index(name)]) // 8 for name in SHIM.names}
-RATE_CLASS_OFF = SHIM_OFF + _SHIM_OFFSETS["rate_class"]
-QUEUE_BYTES_OFF = SHIM_OFF + _SHIM_OFFSETS["queue_bytes"]
+RATE_CLASS_OFF = SHIM_OFF + SHIM.byte_offset("rate_class")
+QUEUE_BYTES_OFF = SHIM_OFF + SHIM.byte_offset("queue_bytes")
 UDP_CHECKSUM_OFF = L4_OFF + 6
 
 _IPV4 = struct.Struct("!BBHHHBBH4s4s")
