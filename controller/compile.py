@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mlfc import contract
-from mlfc.controller.config import DeploymentConfig, SwitchConfig
+from mlfc.controller.config import DeploymentConfig, SwitchConfig, queue_settings
 from mlfc.controller.ecn_config import (
     EVERY_CLASS,
     EVERY_PORT,
@@ -79,9 +79,9 @@ def compile_intent(intent: pb.Intent, config: DeploymentConfig, pipeline: Pipeli
 
 
 def compile_policy(policy: Policy, config: DeploymentConfig, pipeline: Pipeline | None = None) -> CompiledIntent:
-    packet_bytes = config.defaults.packet_bytes
     per_switch = {
-        sw.name: tuple(compile_switch(policy, sw, config.depth_unit(sw), packet_bytes)) for sw in config.switches
+        sw.name: tuple(compile_switch(policy, sw, config.depth_unit(sw), port_rates(sw, config)))
+        for sw in config.switches
     }
     if pipeline is not None:
         for sw_name, entries in per_switch.items():
@@ -93,14 +93,14 @@ def compile_switch(
     policy: Policy,
     sw: SwitchConfig,
     unit: depth.DepthUnit = depth.PACKETS,
-    packet_bytes: int = depth.DEFAULT_PACKET_BYTES,
+    rates_bps: Mapping[int, float] | None = None,
 ) -> list[TableEntry]:
     """Every entry one switch should hold: its static routes and port rates plus the policy. ``unit``: what
-    one unit of queue depth is on this switch (packets on BMv2, 80-byte cells on Tofino); ``packet_bytes``
-    turns a port rate in packets/s into bits/s."""
+    one unit of queue depth is on this switch (packets on BMv2, 80-byte cells on Tofino); ``rates_bps``: its
+    ports' rates (``port_rates``)."""
     out: list[TableEntry] = []
     out += route_entries(sw)
-    out += port_rate_entries({p.port: p.queue.rate_bps or 8 * packet_bytes * (p.queue.rate_pps or 0) for p in sw.ports})
+    out += port_rate_entries(rates_bps or {})
     out += flow_entries(policy.jobs)
     out += job_priority_entries(policy.jobs, policy.interleaving)
     out += drop_entries(policy.drop_policy, unit.per_packet)
@@ -140,6 +140,18 @@ def route_entries(sw: SwitchConfig) -> list[TableEntry]:
             )
         )
     return out
+
+
+def port_rates(sw: SwitchConfig, config: DeploymentConfig) -> dict[int, float]:
+    """Each port's configured rate in bits/s (a rate in packets/s at ``defaults.packet_bytes``); none for a
+    Tofino switch, whose port rates are traffic-manager configuration (docs/tofino.md)."""
+    packet_bits = 8 * config.defaults.packet_bytes
+    rates = {}
+    for port, q in queue_settings(sw, config.defaults.queue).items():
+        bps = q.rate_bps or packet_bits * (q.rate_pps or 0)
+        if bps > 0:
+            rates[port] = float(bps)
+    return rates
 
 
 def port_rate_entries(rates_bps: Mapping[int, float]) -> list[TableEntry]:

@@ -78,7 +78,7 @@ UNCONGESTED_LEVEL = 0
 SHIM_NONE = 0  # not addressed to a shim port
 SHIM_OK = 1  # a valid v1 shim of a known message type
 SHIM_BAD_HEADER = 2  # unknown version or message type
-SHIM_TRUNCATED = 3  # shorter than the 16-byte shim
+SHIM_TRUNCATED = 3  # shorter than the 20-byte shim
 
 # v1model: egress_spec 511 drops; the controller never routes to it.
 V1MODEL_DROP_PORT = (1 << PORT_BITS) - 1

@@ -99,7 +99,7 @@ def parse(frame: bytes) -> Parsed:
     p.udp_valid = True
     p.udp_len = int.from_bytes(frame[L4_OFF + 4 : L4_OFF + 6], "big")
     if is_shim_port(p.l4_dst_port):
-        # check_shim: lookahead on the first byte, then extract 16 bytes; a bad first byte stops there.
+        # check_shim: lookahead on the first byte, then extract the shim; a bad first byte stops there.
         if n <= SHIM_OFF:
             p.too_short = True
             p.shim_status = contract.SHIM_TRUNCATED
@@ -116,7 +116,7 @@ def parse(frame: bytes) -> Parsed:
 
 def shim_verdict(p: Parsed) -> int:
     """The Classifier's shim_status: a shim-port UDP datagram is truncated when the parser ran out of
-    bytes or its UDP length leaves fewer than 16 bytes for the shim (judged by the length field, so a
+    bytes or its UDP length leaves fewer than SHIM_LEN bytes for the shim (judged by the length field, so a
     short frame padded to 60 bytes is still truncated); truncation wins over a bad version or type."""
     if p.udp_valid and is_shim_port(p.l4_dst_port) and (p.too_short or p.udp_len < UDP_SHIM_MIN_LEN):
         return contract.SHIM_TRUNCATED

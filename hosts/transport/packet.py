@@ -1,6 +1,6 @@
 """The transport's packets, on top of mlfc.wire.
 
-DATA: shim (16 B) + a 12-byte tensor descriptor (``DESCRIPTOR_FIELDS``) + payload. The descriptor lets a
+DATA: shim (20 B) + a 12-byte tensor descriptor (``DESCRIPTOR_FIELDS``) + payload. The descriptor lets a
 receiver place any chunk it gets first, without shared state: total tensor length, chunk payload size,
 the tensor's loss bound in basis points (mlfc.policy.loss) and the number of protected chunks (so the
 receiver knows when none is missing). The switch parses only the shim.
