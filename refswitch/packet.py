@@ -158,7 +158,9 @@ def _words(data: bytes | bytearray, start: int, end: int) -> list[int]:
 def write_telemetry(out: bytearray, rate_class: int, queue_bytes: int) -> None:
     """Telemetry's deparse: the shim's rate_class and queue_bytes replaced in ``out`` (a parsed shim's frame)
     and a non-zero UDP checksum updated incrementally over the words that changed (RFC 1624:
-    HC' = ~(~HC + ~m + m')), as the P4 programs do; 0 (no checksum, IPv4) stays 0, a computed 0 is 0xFFFF."""
+    HC' = ~(~HC + ~m + m')), as the P4 programs do (csum16 over ~HC, the old words' complements and the new
+    words); 0 (no checksum, IPv4) stays 0. Like the switches' checksum units, a result of 0 is written as
+    0, not RFC 768's 0xFFFF: one datagram in 65,536 goes on without a checksum, which receivers accept."""
     spans = ((RATE_CLASS_OFF, RATE_CLASS_OFF + 1), (QUEUE_BYTES_OFF, QUEUE_BYTES_OFF + 4))
     old = [w for s, e in spans for w in _words(out, s, e)]
     out[RATE_CLASS_OFF] = rate_class
@@ -171,4 +173,4 @@ def write_telemetry(out: bytearray, rate_class: int, queue_bytes: int) -> None:
     while total > 0xFFFF:
         total = (total & 0xFFFF) + (total >> 16)
     checksum = 0xFFFF ^ total
-    out[UDP_CHECKSUM_OFF : UDP_CHECKSUM_OFF + 2] = (checksum or 0xFFFF).to_bytes(2, "big")
+    out[UDP_CHECKSUM_OFF : UDP_CHECKSUM_OFF + 2] = checksum.to_bytes(2, "big")

@@ -84,6 +84,12 @@ struct mlfc_meta_t {
     priority_t         priority;    // the traffic class chosen in ingress
     job_slot_t         job_slot;    // per-job counter index
     congestion_level_t level;       // of the queue the packet is headed for
+    // v1model egress (Telemetry): what MlfcComputeChecksum needs to update the UDP checksum incrementally,
+    // the complements of the checksum and of the words telemetry rewrote, as the packet came
+    bit<1>             update_udp_checksum;
+    bit<16>            udp_checksum_inv;
+    bit<16>            telemetry_word_inv;
+    bit<32>            queue_bytes_inv;
 }
 
 #endif

@@ -64,7 +64,7 @@ control MlfcEgress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_m
     apply {
         congestion.apply(std_meta.egress_port, std_meta.deq_qdepth, meta.priority);
         ecn.apply(hdr.ipv4, std_meta.egress_port, meta.priority, std_meta.enq_qdepth, meta.job_slot);
-        telemetry.apply(hdr.mlfc, hdr.udp, std_meta.egress_port, std_meta.enq_qdepth);
+        telemetry.apply(hdr.mlfc, hdr.udp, meta, std_meta.egress_port, std_meta.enq_qdepth);
     }
 }
 

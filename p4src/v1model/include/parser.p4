@@ -19,6 +19,7 @@ parser MlfcParser(packet_in packet, out headers_t hdr, inout mlfc_meta_t meta,
         meta.l4_dst_port = 0;
         meta.priority = PRIORITY_DEFAULT;
         meta.job_slot = 0;
+        meta.update_udp_checksum = 0;
         transition parse_ethernet;
     }
 
@@ -135,6 +136,12 @@ control MlfcComputeChecksum(inout headers_t hdr, inout mlfc_meta_t meta) {
               hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
               hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
             hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        // The queue telemetry rewrote the shim (control/telemetry.p4): RFC 1624's incremental update,
+        // HC' = ~(~HC + ~m + m') = csum16 over ~HC, the old words' complements and the new words.
+        update_checksum(meta.update_udp_checksum == 1,
+            { meta.udp_checksum_inv, meta.telemetry_word_inv, meta.queue_bytes_inv,
+              hdr.mlfc.importance, hdr.mlfc.progress, hdr.mlfc.rate_class, hdr.mlfc.queue_bytes },
+            hdr.udp.checksum, HashAlgorithm.csum16);
     }
 }
 

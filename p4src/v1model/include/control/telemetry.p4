@@ -2,9 +2,14 @@
 // queue it met on its path, in bytes, and the rate class of the port where it met it. Each hop writes its
 // own when its queue is at least as deep as what the packet carries (the last hop at the maximum wins), so
 // the field is the path's maximum, not a header per hop. The depth is the enqueue depth (what this packet
-// found, the depth ECN marks on) in packets, taken as QDEPTH_UNIT_BYTES each. The UDP checksum is updated
-// incrementally (RFC 1624) over the two changed words, so the payload is not read again.
-control Telemetry(inout mlfc_h mlfc, inout udp_h udp, in PortId_t egress_port, in QueueDepth_t enq_qdepth) {
+// found, the depth ECN marks on) in packets, taken as QDEPTH_UNIT_BYTES each.
+// A non-zero UDP checksum is updated incrementally (RFC 1624: HC' = ~(~HC + ~m + m')), so the payload is not
+// summed again: this control keeps the complements of the checksum and of the words it rewrites
+// (importance|progress|rate_class, queue_bytes) and MlfcComputeChecksum takes csum16 over them and the new
+// words. Written as arithmetic here, p4c would copy each partial sum into every use of it: hundreds of BMv2
+// operations per packet.
+control Telemetry(inout mlfc_h mlfc, in udp_h udp, inout mlfc_meta_t meta, in PortId_t egress_port,
+                  in QueueDepth_t enq_qdepth) {
     rate_class_t port_class = 0;
 
     action set_rate_class(rate_class_t rate_class) {
@@ -23,18 +28,12 @@ control Telemetry(inout mlfc_h mlfc, inout udp_h udp, in PortId_t egress_port, i
             queue_bytes_t depth = (queue_bytes_t) enq_qdepth * QDEPTH_UNIT_BYTES;
             if (depth >= mlfc.queue_bytes) {
                 port_rate.apply();
-                // The 16-bit words that change: importance|progress|rate_class, and queue_bytes' halves.
-                bit<16> old_word = mlfc.importance ++ mlfc.progress ++ mlfc.rate_class;
-                bit<16> new_word = mlfc.importance ++ mlfc.progress ++ port_class;
-                bit<32> sum = (bit<32>) (~udp.checksum) + (bit<32>) (~old_word) + (bit<32>) (~mlfc.queue_bytes[31:16])
-                    + (bit<32>) (~mlfc.queue_bytes[15:0]) + (bit<32>) new_word + (bit<32>) depth[31:16]
-                    + (bit<32>) depth[15:0];
-                sum = (bit<32>) sum[15:0] + (bit<32>) sum[31:16];
-                sum = (bit<32>) sum[15:0] + (bit<32>) sum[31:16];
-                bit<16> checksum = ~sum[15:0];
-                // 0 means "no checksum" in IPv4 UDP: left as it is; a computed 0 is sent as 0xFFFF (RFC 768).
+                // 0 means "no checksum" in IPv4 UDP: left as it is.
                 if (udp.checksum != 0) {
-                    udp.checksum = (checksum == 0) ? 16w0xFFFF : checksum;
+                    meta.update_udp_checksum = 1;
+                    meta.udp_checksum_inv = ~udp.checksum;
+                    meta.telemetry_word_inv = ~(mlfc.importance ++ mlfc.progress ++ mlfc.rate_class);
+                    meta.queue_bytes_inv = ~mlfc.queue_bytes;
                 }
                 mlfc.queue_bytes = depth;
                 mlfc.rate_class = port_class;
