@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mlfc import contract
-from mlfc.controller.config import DeploymentConfig, SwitchConfig
+from mlfc.controller.config import DeploymentConfig, SwitchConfig, queue_settings
 from mlfc.controller.ecn_config import (
     EVERY_CLASS,
     EVERY_PORT,
@@ -40,7 +40,7 @@ from mlfc.controller.entries import Exact, Lpm, Match, Range, TableEntry, Ternar
 from mlfc.controller.errors import ValidationError
 from mlfc.controller.pipeline import Pipeline
 from mlfc.controller.validate import Job, Policy, validate_intent
-from mlfc.policy import depth, drop, ecn, priority
+from mlfc.policy import depth, drop, ecn, priority, telemetry
 from mlfc.policy.priority import PolicyError
 from mlfc.proto import intent_pb2 as pb
 
@@ -79,18 +79,28 @@ def compile_intent(intent: pb.Intent, config: DeploymentConfig, pipeline: Pipeli
 
 
 def compile_policy(policy: Policy, config: DeploymentConfig, pipeline: Pipeline | None = None) -> CompiledIntent:
-    per_switch = {sw.name: tuple(compile_switch(policy, sw, config.depth_unit(sw))) for sw in config.switches}
+    per_switch = {
+        sw.name: tuple(compile_switch(policy, sw, config.depth_unit(sw), port_rates(sw, config)))
+        for sw in config.switches
+    }
     if pipeline is not None:
         for sw_name, entries in per_switch.items():
             check_capacity(entries, pipeline, sw_name)
     return CompiledIntent(policy, per_switch)
 
 
-def compile_switch(policy: Policy, sw: SwitchConfig, unit: depth.DepthUnit = depth.PACKETS) -> list[TableEntry]:
-    """Every entry one switch should hold: its static routes plus the policy. ``unit``: what one unit of
-    queue depth is on this switch (packets on BMv2, 80-byte cells on Tofino)."""
+def compile_switch(
+    policy: Policy,
+    sw: SwitchConfig,
+    unit: depth.DepthUnit = depth.PACKETS,
+    rates_bps: Mapping[int, float] | None = None,
+) -> list[TableEntry]:
+    """Every entry one switch should hold: its static routes and port rates plus the policy. ``unit``: what
+    one unit of queue depth is on this switch (packets on BMv2, 80-byte cells on Tofino); ``rates_bps``: its
+    ports' rates (``port_rates``)."""
     out: list[TableEntry] = []
     out += route_entries(sw)
+    out += port_rate_entries(rates_bps or {})
     out += flow_entries(policy.jobs)
     out += job_priority_entries(policy.jobs, policy.interleaving)
     out += drop_entries(policy.drop_policy, unit.per_packet)
@@ -129,6 +139,30 @@ def route_entries(sw: SwitchConfig) -> list[TableEntry]:
                 origin=f"{sw.name}.routes_v4[{i}]",
             )
         )
+    return out
+
+
+def port_rates(sw: SwitchConfig, config: DeploymentConfig) -> dict[int, float]:
+    """Each port's configured rate in bits/s (a rate in packets/s at ``defaults.packet_bytes``); none for a
+    Tofino switch, whose port rates are traffic-manager configuration (docs/tofino.md)."""
+    packet_bits = 8 * config.defaults.packet_bytes
+    rates = {}
+    for port, q in queue_settings(sw, config.defaults.queue).items():
+        bps = q.rate_bps or packet_bits * (q.rate_pps or 0)
+        if bps > 0:
+            rates[port] = float(bps)
+    return rates
+
+
+def port_rate_entries(rates_bps: Mapping[int, float]) -> list[TableEntry]:
+    """``port_rate``: the rate class each port's telemetry carries (mlfc.policy.telemetry), by its rate in
+    bits/s; a port of rate 0 (none configured) gets no entry and reports class 0, unknown."""
+    out = []
+    for port, bps in sorted(rates_bps.items()):
+        if bps > 0:
+            rate = {"rate_class": telemetry.rate_class(bps)}
+            match = {contract.EGRESS_PORT: Exact(port)}
+            out.append(entry(contract.PORT_RATE, match, contract.SET_RATE_CLASS, rate, 0, f"rate of port {port}"))
     return out
 
 

@@ -33,8 +33,9 @@ MIN_SHARE = 0.8  # a single Reno flow alone reaches ~0.9 of the rate over a push
 OVERLOAD = 1.25  # the probe offers this much more than the configured rate
 CHUNK_BYTES = 1400  # payload per packet of the emulator's transport (hosts/transport DEFAULT_CHUNK)
 # The frame that carries one full chunk, as a switch counts it on a link in bits per second: the chunk, the
-# transport's DATA header (hosts/transport/packet.py HEADER_LEN, 28), UDP + IPv4 (28) and Ethernet (14).
-DATA_FRAME_BYTES = CHUNK_BYTES + 28 + 28 + 14
+# transport's DATA header (hosts/transport/packet.py HEADER_LEN, 32 since the shim's telemetry), UDP + IPv4 (28)
+# and Ethernet (14).
+DATA_FRAME_BYTES = CHUNK_BYTES + 32 + 28 + 14
 
 
 class BottleneckNotCarried(RuntimeError):

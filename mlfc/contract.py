@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlfc.wire import IMPORTANCE_LEVELS, PROGRESS_BUCKETS
+from mlfc.wire import IMPORTANCE_LEVELS, PROGRESS_BUCKETS, SHIM_FIELDS
 
 # ---- the program ---------------------------------------------------------------------------------
 
@@ -36,11 +36,15 @@ IMPORTANCE_BITS = 4
 PROGRESS_BITS = 4
 LEVEL_BITS = 2  # congestion_level_t
 THRESHOLD_BITS = 16  # ECN marking threshold against a 16-bit random number
+RATE_CLASS_BITS = 8  # the shim's rate_class: the egress port's rate (mlfc.policy.telemetry)
+QUEUE_BYTES_BITS = 32  # the shim's queue_bytes: the deepest queue met along the path, bytes
 assert 1 << IMPORTANCE_BITS == IMPORTANCE_LEVELS and 1 << PROGRESS_BITS == PROGRESS_BUCKETS
+assert dict(SHIM_FIELDS)["rate_class"] == RATE_CLASS_BITS and dict(SHIM_FIELDS)["queue_bytes"] == QUEUE_BYTES_BITS
 
 MAX_QDEPTH = (1 << QDEPTH_BITS) - 1
 MAX_JOB_ID = (1 << JOB_ID_BITS) - 1  # job 0 means "no job"
 MAX_ITERATION = (1 << ITERATION_BITS) - 1
+MAX_RATE_CLASS = (1 << RATE_CLASS_BITS) - 1
 
 # ---- sizes (p4src/shared/size.p4; NUM_QUEUES and CONGESTION_SLOTS: v1model/include/define_v1model.p4) ---
 
@@ -54,6 +58,7 @@ MAX_JOBS = 4096  # per-job counters are indexed by job id; ids >= MAX_JOBS count
 MAX_PORTS = 512
 NUM_QUEUES = 8
 CONGESTION_SLOTS = MAX_PORTS * NUM_QUEUES
+PORT_RATE_SIZE = MAX_PORTS  # one rate class per egress port
 
 # ---- classes and codepoints (p4src/shared/define.p4) ---------------------------------------------
 
@@ -73,7 +78,7 @@ UNCONGESTED_LEVEL = 0
 SHIM_NONE = 0  # not addressed to a shim port
 SHIM_OK = 1  # a valid v1 shim of a known message type
 SHIM_BAD_HEADER = 2  # unknown version or message type
-SHIM_TRUNCATED = 3  # shorter than the 16-byte shim
+SHIM_TRUNCATED = 3  # shorter than the 20-byte shim
 
 # v1model: egress_spec 511 drops; the controller never routes to it.
 V1MODEL_DROP_PORT = (1 << PORT_BITS) - 1
@@ -88,6 +93,7 @@ JOB_PRIORITY = "MlfcIngress.queueing.job_priority"
 DROP_THRESHOLD = "selective_drop.drop_threshold"  # ingress on v1model, egress on TNA: no pipeline prefix
 CONGESTION_LEVELS = "MlfcEgress.congestion.congestion_levels"
 ECN_PROFILE = "MlfcEgress.ecn.ecn_profile"
+PORT_RATE = "MlfcEgress.telemetry.port_rate"
 
 # Actions
 DROP = "MlfcIngress.forwarding.drop"
@@ -100,6 +106,7 @@ SET_LEVEL = "MlfcEgress.congestion.set_level"
 MARK_ALWAYS = "MlfcEgress.ecn.mark_always"
 MARK_WITH_PROBABILITY = "MlfcEgress.ecn.mark_with_probability"
 NO_MARK = "MlfcEgress.ecn.no_mark"
+SET_RATE_CLASS = "MlfcEgress.telemetry.set_rate_class"
 
 # Counters and the register
 JOB_PACKETS = "MlfcIngress.stats.job_packets"
@@ -205,6 +212,7 @@ ACTIONS: dict[str, ActionSpec] = {
         ActionSpec(MARK_ALWAYS),
         ActionSpec(MARK_WITH_PROBABILITY, (Param("threshold", THRESHOLD_BITS),)),
         ActionSpec(NO_MARK),
+        ActionSpec(SET_RATE_CLASS, (Param("rate_class", RATE_CLASS_BITS),)),
     )
 }
 
@@ -273,6 +281,17 @@ TABLES: dict[str, TableSpec] = {
             (MARK_WITH_PROBABILITY, MARK_ALWAYS, NO_MARK),
             NO_MARK,
             size=ECN_PROFILE_SIZE,
+        ),
+        # In-band telemetry: the rate class a tagged DATA packet carries with the depth of this port's queue
+        # (docs/wire-format.md); 0, the default, is "unknown"
+        TableSpec(
+            PORT_RATE,
+            (MatchField(EGRESS_PORT, PORT_BITS, "exact"),),
+            (SET_RATE_CLASS,),
+            SET_RATE_CLASS,
+            (("rate_class", 0),),
+            size=PORT_RATE_SIZE,
+            max_size=PORT_RATE_SIZE,  # one entry per port: never more
         ),
     )
 }

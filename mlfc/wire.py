@@ -26,10 +26,10 @@ from scapy.fields import BitField, ByteField, FieldLenField, IntField, LongField
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_layers
 
-SHIM_VERSION = 1
+SHIM_VERSION = 2  # 2: the queue telemetry (rate_class, queue_bytes); 1 had 16 bytes (CHANGELOG)
 SHIM_PORT_BASE = 0x4D00  # 19712: "M" in the high byte
 SHIM_PORT_MASK = 0xFF00  # 256 ports, 19712..19967
-SHIM_LEN = 16
+SHIM_LEN = 20
 PROGRESS_BUCKETS = 16  # 4-bit progress bucket
 IMPORTANCE_LEVELS = 16  # 4-bit importance class, 0 = least important
 IMPORTANCE_PROTECTED = 8  # classes >= 8 are never dropped by the switch's selective-drop policy
@@ -45,8 +45,12 @@ SHIM_FIELDS: tuple[tuple[str, int], ...] = (
     ("tensor_id", 16),
     ("importance", 4),
     ("progress", 4),
-    ("reserved", 8),
+    # Queue telemetry (docs/wire-format.md): on DATA the switches write the deepest egress queue the packet
+    # met (bytes) and the rate class of that port, the maximum along the path; on an ACK the receiver echoes
+    # the latest DATA's values. Senders write 0.
+    ("rate_class", 8),
     ("chunk_seq", 32),
+    ("queue_bytes", 32),
 )
 assert sum(w for _, w in SHIM_FIELDS) == SHIM_LEN * 8
 
@@ -156,6 +160,13 @@ class Layout:
             f"    {slot_vars}, = _unpack_from(buf, offset)\n"
             f"    return ({', '.join(reads)},)\n"
         )
+
+    def byte_offset(self, name: str) -> int:
+        """Where field ``name`` starts, in bytes from the header's start (a whole-byte field's own bytes)."""
+        bits = sum(w for _, w in self.fields[: self.names.index(name)])
+        if bits % 8:
+            raise ValueError(f"{name} starts inside a byte")
+        return bits // 8
 
     def check(self, values: tuple[int, ...] | list[int]) -> None:
         """Raise FieldRange naming the first value (in field order) that does not fit its width."""
@@ -297,6 +308,8 @@ class Shim:
     progress: int = 0
     flags: int = 0
     version: int = SHIM_VERSION
+    rate_class: int = 0  # telemetry (DATA: written by the switches; ACK: the echo)
+    queue_bytes: int = 0
 
     def pack(self) -> bytes:
         values = [getattr(self, name, 0) for name in SHIM.names]  # reserved fields are not attributes: 0

@@ -36,6 +36,7 @@ class TestSwitch:
         self.jobs: dict[int, validate.Job] = {}
         self.ecn: dict[tuple[int, int | None], MarkingProfile] = {}  # (port, class or None: every class)
         self.drop: DropPolicy | None = None
+        self.port_rates: dict[int, float] = {}  # bits/s: port_rate's classes (the telemetry)
         self.queues_touched: set[tuple[int, int]] = set()
         self.baseline: dict[str, dict[int, tuple[int, int]]] = {}
 
@@ -75,6 +76,7 @@ class TestSwitch:
             desired += cc.ecn_entries(self.ecn)
         if self.drop is not None:
             desired += cc.drop_entries(self.drop)
+        desired += cc.port_rate_entries(self.port_rates)
         self.conn.reconcile(desired)
 
     def add_route(self, prefix: str, port: int, src_mac: str, dst_mac: str) -> None:
@@ -119,6 +121,11 @@ class TestSwitch:
         """``profile`` on ``port`` for the priority queue ``priority`` (None: every class), compiled in
         packets of 1500 bytes (BMv2's and the reference switch's depth unit at the default packet size)."""
         self.ecn[(port, priority)] = profile
+        self._sync()
+
+    def set_port_rate(self, port: int, bits_per_second: float) -> None:
+        """The rate class ``port`` writes into the telemetry of the DATA it forwards (mlfc.policy.telemetry)."""
+        self.port_rates[port] = bits_per_second
         self._sync()
 
     def set_drop_policy(self, policy: DropPolicy) -> None:

@@ -8,14 +8,14 @@ from mlfc_base import MlfcTest, forwarded, shim_packet, truncated_shim
 from scapy.layers.inet import UDP
 
 from mlfc.policy.drop import DropPolicy
-from mlfc.wire import MlfcShim
+from mlfc.wire import SHIM_LEN, SHIM_VERSION, MlfcShim
 
 
 class MalformedAreForwardedAndCounted(MlfcTest):
     def runTest(self) -> None:
-        bad_version = shim_packet(0, 1, job=5, version=2)
+        bad_version = shim_packet(0, 1, job=5, version=1)
         bad_type = shim_packet(0, 1, job=5, msg_type=9)
-        short = [truncated_shim(2, 1, n) for n in (0, 1, 8, 15)]
+        short = [truncated_shim(2, 1, n) for n in (0, 1, 8, 15, SHIM_LEN - 1)]
         for p in [bad_version, bad_type]:
             self.send(0, p)
             tu.verify_packet(self, forwarded(p, 1), 1)
@@ -42,7 +42,7 @@ class MalformedNeverJumpTheQueue(MlfcTest):
         self.send(0, liar)
         got = self.receive_all(1, len(lows) + 1, timeout=len(lows) / 5 + 5)
         self.assertEqual(len(got), len(lows) + 1)
-        self.assertFalse(got[-1].haslayer(MlfcShim) and got[-1][MlfcShim].version == 1)
+        self.assertFalse(got[-1].haslayer(MlfcShim) and got[-1][MlfcShim].version == SHIM_VERSION)
         self.assertEqual(bytes(got[-1][UDP].payload)[:1], b"\x30", "the malformed packet left last, unmodified")
 
 
@@ -54,7 +54,7 @@ class MalformedAreNeverSelectivelyDropped(MlfcTest):
             self.send(0, shim_packet(0, 1, job=1, importance=15, seq=1000 + i))
         # Three leave: the level recorded is that of the queue behind the third (7 deep, level 3).
         left = self.receive_all(1, 3, timeout=3 / 10 + 5)
-        liars = [shim_packet(0, 1, job=1, importance=0, version=v, seq=i) for i, v in enumerate((0, 2, 15))]
+        liars = [shim_packet(0, 1, job=1, importance=0, version=v, seq=i) for i, v in enumerate((0, 1, 15))]
         for p in liars:
             self.send(0, p)
         got = left + self.receive_all(1, 10 + len(liars) - len(left), timeout=(10 + len(liars)) / 10 + 5)

@@ -2,10 +2,11 @@
 
 The parser follows MlfcParser state by state: it extracts from the frame's bytes (a header cut short by
 the end of the frame is a parser error), L4 is parsed only for option-less IPv4 at fragment offset 0,
-and a packet addressed to a shim port is checked like check_shim (first byte, then the 16 bytes) and
+and a packet addressed to a shim port is checked like check_shim (first byte, then the 20 bytes) and
 decoded by ``mlfc.wire.unpack_shim`` (the single definition of the shim). The Classifier's truncation
-verdict (parser error, or UDP length < 24) is ``shim_verdict``. Headers are contiguous and the switch
-only rewrites fields in place, so deparsing is an in-place edit of the frame.
+verdict (parser error, or UDP length < 28) is ``shim_verdict``. Headers are contiguous and the switch
+only rewrites fields in place, so deparsing is an in-place edit of the frame (``write_telemetry`` for the
+shim's queue telemetry, with the UDP checksum's incremental update).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import struct
 from dataclasses import dataclass
 
 from mlfc import contract
-from mlfc.wire import SHIM_LEN, SHIM_VERSION, MsgType, Shim, is_shim_port, unpack_shim
+from mlfc.wire import SHIM, SHIM_LEN, SHIM_VERSION, MsgType, Shim, is_shim_port, unpack_shim
 
 ETH_LEN = 14
 IPV4_LEN = 20
@@ -31,6 +32,12 @@ UDP_SHIM_MIN_LEN = UDP_LEN + SHIM_LEN  # define.p4: a shorter UDP datagram is a 
 # check_shim's select on the first byte: v1 DATA/ACK/CNP go on to extract the shim, anything else is bad.
 _SHIM_FIRST_BYTES = frozenset((SHIM_VERSION << 4) | t for t in (MsgType.DATA, MsgType.ACK, MsgType.CNP))
 
+
+# The shim's telemetry: the byte of rate_class and the 4 bytes of queue_bytes, at their offsets in the shim
+# (from the field table); the 16-bit words holding them are what the UDP checksum update covers.
+RATE_CLASS_OFF = SHIM_OFF + SHIM.byte_offset("rate_class")
+QUEUE_BYTES_OFF = SHIM_OFF + SHIM.byte_offset("queue_bytes")
+UDP_CHECKSUM_OFF = L4_OFF + 6
 
 _IPV4 = struct.Struct("!BBHHHBBH4s4s")
 _PORTS = struct.Struct("!HH")
@@ -92,7 +99,7 @@ def parse(frame: bytes) -> Parsed:
     p.udp_valid = True
     p.udp_len = int.from_bytes(frame[L4_OFF + 4 : L4_OFF + 6], "big")
     if is_shim_port(p.l4_dst_port):
-        # check_shim: lookahead on the first byte, then extract 16 bytes; a bad first byte stops there.
+        # check_shim: lookahead on the first byte, then extract the shim; a bad first byte stops there.
         if n <= SHIM_OFF:
             p.too_short = True
             p.shim_status = contract.SHIM_TRUNCATED
@@ -109,7 +116,7 @@ def parse(frame: bytes) -> Parsed:
 
 def shim_verdict(p: Parsed) -> int:
     """The Classifier's shim_status: a shim-port UDP datagram is truncated when the parser ran out of
-    bytes or its UDP length leaves fewer than 16 bytes for the shim (judged by the length field, so a
+    bytes or its UDP length leaves fewer than SHIM_LEN bytes for the shim (judged by the length field, so a
     short frame padded to 60 bytes is still truncated); truncation wins over a bad version or type."""
     if p.udp_valid and is_shim_port(p.l4_dst_port) and (p.too_short or p.udp_len < UDP_SHIM_MIN_LEN):
         return contract.SHIM_TRUNCATED
@@ -140,3 +147,30 @@ def rewrite(p: Parsed, src_mac: int, dst_mac: int, ttl: int, dscp_ecn: int) -> b
     csum = 0xFFFF ^ ones_complement_sum(memoryview(out)[IP_OFF:L4_OFF])
     out[IP_OFF + 10 : IP_OFF + 12] = csum.to_bytes(2, "big")
     return bytes(out)
+
+
+def _words(data: bytes | bytearray, start: int, end: int) -> list[int]:
+    """The 16-bit words (UDP's checksum words: even offsets from the UDP header) covering [start, end)."""
+    lo, hi = start - (start - L4_OFF) % 2, end + (end - L4_OFF) % 2
+    return list(struct.unpack(f"!{(hi - lo) // 2}H", data[lo:hi]))
+
+
+def write_telemetry(out: bytearray, rate_class: int, queue_bytes: int) -> None:
+    """Telemetry's deparse: the shim's rate_class and queue_bytes replaced in ``out`` (a parsed shim's frame)
+    and a non-zero UDP checksum updated incrementally over the words that changed (RFC 1624:
+    HC' = ~(~HC + ~m + m')), as the P4 programs do (csum16 over ~HC, the old words' complements and the new
+    words); 0 (no checksum, IPv4) stays 0. Like the switches' checksum units, a result of 0 is written as
+    0, not RFC 768's 0xFFFF: one datagram in 65,536 goes on without a checksum, which receivers accept."""
+    spans = ((RATE_CLASS_OFF, RATE_CLASS_OFF + 1), (QUEUE_BYTES_OFF, QUEUE_BYTES_OFF + 4))
+    old = [w for s, e in spans for w in _words(out, s, e)]
+    out[RATE_CLASS_OFF] = rate_class
+    out[QUEUE_BYTES_OFF : QUEUE_BYTES_OFF + 4] = queue_bytes.to_bytes(4, "big")
+    checksum = int.from_bytes(out[UDP_CHECKSUM_OFF : UDP_CHECKSUM_OFF + 2], "big")
+    if checksum == 0:
+        return
+    new = [w for s, e in spans for w in _words(out, s, e)]
+    total = (0xFFFF ^ checksum) + sum(0xFFFF ^ w for w in old) + sum(new)
+    while total > 0xFFFF:
+        total = (total & 0xFFFF) + (total >> 16)
+    checksum = 0xFFFF ^ total
+    out[UDP_CHECKSUM_OFF : UDP_CHECKSUM_OFF + 2] = checksum.to_bytes(2, "big")

@@ -1,7 +1,7 @@
 """mlfc.p4's ingress and egress as pure functions of (packet, port, tables, state).
 
 ``ingress`` is MlfcIngress (Forwarding, Classifier, Queueing, IngressStats, SelectiveDrop) and decides
-drop or (egress port, priority queue); ``egress`` is MlfcEgress (CongestionMonitor, Ecn) plus the
+drop or (egress port, priority queue); ``egress`` is MlfcEgress (CongestionMonitor, Ecn, Telemetry) plus the
 deparser and checksum update, given the queue depths the traffic manager observed. ``process`` runs
 both for a packet that meets empty queues: the per-packet decision the differential tests compare.
 
@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mlfc import contract
+from mlfc.policy import depth
 from mlfc.refswitch import packet as pk
 from mlfc.refswitch.state import SwitchState
 from mlfc.refswitch.tables import Tables
@@ -200,6 +201,17 @@ def egress(
             state.count(contract.JOB_ECN_MARKS, ing.counter_index, ing.length)
 
     out = pk.rewrite(p, ing.src_mac, ing.dst_mac, ing.ttl, dscp_ecn)
+
+    # Telemetry: a tagged DATA packet carries the deepest queue of its path (bytes: packets of the default
+    # size, as BMv2 reports) and that port's rate class; this hop's when at least as deep as what it carries
+    shim = p.shim
+    if p.shim_status == contract.SHIM_OK and shim is not None and shim.msg_type == MsgType.DATA:
+        queue_bytes = depth.depth_bytes(enq_depth, depth.PACKETS)
+        if queue_bytes >= shim.queue_bytes:
+            rate_class = tables[contract.PORT_RATE].lookup((port,))[1][0]
+            out = bytearray(out)
+            pk.write_telemetry(out, rate_class, queue_bytes)
+            out = bytes(out)
     return Decision(port, ing.priority, None, marked, out, ing.job_id, p.shim_status, enq_depth, deq_depth)
 
 

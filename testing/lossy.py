@@ -8,7 +8,8 @@ send again. ``force_tos`` rewrites the IP TOS byte, e.g. 0x03 to mark every pack
 would; ``mark(header, attempt)`` marks the DATA chunks it chooses CE one by one (an IP_TOS control message
 on their send; a GSO send goes out as runs of equally marked segments, as a kernel would receive them:
 GRO coalesces only packets with one TOS); ``refuse_gso`` makes every GSO send fail with EIO, as a kernel
-does for a device without checksum offload.
+does for a device without checksum offload; ``telemetry`` writes (rate_class, queue_bytes) into every DATA
+shim, as a hop with that queue would (docs/wire-format.md).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable
 
 from mlfc.hosts.transport.gso import SOL_UDP, UDP_SEGMENT, segment_spans
 from mlfc.hosts.transport.packet import DataHeader, parse_data
+from mlfc.wire import SHIM
 
 CE_TOS = 0x03  # ECN CE in the TOS byte (DSCP 0)
 CE_CMSG = [(socket.IPPROTO_IP, socket.IP_TOS, CE_TOS.to_bytes(4, sys.byteorder))]  # an int, as ip_cmsg_send takes it
@@ -36,8 +38,10 @@ class LossySocket:
         force_tos: int | None = None,
         mark: Callable[[DataHeader, int], bool] | None = None,
         refuse_gso: bool = False,
+        telemetry: tuple[int, int] | None = None,
     ) -> None:
         self._sock = sock
+        self._telemetry = telemetry  # (rate_class, queue_bytes) a congested hop writes into every DATA shim
         self._drop = drop
         self._force_tos = force_tos
         self._mark = mark
@@ -68,7 +72,19 @@ class LossySocket:
             return True
         return False
 
+    def _hop(self, data: bytes | memoryview) -> bytes | memoryview:
+        """The DATA packet as a switch writing ``telemetry`` forwards it (mlfc.wire: rate_class, queue_bytes)."""
+        if self._telemetry is None:
+            return data
+        out = bytearray(data)
+        rate_class, queue_bytes = self._telemetry
+        out[SHIM.byte_offset("rate_class")] = rate_class
+        at = SHIM.byte_offset("queue_bytes")
+        out[at : at + 4] = queue_bytes.to_bytes(4, "big")
+        return out
+
     def send(self, data: bytes | memoryview) -> int:
+        data = self._hop(data)
         ce = self._fate(data)
         if ce:
             return self._sock.sendmsg([data], CE_CMSG)
@@ -84,14 +100,15 @@ class LossySocket:
             self.gso_sends += 1
             if self._refuse_gso:
                 raise OSError(errno.EIO, "GSO refused (test)")
-        fates = [(data[o : o + n], self._fate(data[o : o + n])) for o, n in segment_spans(len(data), segment)]
+        segments = [self._hop(data[o : o + n]) for o, n in segment_spans(len(data), segment)]
+        fates = [(seg, self._fate(seg)) for seg in segments]
         kept = [(seg, ce) for seg, ce in fates if ce is not None]
         # the survivors are still equal-size segments, a short one only last; one send per run of one mark
         for ce, run in itertools.groupby(kept, key=lambda k: k[1]):
             segs = [seg for seg, _ in run]
             extra = CE_CMSG if ce else []
             if len(segs) == 1:
-                self._sock.sendmsg([segs[0]], extra, flags)
+                self._sock.sendmsg([bytes(segs[0])], extra, flags)
             else:
                 self._sock.sendmsg([b"".join(segs)], list(ancdata) + extra, flags)
         return len(data)

@@ -92,8 +92,9 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
             "--withhold-signal",
             choices=SIGNALS,
             default=WithholdPolicy().signal,
-            help="congestion c: the others' share of a standing queue, or the share of chunks marked or dropped "
-            "(mlfc.policy.withhold; %(default)s)",
+            help="congestion c: the others' share of a standing queue, the share of chunks marked or dropped, or "
+            "the flow's share of the excess by the queue the switches report (telemetry) (mlfc.policy.withhold; "
+            "%(default)s)",
         )
         p.add_argument("--peer-timeout", type=float, default=10.0)
         p.add_argument("-v", "--verbose", action="store_true")

@@ -10,7 +10,7 @@ from mlfc.hosts.transport.recovery import DEFAULT_TOLERATED_LOSS, TOLERATED_LOSS
 from mlfc.policy.mltcp import EWMA_WEIGHT, MltcpParams
 from mlfc.policy.mltcp_tuning import TuningParams
 
-DEFAULT_CHUNK = 1400  # payload bytes; + 28 header + 28 UDP/IP = 1456 < 1500 MTU
+DEFAULT_CHUNK = 1400  # payload bytes; + 32 header + 28 UDP/IP = 1460 < 1500 MTU
 
 
 @dataclass(frozen=True)

@@ -185,12 +185,15 @@ class Chunks:
         self.address, self.classes_address = data.ctypes.data, self.classes.ctypes.data  # for fastpath
 
 
+# What differs between the DATA headers of one tensor: per chunk, and the queue telemetry the switches wrote
+_PER_PACKET = ("chunk_seq", "flags", "importance", "progress", "rate_class", "queue_bytes")
+
+
 def _constant_mask() -> bytes:
-    """1-bytes where every DATA header of one tensor has the same bytes (all but seq, flags, importance,
-    progress)."""
+    """1-bytes where every DATA header of one tensor has the same bytes (all but ``_PER_PACKET``)."""
     mask, offset = bytearray(HEADER_LEN), 0
     for bits, members in DATA_HEADER.slots:
-        varies = any(name in ("chunk_seq", "flags", "importance", "progress") for name, _, _ in members)
+        varies = any(name in _PER_PACKET for name, _, _ in members)
         mask[offset : offset + bits // 8] = (b"\x00" if varies else b"\xff") * (bits // 8)
         offset += bits // 8
     return bytes(mask)

@@ -36,12 +36,15 @@ class SendResult:
     acks: int = 0  # ACKs of this tensor, and how many echoed ECN: the push's congestion signal
     ece_acks: int = 0
     own_share: float | None = None  # mean delivery rate / capacity at the marked ACKs (None: none marked)
+    # mean over its ACKs of the echoed queue's excess share (mlfc.policy.withhold.echo_excess; None: no echo
+    # could be read, e.g. no rate known yet)
+    excess: float | None = None
 
     def congestion(self, policy: WithholdPolicy) -> float:
         """This transfer's congestion sample by ``policy``'s signal (mlfc.policy.withhold)."""
         marked = self.ece_acks / self.acks if self.acks else 0.0
         lost = self.retransmits + self.tolerated_chunks
-        return congestion_sample(policy, self.chunks - self.withheld_chunks, marked, lost, self.own_share)
+        return congestion_sample(policy, self.chunks - self.withheld_chunks, marked, lost, self.own_share, self.excess)
 
 
 @dataclass
@@ -64,6 +67,8 @@ class Transfer:
     ece_acks: int = 0
     share_sum: float = 0.0  # own_share samples at the marked ACKs (mlfc.policy.withhold)
     share_n: int = 0
+    excess_sum: float = 0.0  # echo_excess over the ACKs (each plain ACK a merged one stands for counted)
+    excess_n: int = 0
 
     def __post_init__(self) -> None:
         self.values = list(self.header)
@@ -74,7 +79,8 @@ class Transfer:
         return SendResult(self.job, self.iteration, self.tensor_id, b.nbytes, b.n, now - self.started,
                           b.retransmits, b.tolerated, self.fin, missing, b.withheld, b.withheld_bytes,
                           self.acks, self.ece_acks,
-                          self.share_sum / self.share_n if self.share_n else None)  # fmt: skip
+                          self.share_sum / self.share_n if self.share_n else None,
+                          self.excess_sum / self.excess_n if self.excess_n else None)  # fmt: skip
 
 
 def prepare(cfg: SenderConfig, job: int, iteration: int, tensor_id: int, buffer, importance, layer_index: int,

@@ -1,12 +1,13 @@
 """The transport's packets, on top of mlfc.wire.
 
-DATA: shim (16 B) + a 12-byte tensor descriptor (``DESCRIPTOR_FIELDS``) + payload. The descriptor lets a
+DATA: shim (20 B) + a 12-byte tensor descriptor (``DESCRIPTOR_FIELDS``) + payload. The descriptor lets a
 receiver place any chunk it gets first, without shared state: total tensor length, chunk payload size,
 the tensor's loss bound in basis points (mlfc.policy.loss) and the number of protected chunks (so the
 receiver knows when none is missing). The switch parses only the shim.
 
-ACK: shim (chunk_seq = cumulative ack: the next chunk expected; flags ECE, FIN) + ``AckBody`` SACK
-blocks. CNP: a bare shim (chunk_seq = the CE-marked chunk).
+ACK: shim (chunk_seq = cumulative ack: the next chunk expected; flags ECE, FIN; rate_class and
+queue_bytes: the queue telemetry of the latest DATA received, echoed) + ``AckBody`` SACK blocks. CNP: a
+bare shim (chunk_seq = the CE-marked chunk).
 
 ``DATA_HEADER`` is the shim's field table followed by the descriptor's, one mlfc.wire.Layout: the hot
 path packs or reads a DATA packet's headers with one struct call.
@@ -77,9 +78,18 @@ def parse_data(data: bytes | memoryview) -> DataHeader:
 
 
 def build_ack(
-    job_id: int, iteration: int, tensor_id: int, cum_ack: int, blocks: tuple[tuple[int, int], ...], flags: int
+    job_id: int,
+    iteration: int,
+    tensor_id: int,
+    cum_ack: int,
+    blocks: tuple[tuple[int, int], ...],
+    flags: int,
+    rate_class: int = 0,
+    queue_bytes: int = 0,
 ) -> bytes:
-    shim = Shim(MsgType.ACK, job_id, iteration, tensor_id, chunk_seq=cum_ack, flags=flags)
+    """An ACK; ``rate_class``/``queue_bytes``: the telemetry the acknowledged DATA carried, echoed."""
+    shim = Shim(MsgType.ACK, job_id, iteration, tensor_id, chunk_seq=cum_ack, flags=flags,
+                rate_class=rate_class, queue_bytes=queue_bytes)  # fmt: skip
     return shim.pack() + AckBody(blocks).pack()
 
 
@@ -98,6 +108,8 @@ class Feedback:
     cum_ack: int
     flags: int
     blocks: tuple[tuple[int, int], ...]
+    rate_class: int = 0  # the echoed queue telemetry (mlfc.wire; 0, 0 on a CNP)
+    queue_bytes: int = 0
 
     @property
     def ece(self) -> bool:
@@ -112,20 +124,21 @@ class Feedback:
 # second; ``plain_ack`` reads one with a single struct call, and everything else goes to parse_feedback.
 _PLAIN_ACK = Layout(SHIM_FIELDS + ACK_HEAD_FIELDS)
 PLAIN_ACK_LEN = _PLAIN_ACK.size
-_V, _T, _F, _B, _J, _I, _TID, _SEQ = (_PLAIN_ACK.names.index(n) for n in (
-    "version", "msg_type", "flags", "num_blocks", "job_id", "iteration", "tensor_id", "chunk_seq"))  # fmt: skip
+_V, _T, _F, _B, _J, _I, _TID, _SEQ, _RC, _QB = (_PLAIN_ACK.names.index(n) for n in (
+    "version", "msg_type", "flags", "num_blocks", "job_id", "iteration", "tensor_id", "chunk_seq", "rate_class",
+    "queue_bytes"))  # fmt: skip
 _ACK = int(MsgType.ACK)
 
 
-def plain_ack(data: bytes | bytearray | memoryview, n: int) -> tuple[int, int, int, int] | None:
-    """(job_id, iteration, tensor_id, cumulative ack) when the ``n`` bytes of ``data`` are a plain ACK,
-    else None (parse_feedback then says what they are)."""
+def plain_ack(data: bytes | bytearray | memoryview, n: int) -> tuple[int, int, int, int, int, int] | None:
+    """(job_id, iteration, tensor_id, cumulative ack, rate_class, queue_bytes) when the ``n`` bytes of ``data``
+    are a plain ACK, else None (parse_feedback then says what they are)."""
     if n != PLAIN_ACK_LEN:
         return None
     v = _PLAIN_ACK.unpack_from(data)
     if v[_V] != SHIM_VERSION or v[_T] != _ACK or v[_F] or v[_B]:
         return None
-    return v[_J], v[_I], v[_TID], v[_SEQ]
+    return v[_J], v[_I], v[_TID], v[_SEQ], v[_RC], v[_QB]
 
 
 def parse_feedback(data: bytes | memoryview) -> Feedback:
@@ -137,7 +150,8 @@ def parse_feedback(data: bytes | memoryview) -> Feedback:
         blocks = ()
     else:
         raise PacketError(f"expected ACK or CNP, got {shim.msg_type.name}")
-    return Feedback(shim.msg_type, shim.job_id, shim.iteration, shim.tensor_id, shim.chunk_seq, shim.flags, blocks)
+    return Feedback(shim.msg_type, shim.job_id, shim.iteration, shim.tensor_id, shim.chunk_seq, shim.flags, blocks,
+                    shim.rate_class, shim.queue_bytes)  # fmt: skip
 
 
 def _run_around(received: bytearray, floor: int, seq: int) -> tuple[int, int]:

@@ -43,6 +43,7 @@ class Reassembly:
 
     __slots__ = ("bound_bp", "buf", "ce", "ce_pending", "chunk", "count", "cum", "dups", "first", "last_packet")
     __slots__ += ("last_seen", "latest", "mv", "n", "nprot", "prot_received", "received", "total", "unacked")
+    __slots__ += ("telemetry",)
     __slots__ += ("_addresses", "_rows")
 
     def __init__(self, total: int, chunk: int, bound_bp: int, nprot: int, now: float) -> None:
@@ -54,6 +55,8 @@ class Reassembly:
         self.count = self.cum = self.prot_received = self.unacked = self.ce = self.dups = 0
         self.ce_pending = False
         self.latest = 0  # the chunk that arrived last (first SACK block)
+        # (rate_class, queue_bytes) of the latest DATA (a GRO run's first segment): the next ACK echoes it
+        self.telemetry = (0, 0)
         self.first = self.last_packet = now
         self.last_seen: float | None = None  # when the LAST chunk first arrived
         self._rows: np.ndarray | None = None  # (whole chunks, chunk) view of buf, made by the first place_run

@@ -302,6 +302,7 @@ class Receiver:
         st.data_bytes += nbytes
         if tr.waiting:
             self._waiting.add(key)
+        tr.telemetry = (h.rate_class, h.queue_bytes)
         if tos & ECN_MASK == ECN_CE:
             self._on_ce(tr, h, addr, now, count)
         self._after_placing(key, tr, ack_now, now, None)
@@ -327,6 +328,7 @@ class Receiver:
             st.malformed += 1
             return
         self._ce_change(key, tr, tos)
+        tr.telemetry = (h.rate_class, h.queue_bytes)
         new, ack_now = tr.place(h.chunk_seq, pkt[HEADER_LEN:n], loss.is_protected(h.importance), cfg.ack_every, now)
         if new:
             st.data_bytes += span[1]
@@ -384,7 +386,8 @@ class Receiver:
         if tr.ce_pending:
             flags |= Flags.ECE
             tr.ce_pending = False
-        self._send(build_ack(job, it, tid, tr.cum, tr.sack(MAX_SACK_BLOCKS), flags), addr, "acks_sent")
+        ack = build_ack(job, it, tid, tr.cum, tr.sack(MAX_SACK_BLOCKS), flags, *tr.telemetry)
+        self._send(ack, addr, "acks_sent")
         tr.on_ack_sent()
 
     def _finish(self, key: Key, tr: Reassembly, now: float) -> None:

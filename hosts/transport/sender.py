@@ -37,7 +37,7 @@ from mlfc.hosts.transport.stats import FlowStats
 from mlfc.hosts.transport.transmit import Transmitter
 from mlfc.hosts.transport.tuning import OnlineF
 from mlfc.policy.mltcp import MltcpParams
-from mlfc.policy.withhold import own_share
+from mlfc.policy.withhold import echo_excess, own_share
 from mlfc.wire import MsgType, ShimError, is_shim_port, unpack_shim
 
 _TRANSIENT_SEND_ERRORS = (errno.ENOBUFS, errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH)
@@ -306,6 +306,7 @@ class Sender:
         st = self.stats
         held = -1  # the cumulative ack of the latest plain ACK not yet handled (-1: none)
         merged = 0  # plain ACKs it stands for
+        echo = (0, 0)  # the latest plain ACK's telemetry (rate_class, queue_bytes): the held one's
         for _ in range(1024):
             try:
                 n = sock.recv_into(self._fbuf)
@@ -316,7 +317,7 @@ class Sender:
                 break
             plain = plain_ack(self._fbuf, n)
             if plain is not None:
-                job, iteration, tensor_id, cum = plain
+                job, iteration, tensor_id, cum, *telemetry = plain
                 fb = None
             else:
                 try:
@@ -343,29 +344,29 @@ class Sender:
                 continue
             got = True
             if fb is None and held >= 0 and cum > held:
-                held, merged = cum, merged + 1
+                held, merged, echo = cum, merged + 1, telemetry
                 continue
             if held >= 0:
-                progressed |= self._on_ack(t, self._plain(t, held), now, merged)
+                progressed |= self._on_ack(t, self._plain(t, held, echo), now, merged)
                 held = -1
                 if t.done:
                     break
             if fb is None:
                 if cum > t.board.cum:
-                    held, merged = cum, 1
+                    held, merged, echo = cum, 1, telemetry
                     continue
-                fb = self._plain(t, cum)
+                fb = self._plain(t, cum, telemetry)
             if self._on_ack(t, fb, now):
                 progressed = True
             if t.done:
                 break
         if held >= 0 and not t.done:
-            progressed |= self._on_ack(t, self._plain(t, held), self._clock(), merged)
+            progressed |= self._on_ack(t, self._plain(t, held, echo), self._clock(), merged)
         return got, progressed
 
     @staticmethod
-    def _plain(t: Transfer, cum: int) -> Feedback:
-        return Feedback(MsgType.ACK, t.job, t.iteration, t.tensor_id, cum, 0, ())
+    def _plain(t: Transfer, cum: int, telemetry) -> Feedback:  # type: ignore[no-untyped-def]
+        return Feedback(MsgType.ACK, t.job, t.iteration, t.tensor_id, cum, 0, (), *telemetry)
 
     def _on_ack(self, t: Transfer, fb: Feedback, now: float, acks: int = 1) -> bool:
         """Loss recovery first, then the counters, then the congestion controller; True if data was newly acked.
@@ -395,6 +396,11 @@ class Sender:
         if fb.ece and (share := own_share(self.delivery.rate, self.capacity)) is not None:
             t.share_sum += share  # a standing queue: how much of the busy link this flow gets
             t.share_n += 1
+        # the echoed queue: this flow's share of the excess when the bottleneck has no room (0 when it has)
+        excess = echo_excess(fb.queue_bytes, fb.rate_class, self.delivery.rate, self.capacity)
+        if excess is not None:
+            t.excess_sum += excess * acks
+            t.excess_n += acks
         if ev.newly_acked:  # DCTCP's per-ACK echo (its alpha) before this ACK's congestion response
             self.cc.on_ecn_feedback(ev.newly_acked, ev.newly_acked if fb.ece else 0, now)
         if ev.loss_event:

@@ -11,6 +11,11 @@ its unit is a packet of ``packet_bytes`` (the deployment's MTU-sized gradient pa
 configured); a Tofino unit is an 80-byte cell. A queue ``d`` units deep is taken to hold
 ``d * unit_bytes`` bytes, so "more than K bytes" is "more than ``floor(K / unit_bytes)`` units": K
 rounds *down* to whole units (see ``bytes_to_depth`` for why).
+
+The other way, ``depth_bytes``: the queue telemetry a switch writes into a DATA packet's shim
+(docs/wire-format.md) is ``d * unit_bytes`` for a queue ``d`` units deep: packets of 1500 bytes on BMv2
+and the reference switch (``QDEPTH_UNIT_BYTES`` in p4src/v1model/include/define_v1model.p4), 80-byte cells
+on Tofino (p4src/tna/include/define_tna.p4); tests hold both constants to ``PACKETS`` and ``CELLS``.
 """
 
 from __future__ import annotations
@@ -77,6 +82,15 @@ def switch_unit(counts_cells: bool, packet_bytes: int = DEFAULT_PACKET_BYTES) ->
 
 
 PACKETS = packet_unit()  # BMv2's unit at the default packet size
+CELLS = cell_unit()  # Tofino 1's
+
+
+def depth_bytes(depth: int, unit: DepthUnit = PACKETS) -> int:
+    """A queue ``depth`` units deep in bytes, as the switch reports it in the shim's ``queue_bytes``:
+    ``depth * unit_bytes`` (the inverse of ``bytes_to_depth``), the depth clipped to the 19-bit field."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise PolicyError(f"{depth!r} must be a queue depth >= 0")
+    return min(depth, contract.MAX_QDEPTH) * unit.unit_bytes
 
 
 def bytes_to_depth(n_bytes: int, unit: DepthUnit) -> int:

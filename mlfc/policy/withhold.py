@@ -6,7 +6,21 @@ important chunks up to ``withheld_share(policy, congestion, bound)`` of the byte
 go to the error-feedback residual (hosts/training/residual.py) and out with the next push. The switch's
 selective drop (mlfc.policy.drop) stays the fast path for bursts shorter than a push.
 
-Two congestion signals (``WithholdPolicy.signal``):
+Three congestion signals (``WithholdPolicy.signal``):
+
+* ``telemetry`` (issue 46, opt-in until measured): *the flow's share of the excess, from the queue the
+  network reports*. Each DATA packet carries the deepest egress queue on its path (bytes) and that port's
+  rate class, and each ACK echoes them (docs/wire-format.md). A queue within ``room_bytes`` (RED's Kmin at
+  the default packet size: below the marking threshold) or that drains within ``DRAIN_TARGET`` at the
+  port's rate says the link has room: 0, whatever the delivery rate. Deeper, the link is oversubscribed,
+  and a backlogged flow (one that alone would fill it) is served its delivery rate r of the link's rate R:
+  the rest of its demand, 1 - r/R, is its share of the excess (three flows on a saturated link: 2/3 each,
+  withheld up to the bound). R is the port's rate by its class (a lower bound within 9 %) or the flow's own
+  highest delivery rate, whichever is larger, so r/R can only come out larger than the truth and the flow
+  withholds less, never more. A transfer's sample is the mean over its ACKs (``echo_excess``), so a queue
+  that stands all the push counts fully and a burst's queue a little. The network says what the host
+  cannot infer: unlike ``share``, the busy test does not wait for an ECN mark (~6 % of ACKs on a
+  saturated link under ECN-driven windows) and the link's rate is the switch's, not the flow's estimate.
 
 * ``share`` (the third design, opt-in until measured): *the others' share of a standing queue*. An ECN
   mark says the bottleneck's queue stands above Kmin: the link is busy. While it is, the flow's delivery
@@ -31,14 +45,23 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mlfc.policy.depth import DEFAULT_PACKET_BYTES
+from mlfc.policy.ecn import RedProfile
 from mlfc.policy.loss import is_protected
 from mlfc.policy.priority import PolicyError
+from mlfc.policy.telemetry import class_rate
 
-SIGNALS = ("share", "marks")
-# share: c is the others' share of the busy link, withheld as it is (capped by the bound); marks: a link
-# that marks or drops 10 % of the chunks withholds 20 %, enough to take the push's own share of the overload
-# off the queue
-DEFAULT_GAIN = {"share": 1.0, "marks": 2.0}
+SIGNALS = ("share", "marks", "telemetry")
+# share and telemetry: c is the flow's share of the excess on the busy link, withheld as it is (capped by the
+# bound); marks: a link that marks or drops 10 % of the chunks withholds 20 %, enough to take the push's own
+# share of the overload off the queue
+DEFAULT_GAIN = {"share": 1.0, "marks": 2.0, "telemetry": 1.0}
+
+# The telemetry signal's room: a queue of at most RED's default Kmin (4 full-size packets: no ECN profile
+# marks below it) leaves the link room, and so does one that drains within DRAIN_TARGET at the port's rate
+# (20 us: about what a DCTCP marking threshold holds at 100 Gb/s).
+ROOM_BYTES = RedProfile().kmin * DEFAULT_PACKET_BYTES
+DRAIN_TARGET = 20e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,19 +99,52 @@ def withheld_share(policy: WithholdPolicy, congestion: float, bound: float) -> f
 
 
 def congestion_sample(
-    policy: WithholdPolicy, chunks: int, marked: float, lost: int, own_share: float | None = None
+    policy: WithholdPolicy,
+    chunks: int,
+    marked: float,
+    lost: int,
+    own_share: float | None = None,
+    excess: float | None = None,
 ) -> float:
     """One transfer's congestion signal (module doc). ``marked`` is the share of its ACKs that echoed ECN
     (one ACK covers several chunks, so a share, not a count); ``lost`` the chunks found lost (retransmitted
     or tolerated; withheld chunks are not losses); ``own_share`` the flow's mean delivery rate over its
-    capacity at the marked ACKs (None: no marked ACK, no standing queue seen). Drops count in both."""
+    capacity at the marked ACKs (None: no marked ACK, no standing queue seen); ``excess`` the mean of
+    ``echo_excess`` over its ACKs (None: none could be read). Drops count in all three."""
     if chunks <= 0:
         return 0.0
     dropped = lost / chunks
     if policy.signal == "marks":
         return min(1.0, max(0.0, marked, dropped))
+    if policy.signal == "telemetry":
+        return min(1.0, max(0.0, excess or 0.0, dropped))
     others = 0.0 if own_share is None else 1.0 - min(1.0, max(0.0, own_share))
     return min(1.0, max(0.0, others, dropped))
+
+
+def link_rate(rate_class: int, capacity: float) -> float | None:
+    """The bottleneck's rate in bytes/s: its rate class's lowest rate or the flow's ``capacity`` (its highest
+    delivery rate, bytes/s), whichever is larger (both are lower bounds); None when neither is known."""
+    by_class = class_rate(rate_class)
+    rate = max(0.0 if by_class is None else by_class / 8, capacity)
+    return rate if rate > 0 else None
+
+
+def echo_excess(
+    queue_bytes: int, rate_class: int, delivery_rate: float, capacity: float, room_bytes: int = ROOM_BYTES
+) -> float | None:
+    """One ACK's telemetry signal (module doc): 0 when the echoed queue leaves the link room (at most
+    ``room_bytes``, or draining within DRAIN_TARGET at the link's rate), else the flow's share of the excess,
+    1 - delivery_rate / link rate. None when it cannot be told: no rate known, or (a queue without room) no
+    delivery rate measured yet."""
+    rate = link_rate(rate_class, capacity)
+    if rate is None:
+        return None
+    if queue_bytes <= max(room_bytes, DRAIN_TARGET * rate):
+        return 0.0
+    if delivery_rate <= 0:
+        return None
+    return 1.0 - min(1.0, delivery_rate / rate)
 
 
 def own_share(delivery_rate: float, capacity: float) -> float | None:

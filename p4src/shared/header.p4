@@ -47,18 +47,20 @@ header udp_h {
     bit<16>   checksum;
 }
 
-// The mlfc shim, 16 bytes after the UDP header (docs/wire-format.md).
+// The mlfc shim, 20 bytes after the UDP header (docs/wire-format.md). On DATA, rate_class and queue_bytes
+// are the queue telemetry egress writes (the deepest queue along the path); on an ACK, the receiver's echo.
 header mlfc_h {
-    bit<4>       version;
-    bit<4>       msg_type;
-    bit<8>       flags;
-    job_id_t     job_id;
-    iteration_t  iteration;
-    bit<16>      tensor_id;
-    importance_t importance;
-    progress_t   progress;
-    bit<8>       reserved;
-    bit<32>      chunk_seq;
+    bit<4>        version;
+    bit<4>        msg_type;
+    bit<8>        flags;
+    job_id_t      job_id;
+    iteration_t   iteration;
+    bit<16>       tensor_id;
+    importance_t  importance;
+    progress_t    progress;
+    rate_class_t  rate_class;
+    bit<32>       chunk_seq;
+    queue_bytes_t queue_bytes;
 }
 
 struct headers_t {
@@ -82,6 +84,12 @@ struct mlfc_meta_t {
     priority_t         priority;    // the traffic class chosen in ingress
     job_slot_t         job_slot;    // per-job counter index
     congestion_level_t level;       // of the queue the packet is headed for
+    // v1model egress (Telemetry): what MlfcComputeChecksum needs to update the UDP checksum incrementally,
+    // the complements of the checksum and of the words telemetry rewrote, as the packet came
+    bit<1>             update_udp_checksum;
+    bit<16>            udp_checksum_inv;
+    bit<16>            telemetry_word_inv;
+    bit<32>            queue_bytes_inv;
 }
 
 #endif

@@ -6,7 +6,8 @@
  *
  * Ingress: route, classify (shim or 5-tuple), pick the egress queue (qid) by job/iteration/progress,
  * count, bridge what egress needs.
- * Egress: congestion level of the packet's queue, selective drop (drop_ctl), ECN marking.
+ * Egress: congestion level of the packet's queue, selective drop (drop_ctl), ECN marking, the queue
+ * telemetry of a tagged DATA packet (depth in bytes, the port's rate class: docs/wire-format.md).
  */
 #include <core.p4>
 #include <tna.p4>
@@ -24,6 +25,7 @@
 #include "include/control/congestion_monitor.p4"
 #include "include/control/selective_drop.p4"
 #include "include/control/ecn.p4"
+#include "include/control/telemetry.p4"
 
 control MlfcIngress(inout headers_t hdr, inout ingress_meta_t meta,
                     in ingress_intrinsic_metadata_t ig_intr_md,
@@ -48,9 +50,12 @@ control MlfcIngress(inout headers_t hdr, inout ingress_meta_t meta,
             meta.bridged.priority = meta.mlfc.priority;
             meta.bridged._pad1 = 0;
             meta.bridged.droppable = 0;
-            if (meta.mlfc.shim_status == SHIM_OK && hdr.mlfc.msg_type == MSG_DATA
-                    && meta.mlfc.importance < IMPORTANCE_PROTECTED) {
-                meta.bridged.droppable = 1;
+            meta.bridged.telemetry = 0;
+            if (meta.mlfc.shim_status == SHIM_OK && hdr.mlfc.msg_type == MSG_DATA) {
+                meta.bridged.telemetry = 1;  // egress writes the queue telemetry into its shim
+                if (meta.mlfc.importance < IMPORTANCE_PROTECTED) {
+                    meta.bridged.droppable = 1;
+                }
             }
             meta.bridged.importance = meta.mlfc.importance;
             meta.bridged.job_slot = meta.mlfc.job_slot;
@@ -66,6 +71,7 @@ control MlfcEgress(inout egress_headers_t hdr, inout egress_meta_t meta,
     CongestionMonitor() congestion;
     SelectiveDrop() selective_drop;
     Ecn() ecn;
+    Telemetry() telemetry;
     bit<1> dropped = 0;
 
     apply {
@@ -74,6 +80,8 @@ control MlfcEgress(inout egress_headers_t hdr, inout egress_meta_t meta,
         if (dropped == 0) {
             ecn.apply(hdr.ipv4, eg_intr_md.egress_port, meta.bridged.priority, eg_intr_md.enq_qdepth,
                       meta.bridged.job_slot);
+            telemetry.apply(hdr.mlfc, eg_intr_md.egress_port, eg_intr_md.enq_qdepth, hdr.udp.checksum,
+                            meta.update_udp_checksum);
         }
     }
 }

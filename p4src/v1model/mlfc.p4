@@ -6,7 +6,8 @@
  * Laid out for BMv2's per-packet cost (docs/dataplane.md): the parser copies a valid shim's tag, straight-line
  * work sits in the actions that need it (the job's packet count in the one that gives its class), and the
  * common path (a tagged packet, an uncongested queue) takes few tables and tests.
- * Egress: record the queue's congestion level, mark ECN with the (port, class)'s profile.
+ * Egress: record the queue's congestion level, mark ECN with the (port, class)'s profile, write the queue
+ * telemetry (depth in bytes, the port's rate class) into a tagged DATA packet's shim.
  * Table, action and counter names are the contract with the controller (mlfc/contract.py); the TNA
  * program (p4src/tna/mlfc.p4) carries the same ones.
  */
@@ -27,6 +28,7 @@
 #include "include/control/selective_drop.p4"
 #include "include/control/congestion_monitor.p4"
 #include "include/control/ecn.p4"
+#include "include/control/telemetry.p4"
 
 control MlfcIngress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata_t std_meta) {
     Forwarding() forwarding;
@@ -57,10 +59,12 @@ control MlfcIngress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_
 control MlfcEgress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_metadata_t std_meta) {
     CongestionMonitor() congestion;
     Ecn() ecn;
+    Telemetry() telemetry;
 
     apply {
         congestion.apply(std_meta.egress_port, std_meta.deq_qdepth, meta.priority);
         ecn.apply(hdr.ipv4, std_meta.egress_port, meta.priority, std_meta.enq_qdepth, meta.job_slot);
+        telemetry.apply(hdr.mlfc, hdr.udp, meta, std_meta.egress_port, std_meta.enq_qdepth);
     }
 }
 

@@ -14,6 +14,7 @@ from mlfc.controller import validate
 from mlfc.controller.entries import Lpm, Range, Ternary
 from mlfc.controller.errors import ValidationError
 from mlfc.policy import drop, ecn, priority
+from mlfc.policy.telemetry import rate_class
 from mlfc.proto import intent_pb2 as pb
 
 CONFIG = make_config(switch_doc("s1", 50051, 1), switch_doc("s2", 50052, 2))
@@ -284,3 +285,24 @@ def test_compilation_is_deterministic_and_keys_are_unique() -> None:
     a, b = compiled(intent), compiled(intent)
     assert a == b
     assert len({e.key for e in a}) == len(a)
+
+
+# ---- port rates (the telemetry's rate class) -------------------------------------------------------------
+
+
+def test_each_configured_port_rate_becomes_its_rate_class() -> None:
+    """port_rate: the rate a port is configured with (packets/s at defaults.packet_bytes, or bits/s), as the
+    class the telemetry carries (mlfc.policy.telemetry); a port without a rate, or with the deployment
+    default's, likewise; no rate anywhere: no entry (class 0, unknown)."""
+    cfg = make_config(
+        {
+            **switch_doc("s1", 50051, 1, target="refswitch"),
+            "ports": [1, {"port": 2, "rate_bps": 10**9}, {"port": 3, "rate_pps": 1000}],
+        },
+        defaults={"packet_bytes": 1000, "queue": {"rate_pps": 500}},
+    )
+    entries = [e for e in comp.compile_intent(pb.Intent(), cfg).entries["s1"] if e.table == contract.PORT_RATE]
+    got = {dict(e.match)[contract.EGRESS_PORT].value: e.params_dict()["rate_class"] for e in entries}
+    assert got == {1: rate_class(500 * 8000), 2: rate_class(1e9), 3: rate_class(1000 * 8000)}
+    bare = [e for e in compiled(pb.Intent()) if e.table == contract.PORT_RATE]
+    assert [dict(e.match)[contract.EGRESS_PORT].value for e in bare] == [3]  # switch_doc rates port 3 only

@@ -10,7 +10,7 @@ import pytest
 
 from mlfc.hosts.transport import Sender, SenderConfig, outgoing
 from mlfc.hosts.transport.packet import build_ack, build_cnp, plain_ack
-from mlfc.wire import Flags
+from mlfc.wire import SHIM_VERSION, Flags
 
 PEER = ("127.0.0.1", 19712)
 CHUNK, CHUNKS = 1000, 40
@@ -103,13 +103,31 @@ def test_a_fin_ends_the_transfer_after_the_held_ack() -> None:
 
 def test_plain_ack_reads_exactly_the_acks_without_flags_or_blocks():
     ack = build_ack(3, 9, 7, 1234, (), 0)
-    assert plain_ack(ack, len(ack)) == (3, 9, 7, 1234)
+    assert plain_ack(ack, len(ack)) == (3, 9, 7, 1234, 0, 0)
+    echo = build_ack(3, 9, 7, 1234, (), 0, rate_class=56, queue_bytes=30_000)  # the queue telemetry echoed
+    assert plain_ack(echo, len(echo)) == (3, 9, 7, 1234, 56, 30_000)
     assert plain_ack(ack + b"\0", len(ack) + 1) is None  # trailing bytes: decoded whole
     for other in (
         build_ack(3, 9, 7, 1234, (), Flags.ECE),
         build_ack(3, 9, 7, 1234, (), Flags.FIN),
         build_ack(3, 9, 7, 12, ((14, 15),), 0),
         build_cnp(3, 9, 7, 5) + bytes(4),  # a CNP padded to an ACK's length
-        bytes([0x20 | ack[0] & 0x0F]) + ack[1:],  # another shim version
+        bytes([(SHIM_VERSION + 1) << 4 | ack[0] & 0x0F]) + ack[1:],  # another shim version
     ):
         assert plain_ack(other, len(other)) is None
+
+
+def test_merged_plain_acks_carry_the_latest_echo_and_count_each_ack():
+    """The queue telemetry of plain ACKs handled as the last of them: that ACK's echo, weighted by the ACKs
+    it stands for (the sample is a mean over ACKs: mlfc.policy.withhold.echo_excess)."""
+    sender, sock, t = _sender_and_transfer("reno")
+    sender.delivery.restart(0.0)  # a second before the ACKs: a delivery rate of 30 chunks/s
+    sender.capacity = 10_000_000.0  # bytes/s: the link's rate as the flow saw it (no rate class on board)
+    deep = 100 * 1500  # far beyond the room
+    sock.queue.extend(build_ack(1, 0, 0, cum, (), 0, 0, deep) for cum in (10, 20, 30))
+    sender._drain_feedback(t)
+    assert 0 < sender.delivery.rate < sender.capacity
+    assert t.excess_n == 3 and t.excess_sum == pytest.approx(3 * (1 - sender.delivery.rate / sender.capacity))
+    sock.queue.extend(build_ack(1, 0, 0, cum, (), 0, 0, 0) for cum in (35, CHUNKS))  # an empty queue: room
+    sender._drain_feedback(t)
+    assert t.excess_n == 5 and t.result(2.0).excess == pytest.approx(t.excess_sum / 5)

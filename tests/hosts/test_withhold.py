@@ -10,7 +10,9 @@ from mlfc.hosts.cc.reno import Reno
 from mlfc.hosts.transport import Receiver, ReceiverConfig, Sender, SenderConfig, bind_shim_socket
 from mlfc.hosts.transport.recovery import TOLERATED, FlowRecovery, RttEstimator, Scoreboard
 from mlfc.policy.loss import LossBudget
-from mlfc.policy.withhold import WithholdPolicy
+from mlfc.policy.telemetry import class_rate as rate_class_rate
+from mlfc.policy.telemetry import rate_class
+from mlfc.policy.withhold import ROOM_BYTES, WithholdPolicy
 from mlfc.testing.lossy import LossySocket
 from mlfc.wire import IMPORTANCE_PROTECTED
 
@@ -125,5 +127,31 @@ def test_the_flows_share_of_a_busy_link_is_sampled_at_marked_acks_only():
             else:
                 assert shares == [None, None, None]
                 assert results[-1].congestion(SHARE) == 0.0
+    finally:
+        rx.close()
+
+
+@pytest.mark.parametrize("queue_bytes", [0, ROOM_BYTES, 100 * 1500])
+def test_the_receiver_echoes_the_queue_telemetry_into_the_senders_sample(queue_bytes):
+    """Every DATA packet leaves a 'switch' with (rate_class, queue_bytes) written in (testing.lossy); the
+    receiver echoes them in its ACKs and the sender's sample is the mean excess over them: nothing while the
+    queue leaves room, 1 - delivery rate / link rate when it stands (mlfc.policy.withhold.echo_excess)."""
+    telemetry = WithholdPolicy(signal="telemetry")
+    rx = Receiver(("127.0.0.1", 0), ReceiverConfig(deadline=0.01))
+    data = np.arange(200 * CHUNK // 4, dtype=np.float32).tobytes()
+    sock = LossySocket(bind_shim_socket("127.0.0.1"), None, telemetry=(rate_class(12e6), queue_bytes))
+    try:
+        with Sender(rx.address, config=SenderConfig(chunk_size=CHUNK), sock=sock) as tx:
+            results = [tx.send_tensor(1, i, 0, data, importance=0, timeout=10) for i in range(3)]
+            for _ in range(3):
+                rx.recv(timeout=3)
+        last = results[-1]
+        assert last.excess is not None
+        if queue_bytes <= ROOM_BYTES:
+            assert [r.excess for r in results[1:]] == [0.0, 0.0] and last.congestion(telemetry) == 0.0
+        else:
+            # loopback outruns the class's 12 Mb/s: the link's rate is the flow's own highest delivery rate
+            assert 0.0 < last.excess < 1.0 and tx.capacity > rate_class_rate(rate_class(12e6)) / 8
+            assert last.congestion(telemetry) == pytest.approx(last.excess)
     finally:
         rx.close()

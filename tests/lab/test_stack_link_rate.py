@@ -83,11 +83,11 @@ def rec(job: int, start: float, push_end: float, packets: int) -> IterationRecor
 
 
 def test_utilisation_in_bytes_on_a_link() -> None:
-    assert DATA_FRAME_BYTES == 1470, "1400 payload + 28 transport header + 28 UDP/IPv4 + 14 Ethernet"
-    # 3000 data frames over 3 busy seconds: 1000 frames/s of 1470 bytes = 11.76 Mbit/s.
+    assert DATA_FRAME_BYTES == 1474, "1400 payload + 32 transport header + 28 UDP/IPv4 + 14 Ethernet"
+    # 3000 data frames over 3 busy seconds: 1000 frames/s of 1474 bytes = 11.792 Mbit/s.
     records = [rec(1, 0.0, 2.0, 1500), rec(2, 1.0, 3.0, 1500)]
-    assert link_utilisation(records, rate_bps=11_760_000) == pytest.approx(1.0)
-    assert link_utilisation(records, rate_bps=23_520_000) == pytest.approx(0.5)
+    assert link_utilisation(records, rate_bps=11_792_000) == pytest.approx(1.0)
+    assert link_utilisation(records, rate_bps=23_584_000) == pytest.approx(0.5)
     assert link_utilisation(records, 1000) == pytest.approx(1.0), "packets/s as before"
     with pytest.raises(ValueError, match="rate_pps or rate_bps"):
         link_utilisation(records, 1000, rate_bps=LINK)
@@ -95,8 +95,8 @@ def test_utilisation_in_bytes_on_a_link() -> None:
         link_utilisation(records)
     _, ref = _network("refswitch")
     _, bmv2 = _network("bmv2")
-    assert utilisation(records, _cfg(bottleneck_bps=11_760_000), ref) == pytest.approx(1.0)
-    assert utilisation(records, _cfg(bottleneck_bps=11_760_000, bottleneck_pps=2000), bmv2) == pytest.approx(0.5)
+    assert utilisation(records, _cfg(bottleneck_bps=11_792_000), ref) == pytest.approx(1.0)
+    assert utilisation(records, _cfg(bottleneck_bps=11_792_000, bottleneck_pps=2000), bmv2) == pytest.approx(0.5)
 
 
 def test_the_frame_size_matches_the_transport() -> None:

@@ -5,11 +5,15 @@ from __future__ import annotations
 import pytest
 
 from mlfc.policy.priority import PolicyError
+from mlfc.policy.telemetry import class_rate, rate_class
 from mlfc.policy.withhold import (
+    ROOM_BYTES,
     CongestionEstimate,
     WithholdPolicy,
     choose_withheld,
     congestion_sample,
+    echo_excess,
+    link_rate,
     own_share,
     share_for,
     withheld_share,
@@ -115,3 +119,90 @@ def test_the_share_is_never_exceeded(share):
     chosen = choose_withheld(classes, sizes, share)
     assert sum(sizes[i] for i in chosen) <= share * sum(sizes)
     assert chosen == sorted(set(chosen))
+
+
+# ---- the telemetry signal: the queue the switches report, echoed ---------------------------------------
+
+TELEMETRY = WithholdPolicy(signal="telemetry")
+LINK_BPS = 12e6  # a lab bottleneck: 1000 full-size packets/s
+LINK = LINK_BPS / 8  # bytes/s
+CLASS = rate_class(LINK_BPS)
+
+
+def _push_sample(echoes: list[tuple[int, float]], capacity: float = 0.0, rate_class_: int = CLASS) -> float:
+    """A push's congestion sample from its ACKs' echoes (queue_bytes, the flow's delivery rate then)."""
+    excess = [echo_excess(q, rate_class_, r, capacity) for q, r in echoes]
+    read = [e for e in excess if e is not None]
+    mean = sum(read) / len(read) if read else None
+    return congestion_sample(TELEMETRY, 100, 0.0, 0, None, mean)
+
+
+def test_telemetry_withholds_nothing_while_the_queue_leaves_room():
+    """Room: at most ROOM_BYTES queued (below the marking threshold), or a queue that drains within
+    DRAIN_TARGET at the port's rate, however small the flow's share of the link."""
+    assert ROOM_BYTES == 4 * 1500
+    for queue in (0, 1500, ROOM_BYTES):
+        assert echo_excess(queue, CLASS, LINK / 10, 0.0) == 0.0
+    fast = rate_class(100e9)  # 100 Gb/s drains 200 KB within 20 us
+    assert echo_excess(200_000, fast, 1e6, 0.0) == 0.0 and echo_excess(300_000, fast, 1e6, 0.0) > 0.9
+    sample = _push_sample([(ROOM_BYTES, LINK / 3)] * 50)
+    assert sample == 0.0
+    assert withheld_share(TELEMETRY, sample, 0.5) == 0.0
+    assert choose_withheld([0] * 10, [100] * 10, withheld_share(TELEMETRY, sample, 0.5)) == []
+
+
+@pytest.mark.parametrize("flows", [1, 2, 3, 4, 8])
+def test_a_persistent_queue_has_each_flow_withhold_its_share_of_the_excess(flows):
+    """N backlogged flows on a saturated link, the queue standing all the push: each is served 1/N of the
+    link, so 1 - 1/N of its demand is excess, and that is what it withholds (up to the bound). Alone, a flow
+    withholds nothing however deep the queue. The rate class reads the link within 9 %, on the low side, so
+    the estimate is never above the truth."""
+    deep = 40 * 1500
+    sample = _push_sample([(deep, LINK / flows)] * 200)
+    truth = 1 - 1 / flows
+    assert truth - 0.1 <= sample <= truth
+    if flows == 1:
+        assert sample == 0.0
+    assert withheld_share(TELEMETRY, sample, 0.5) == pytest.approx(min(0.5, sample))
+    # the flow's own highest delivery rate, when above the class's lowest rate, is the link's rate
+    assert _push_sample([(deep, LINK / flows)] * 10, capacity=LINK) == pytest.approx(truth)
+
+
+def test_telemetry_counts_how_much_of_the_push_the_queue_stood():
+    """A queue standing for half the ACKs counts half; a burst's queue at a few ACKs counts little."""
+    deep, share = 40 * 1500, LINK / 3
+    full = _push_sample([(deep, share)] * 100)
+    assert _push_sample([(deep, share)] * 50 + [(0, share)] * 50) == pytest.approx(full / 2)
+    assert _push_sample([(deep, share)] * 2 + [(0, share)] * 98) == pytest.approx(full / 50)
+
+
+def test_telemetry_respects_the_bound_and_counts_drops():
+    deep = 40 * 1500
+    sample = _push_sample([(deep, LINK / 8)] * 100)
+    assert sample > 0.8
+    for bound in (0.0, 0.1, 0.5):
+        share = withheld_share(TELEMETRY, sample, bound)
+        assert share == bound
+        withheld = choose_withheld([0] * 99 + [IMPORTANCE_PROTECTED], [1000] * 100, share)
+        assert len(withheld) * 1000 <= bound * 100 * 1000
+    assert congestion_sample(TELEMETRY, 100, 0.9, 20, 0.1, 0.0) == 0.2  # marks and shares do not count; drops do
+
+
+def test_telemetry_without_a_known_rate_or_delivery_rate_is_no_sample():
+    assert link_rate(0, 0.0) is None and echo_excess(10**6, 0, 1e6, 0.0) is None  # no class, no capacity
+    # the larger of the two lower bounds: the class's lowest rate (bits/s / 8) or the flow's capacity (bytes/s)
+    assert link_rate(0, 5e5) == 5e5 and link_rate(CLASS, 2e6) == 2e6
+    assert link_rate(CLASS, 0.0) == link_rate(CLASS, 5e5) == pytest.approx(class_rate(CLASS) / 8)
+    assert echo_excess(10**6, CLASS, 0.0, 0.0) is None  # a standing queue, no delivery rate measured yet
+    assert _push_sample([(10**6, 0.0)] * 10) == 0.0  # nothing read: nothing withheld
+
+
+def test_rate_classes_are_lower_bounds_within_nine_percent():
+    for bps in (1e5, 12e6, 1e9, 25e9, 100e9, 400e9, 1.6e12):
+        k = rate_class(bps)
+        assert 1 <= k <= 255 and class_rate(k) <= bps < class_rate(k) * 1.0906
+    assert class_rate(0) is None and rate_class(1.0) == 1 and rate_class(1e30) == 255
+    with pytest.raises(PolicyError):
+        rate_class(0)
+    with pytest.raises(PolicyError):
+        class_rate(256)

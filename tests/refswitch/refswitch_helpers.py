@@ -43,9 +43,10 @@ def exact_ternary(value: int, bits: int) -> Ternary:
     return Ternary(value, (1 << bits) - 1)
 
 
-def forwarded(pkt: Ether, out_port: int, *, ce: bool = False) -> bytes:
-    """The bytes the switch should emit for ``pkt`` routed to host ``out_port``."""
-    return bytes(forwarded_packet(pkt, out_port, ce=ce))
+def forwarded(pkt: Ether, out_port: int, *, ce: bool = False, telemetry: tuple[int, int] | None = None) -> bytes:
+    """The bytes the switch should emit for ``pkt`` routed to host ``out_port`` (``telemetry``: the
+    (rate_class, queue_bytes) written into a DATA shim)."""
+    return bytes(forwarded_packet(pkt, out_port, ce=ce, telemetry=telemetry))
 
 
 # ---- entries ------------------------------------------------------------------------------------

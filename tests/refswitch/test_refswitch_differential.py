@@ -46,7 +46,9 @@ from mlfc.refswitch.packet import ones_complement_sum
 from mlfc.refswitch.state import SwitchState
 from mlfc.refswitch.tables import Tables as ModelTables
 from mlfc.testing.refswitch import counter_snapshot, install, pipeline
-from mlfc.wire import SHIM_PORT_BASE, MlfcShim, MsgType
+from mlfc.wire import SHIM_LEN, SHIM_PORT_BASE, SHIM_VERSION, MlfcShim, MsgType
+
+V = SHIM_VERSION
 
 pytestmark = [
     pytest.mark.bmv2,
@@ -160,7 +162,7 @@ SCENARIO_PACKETS = [
     *[(0, tcp_packet(0, 1, 40000 + i, 5001, size=300)) for i in range(2)],
     (0, tcp_packet(0, 2, 1000, 80)),
     (0, shim_packet(0, 1, job=60000)),
-    (0, shim_packet(0, 1, job=5, version=2)),
+    (0, shim_packet(0, 1, job=5, version=1)),
     (0, shim_packet(0, 1, job=5, msg_type=9)),
     (0, shim_packet(0, 1, job=1, iteration=15)),
     (0, shim_packet(0, 1, job=1, iteration=21)),
@@ -218,7 +220,7 @@ def test_bad_ipv4_checksum(rig):
     rig.check_counters()
 
 
-@pytest.mark.parametrize("length", [0, 5, 16])
+@pytest.mark.parametrize("length", [0, 5, 16, SHIM_LEN])
 def test_bad_ipv4_checksum_with_a_shim_cut_short(rig, length):
     """The checksum is verified even when the parser stopped with an error further on."""
     rig.reset([])
@@ -245,7 +247,7 @@ def test_ihl_below_five_is_dropped(rig):
     rig.check_counters()
 
 
-@pytest.mark.parametrize("length", [0, 1, 8, 15])
+@pytest.mark.parametrize("length", [0, 1, 8, 15, SHIM_LEN - 1])
 def test_truncated_shims_are_counted_and_never_classified(rig, length):
     rig.reset([flow(9, dst=HOST_IP[1], protocol=17), job_priority(9, 6), *probe_entries()])
     pkt = truncated_shim(2, 1, length)  # the class probe tells class 6 (job 9) from the default class 1
@@ -259,8 +261,8 @@ def test_short_payload_with_a_bad_first_byte(rig):
     rig.check_counters()
 
 
-@pytest.mark.parametrize("first", [0x10, 0x12, 0x30, 0x00])
-@pytest.mark.parametrize("length", [0, 5, 15])
+@pytest.mark.parametrize("first", [V << 4, (V << 4) | 2, 0x30, 0x10, 0x00])
+@pytest.mark.parametrize("length", [0, 5, 15, SHIM_LEN - 1])
 def test_padded_short_frames_are_truncated_by_the_udp_length(rig, first, length):
     """Padded to 60 bytes as real Ethernet does: the UDP length, not the frame, says truncated."""
     rig.reset(
@@ -279,13 +281,14 @@ def test_padded_short_frames_are_truncated_by_the_udp_length(rig, first, length)
 @pytest.mark.parametrize(
     ("first", "length", "udp_len"),
     [
-        (0x10, 16, 23),
-        (0x10, 40, 8),
-        (0x10, 40, 0),  # whole shim in the frame, UDP length too short
-        (0x10, 5, 24),
-        (0x30, 5, 24),
+        (V << 4, SHIM_LEN, 8 + SHIM_LEN - 1),
+        (V << 4, 16, 8 + 16),  # a version-1-sized shim: short of this version's
+        (V << 4, 40, 8),
+        (V << 4, 40, 0),  # whole shim in the frame, UDP length too short
+        (V << 4, 5, 8 + SHIM_LEN),
+        (0x30, 5, 8 + SHIM_LEN),
         (0x30, 5, 200),  # frame ends inside the shim, UDP length claims more
-        (0x10, 0, 100),  # nothing after the UDP header
+        (V << 4, 0, 100),  # nothing after the UDP header
     ],
 )
 def test_udp_length_and_frame_length_disagree(rig, first, length, udp_len):
@@ -370,6 +373,11 @@ def entry_sets(draw) -> list[TableEntry]:
         action = draw(st.sampled_from([contract.MARK_ALWAYS, contract.NO_MARK, contract.MARK_WITH_PROBABILITY]))
         params = {"threshold": 0} if action == contract.MARK_WITH_PROBABILITY else {}  # 0: deterministic (never)
         out.append(entry(contract.ECN_PROFILE, m, action, params, next(prios)))
+    for port in range(3):
+        if draw(st.booleans()):
+            m = {contract.EGRESS_PORT: Exact(port)}
+            rate = {"rate_class": draw(st.integers(0, contract.MAX_RATE_CLASS))}
+            out.append(entry(contract.PORT_RATE, m, contract.SET_RATE_CLASS, rate, 0))
     if draw(st.booleans()):
         out.append(route("10.1.0.0/16", draw(st.sampled_from([0, 1, 2, contract.V1MODEL_DROP_PORT])), HOST_MAC[1]))
     return out + probe_entries(draw(st.sampled_from([1, 2, 3])))
@@ -385,7 +393,7 @@ def frames(draw) -> tuple[int, bytes]:
     base = Ether(src=HOST_MAC[port], dst="00:aa:bb:00:00:01") / ip_hdr
     if kind in ("shim", "ctrl", "bad"):
         msg = MsgType.DATA if kind == "shim" else draw(st.sampled_from([MsgType.ACK, MsgType.CNP]))
-        version = 1 if kind != "bad" else draw(st.sampled_from([0, 2, 15]))
+        version = V if kind != "bad" else draw(st.sampled_from([0, 1, 15]))
         shim = MlfcShim(
             version=version,
             msg_type=msg if kind != "bad" else draw(st.integers(0, 15)),
@@ -393,16 +401,23 @@ def frames(draw) -> tuple[int, bytes]:
             iteration=draw(st.integers(0, 40)),
             importance=draw(st.integers(0, 15)),
             progress=draw(st.integers(0, 15)),
+            # telemetry already on board: a hop writes its own only when at least as deep (max along the path)
+            rate_class=draw(st.integers(0, 255)),
+            queue_bytes=draw(st.sampled_from([0, 0, 1, 1500, 1 << 31])),
         )
-        pkt = base / UDP(sport=SHIM_PORT_BASE + 2, dport=SHIM_PORT_BASE + draw(st.integers(0, 255)), chksum=0) / shim
+        # with and without a UDP checksum: a hop that writes the telemetry updates a non-zero one
+        chksum = draw(st.sampled_from([0, None]))
+        dport = SHIM_PORT_BASE + draw(st.integers(0, 255))
+        pkt = base / UDP(sport=SHIM_PORT_BASE + 2, dport=dport, chksum=chksum) / shim
         pkt = pkt / (b"\x00" * draw(st.integers(0, 60)))
     elif kind == "short":
         # a shim cut short, sometimes padded to Ethernet's minimum as real links do
-        payload = bytes([draw(st.sampled_from([0x10, 0x11, 0x12, 0x20, 0x13]))]) + b"\x10" * 15
+        payload = bytes([draw(st.sampled_from([V << 4, (V << 4) | 1, (V << 4) | 2, 0x10, (V << 4) | 3]))])
+        payload += b"\x10" * (SHIM_LEN - 1)
         pkt = (
             base
             / UDP(sport=1000, dport=SHIM_PORT_BASE + draw(st.integers(0, 255)), chksum=0)
-            / (payload[: draw(st.integers(0, 15))])
+            / (payload[: draw(st.integers(0, SHIM_LEN - 1))])
         )
         if draw(st.booleans()):
             return port, bytes(pkt).ljust(60, b"\x00")

@@ -28,6 +28,7 @@ from scapy.layers.l2 import ARP, Ether
 from mlfc import contract
 from mlfc.controller import compile
 from mlfc.controller.entries import Exact, Range, entry
+from mlfc.policy.depth import PACKETS
 from mlfc.policy.drop import DropPolicy, congestion_level, should_drop
 from mlfc.policy.ecn import EcnProfile, StepProfile, compile_profile, compiled_probability, mark_probability
 from mlfc.policy.priority import interleaving_bands
@@ -36,7 +37,7 @@ from mlfc.refswitch import pipeline as pl
 from mlfc.refswitch.state import SwitchState
 from mlfc.refswitch.tables import Tables
 from mlfc.testing.refswitch import install as install_entries
-from mlfc.wire import IMPORTANCE_LEVELS, MsgType
+from mlfc.wire import IMPORTANCE_LEVELS, SHIM_LEN, SHIM_VERSION, MlfcShim, MsgType
 
 
 @pytest.fixture
@@ -187,8 +188,8 @@ def test_flow_priority_order_and_first_inserted_on_ties(sw):
 
 def test_malformed_are_forwarded_counted_and_never_classified(sw):
     install(sw, [job_priority(5, 6, priority=1), flow(9, 1, dst=HOST_IP[1])])
-    bad = [shim_packet(0, 1, job=5, version=2), shim_packet(0, 1, job=5, msg_type=9)]
-    short = [truncated_shim(2, 1, n) for n in (0, 1, 8, 15)]
+    bad = [shim_packet(0, 1, job=5, version=1), shim_packet(0, 1, job=5, msg_type=9)]
+    short = [truncated_shim(2, 1, n) for n in (0, 1, 8, 15, SHIM_LEN - 1)]
     for p in bad:
         d = run(sw, p, 0)
         assert (d.egress_port, d.out, d.priority, d.job_id) == (1, forwarded(p, 1), contract.PRIORITY_DEFAULT, 0)
@@ -208,7 +209,7 @@ def test_short_payload_is_truncated_whatever_its_first_byte(sw):
     assert sw[1].counter(contract.SHIM_BAD_HEADER_COUNTER, 0)[0] == 0
 
 
-@pytest.mark.parametrize("first", [0x10, 0x30])
+@pytest.mark.parametrize("first", [SHIM_VERSION << 4, 0x30])
 def test_padded_short_frame_is_truncated_by_its_udp_length(sw, first):
     """Padded to Ethernet's 60 bytes, a 5-byte shim would be read from the padding: the UDP length says no."""
     install(sw, [flow(9, 1, dst=HOST_IP[1])])
@@ -224,7 +225,7 @@ def test_padded_short_frame_is_truncated_by_its_udp_length(sw, first):
 def test_udp_length_short_of_a_full_shim_is_truncated(sw):
     pkt = shim_packet(0, 1, job=3)
     frame = bytearray(bytes(pkt))
-    frame[38:40] = (23).to_bytes(2, "big")  # the whole shim is in the frame, the UDP length says 15 bytes
+    frame[38:40] = (8 + SHIM_LEN - 1).to_bytes(2, "big")  # the whole shim in the frame, the UDP length 1 byte short
     d = run(sw, bytes(frame))
     assert (d.shim_status, d.job_id, d.priority) == (contract.SHIM_TRUNCATED, 0, contract.PRIORITY_DEFAULT)
 
@@ -232,9 +233,9 @@ def test_udp_length_short_of_a_full_shim_is_truncated(sw):
 def test_frame_ending_inside_a_shim_whose_udp_length_claims_more(sw):
     """The parser's verdict, UDP length notwithstanding: a v1 first byte runs out of bytes (truncated); a
     bad first byte stops before extracting, so the frame's length is never tested (bad header)."""
-    for first, status in ((0x10, contract.SHIM_TRUNCATED), (0x30, contract.SHIM_BAD_HEADER)):
+    for first, status in ((SHIM_VERSION << 4, contract.SHIM_TRUNCATED), (0x30, contract.SHIM_BAD_HEADER)):
         frame = bytearray(bytes(truncated_shim(0, 1, 5, first=first)))
-        frame[38:40] = (8 + 16).to_bytes(2, "big")
+        frame[38:40] = (8 + SHIM_LEN).to_bytes(2, "big")
         assert run(sw, bytes(frame)).shim_status == status
     assert sw[1].counter(contract.SHIM_TRUNCATED_COUNTER, 0)[0] == 1
     assert sw[1].counter(contract.SHIM_BAD_HEADER_COUNTER, 0)[0] == 1
@@ -249,7 +250,7 @@ def test_empty_shim_payload_is_truncated(sw):
 def test_malformed_are_never_selectively_dropped(sw):
     policy = DropPolicy(level_depths=(1, 2, 3), min_importance=(0, 8, 8, 8))
     install(sw, drop_entries(policy))
-    for v in (0, 2, 15):
+    for v in (0, 1, 15):
         _leave(sw, 10)
         assert not run(sw, shim_packet(0, 1, job=1, importance=0, version=v)).dropped
     _leave(sw, 10)
@@ -321,7 +322,8 @@ def test_ecn_above_kmax_always_below_kmin_never(sw):
         non_ect = run(sw, shim_packet(0, 1, job=1, ecn=0), enq_depth=depth)
         assert not _ce(non_ect), "non-ECT is never marked"
         if depth > profile.kmax:
-            assert _ce(ect) and ect.out == forwarded(shim_packet(0, 1, job=1, ecn=2), 1, ce=True)
+            want = forwarded(shim_packet(0, 1, job=1, ecn=2), 1, ce=True, telemetry=(0, depth * PACKETS.unit_bytes))
+            assert _ce(ect) and ect.out == want
         if depth <= profile.kmin:
             assert not _ce(ect)
     marked_ect = run(sw, shim_packet(0, 1, job=1, ecn=3), enq_depth=100)
@@ -455,3 +457,64 @@ def test_job_zero_drops_are_counted_at_index_zero(sw):
     assert run(sw, shim_packet(0, 1, job=0, importance=0)).dropped
     assert sw[1].counter(contract.JOB_DROPS, 0)[0] == 1
     assert sw[1].counter(contract.JOB_PACKETS, 0)[0] == 1, "counted (untracked) before it was dropped"
+
+
+# ---- queue telemetry ---------------------------------------------------------------------------------
+
+
+def _telemetry(d: pl.Decision) -> tuple[int, int]:
+    shim = Ether(d.out)[MlfcShim]
+    return shim.rate_class, shim.queue_bytes
+
+
+def _udp_checksum_ok(frame: bytes) -> bool:
+    pkt = Ether(frame)
+    fresh = pkt.copy()
+    del fresh[UDP].chksum
+    return Ether(bytes(fresh))[UDP].chksum == pkt[UDP].chksum
+
+
+def _rate(port: int, rate_class: int):
+    return entry(
+        contract.PORT_RATE, {contract.EGRESS_PORT: Exact(port)}, contract.SET_RATE_CLASS, {"rate_class": rate_class}
+    )
+
+
+def test_telemetry_is_the_deepest_queue_of_the_path_and_its_ports_rate_class(sw):
+    """Depth in bytes (packets of 1500: mlfc.policy.depth.PACKETS), the rate class of port_rate's entry for
+    the egress port (0 without one), written when this hop's queue is at least as deep as what the packet
+    carries: the path's maximum, the last hop at it naming the rate."""
+    assert PACKETS.unit_bytes == 1500
+    install(sw, [_rate(1, 56)])
+    assert _telemetry(run(sw, shim_packet(0, 1), enq_depth=0)) == (56, 0)
+    assert _telemetry(run(sw, shim_packet(0, 2), enq_depth=3)) == (0, 3 * 1500)
+    assert _telemetry(run(sw, shim_packet(0, 1), enq_depth=7)) == (56, 7 * 1500)
+    # an earlier hop's deeper queue stays; an equal or shallower one is replaced by this hop's
+    assert _telemetry(run(sw, shim_packet(0, 1, rate_class=9, queue_bytes=10501), enq_depth=7)) == (9, 10501)
+    assert _telemetry(run(sw, shim_packet(0, 1, rate_class=9, queue_bytes=10500), enq_depth=7)) == (56, 10500)
+    assert _telemetry(run(sw, shim_packet(0, 1, rate_class=9, queue_bytes=100), enq_depth=7)) == (56, 10500)
+
+
+def test_telemetry_is_written_into_data_only(sw):
+    """An ACK's telemetry is the receiver's echo and a CNP carries none: the switch leaves both as sent."""
+    install(sw, [_rate(1, 3)])
+    for msg in (MsgType.ACK, MsgType.CNP):
+        pkt = shim_packet(0, 1, msg_type=msg, rate_class=7, queue_bytes=11, ecn=0)
+        d = run(sw, pkt, enq_depth=20)
+        assert _telemetry(d) == (7, 11) and d.out == forwarded(pkt, 1)
+
+
+@pytest.mark.parametrize("queue_bytes", [0, 1, 1 << 31, 0xFFFFFFFF])
+@pytest.mark.parametrize("enq_depth", [0, 1, 5, 333, contract.MAX_QDEPTH])
+def test_telemetry_keeps_the_udp_checksum_right(sw, queue_bytes, enq_depth):
+    """A non-zero UDP checksum is updated incrementally (RFC 1624) to what a full recomputation gives; 0
+    (no checksum) stays 0."""
+    install(sw, [_rate(1, 255)])
+    pkt = shim_packet(0, 1, udp_checksum=True, rate_class=1, queue_bytes=queue_bytes, payload=b"\x5a\xa5" * 40)
+    d = run(sw, pkt, enq_depth=enq_depth)
+    assert _udp_checksum_ok(d.out)
+    written = enq_depth * 1500 >= queue_bytes
+    assert _telemetry(d) == ((255, enq_depth * 1500) if written else (1, queue_bytes))
+    assert d.out == forwarded(pkt, 1, telemetry=_telemetry(d))
+    no_checksum = run(sw, shim_packet(0, 1, queue_bytes=queue_bytes), enq_depth=enq_depth)
+    assert Ether(no_checksum.out)[UDP].chksum == 0

@@ -16,6 +16,7 @@ import pytest
 from finsy.proto import p4i
 
 from mlfc import contract
+from mlfc.policy import depth
 from mlfc.refswitch.errors import P4RuntimeError
 from mlfc.refswitch.p4info import index_p4info, load_p4info
 
@@ -82,11 +83,14 @@ def test_define_and_size_p4_match_the_contract() -> None:
         "DROP_THRESHOLD_SIZE": contract.DROP_THRESHOLD_SIZE,
         "MAX_JOBS": contract.MAX_JOBS,
         "MAX_PORTS": contract.MAX_PORTS,
+        "PORT_RATE_SIZE": contract.PORT_RATE_SIZE,
     }
     want_v1model = {
         "NUM_QUEUES": contract.NUM_QUEUES,
         "CONGESTION_SLOTS": contract.CONGESTION_SLOTS,
         "DROP_PORT": contract.V1MODEL_DROP_PORT,
+        # the telemetry's bytes per queued packet: the one conversion (mlfc.policy.depth)
+        "QDEPTH_UNIT_BYTES": depth.PACKETS.unit_bytes,
     }
     assert {k: define.get(k) for k in want_define} == want_define
     assert {k: size.get(k) for k in want_size} == want_size
@@ -100,6 +104,18 @@ def test_define_and_size_p4_match_the_contract() -> None:
     assert widths.get("congestion_level_t") == contract.LEVEL_BITS
     assert widths.get("mark_threshold_t") == contract.THRESHOLD_BITS
     assert 1 << widths["job_slot_t"] == contract.MAX_JOBS
+    assert widths.get("rate_class_t") == contract.RATE_CLASS_BITS
+    assert widths.get("queue_bytes_t") == contract.QUEUE_BYTES_BITS
     v1model_widths = _typedef_widths(P4SRC / "v1model" / "include" / "define_v1model.p4")
     assert v1model_widths.get("PortId_t") == contract.PORT_BITS
     assert v1model_widths.get("QueueDepth_t") == contract.QDEPTH_BITS
+
+
+def test_tna_telemetry_unit_is_the_cell() -> None:
+    """The TNA program reports a queue of d cells as d * 80 bytes, made of two shifts (Tofino multiplies by
+    no constant): the shifts must add up to the cell the contract's depth unit names."""
+    tna = P4SRC / "tna" / "include"
+    assert _consts(tna / "define_tna.p4").get("QDEPTH_UNIT_BYTES") == depth.CELLS.unit_bytes
+    text = (tna / "control" / "telemetry.p4").read_text()
+    shifts = [int(m) for m in re.findall(r"cells\s*<<\s*(\d+)", text)]
+    assert shifts and sum(1 << s for s in shifts) == depth.CELLS.unit_bytes

@@ -32,6 +32,8 @@ shims = st.builds(
     importance=_field("importance"),
     progress=_field("progress"),
     flags=_field("flags"),
+    rate_class=_field("rate_class"),
+    queue_bytes=_field("queue_bytes"),
 )
 
 
@@ -47,9 +49,8 @@ def test_scapy_and_struct_agree(shim: Shim, payload: bytes) -> None:
     data = shim.pack()
     parsed = MlfcShim(data + payload)
     for name, _ in wire.SHIM_FIELDS:
-        expected = 0 if name == "reserved" else int(getattr(shim, name))
-        assert getattr(parsed, name) == expected, name
-    built = bytes(MlfcShim(**{n: (0 if n == "reserved" else int(getattr(shim, n))) for n, _ in wire.SHIM_FIELDS}))
+        assert getattr(parsed, name) == int(getattr(shim, name)), name
+    built = bytes(MlfcShim(**{n: int(getattr(shim, n)) for n, _ in wire.SHIM_FIELDS}))
     assert built == data
 
 
@@ -59,13 +60,16 @@ def test_truncated_shim_is_a_typed_error(data: bytes) -> None:
         wire.unpack_shim(data)
 
 
-@given(st.integers(0, 15).filter(lambda v: v != wire.SHIM_VERSION), st.binary(min_size=15, max_size=15))
+@given(
+    st.integers(0, 15).filter(lambda v: v != wire.SHIM_VERSION),
+    st.binary(min_size=wire.SHIM_LEN - 1, max_size=wire.SHIM_LEN - 1),
+)
 def test_unknown_version_is_a_typed_error(version: int, rest: bytes) -> None:
     with pytest.raises(wire.UnknownVersion):
         wire.unpack_shim(bytes([version << 4]) + rest)
 
 
-@given(st.integers(len(MsgType), 15), st.binary(min_size=15, max_size=15))
+@given(st.integers(len(MsgType), 15), st.binary(min_size=wire.SHIM_LEN - 1, max_size=wire.SHIM_LEN - 1))
 def test_unknown_message_type_is_a_typed_error(msg_type: int, rest: bytes) -> None:
     with pytest.raises(wire.BadMessageType):
         wire.unpack_shim(bytes([(wire.SHIM_VERSION << 4) | msg_type]) + rest)
@@ -142,11 +146,14 @@ def test_progress_bucket(ratio: float, bucket: int) -> None:
 
 def test_codec_is_derived_from_the_field_table() -> None:
     # the sub-byte pairs (version/msg_type, importance/progress) share a byte, high nibble first
-    assert wire.SHIM.format == "!BBHIHBBI" and wire.SHIM.size == wire.SHIM_LEN
+    assert wire.SHIM.format == "!BBHIHBBII" and wire.SHIM.size == wire.SHIM_LEN == 20
     assert [name for name, _, _ in wire.SHIM.slots[0][1]] == ["version", "msg_type"]
     assert wire.ACK_HEAD.size == 4 and wire.SACK_BLOCK.size == 8
-    data = Shim(MsgType.ACK, job_id=0x0102, iteration=3, importance=0xA, progress=0x5, flags=0x08).pack()
-    assert data[0] == 0x11 and data[1] == 0x08 and data[2:4] == b"\x01\x02" and data[10] == 0xA5
+    data = Shim(MsgType.ACK, job_id=0x0102, iteration=3, importance=0xA, progress=0x5, flags=0x08, rate_class=0x3C,
+                queue_bytes=0x01020304).pack()  # fmt: skip
+    assert data[0] == 0x21 and data[1] == 0x08 and data[2:4] == b"\x01\x02" and data[10] == 0xA5
+    # the telemetry: the rate class in byte 11 (the 16-bit word importance|progress|rate_class), the depth last
+    assert data[11] == 0x3C and data[16:20] == b"\x01\x02\x03\x04"
 
 
 def test_layout_groups_bit_fields_into_whole_slots() -> None:
@@ -181,10 +188,10 @@ def test_layout_rejects_tables_it_cannot_pack(table) -> None:
         wire.Layout(table)
 
 
-@given(st.fixed_dictionaries({n: st.integers(0, (1 << w) - 1) for n, w in wire.SHIM_FIELDS if n != "reserved"}))
+@given(st.fixed_dictionaries({n: st.integers(0, (1 << w) - 1) for n, w in wire.SHIM_FIELDS}))
 def test_layout_round_trip_matches_scapy(values: dict[str, int]) -> None:
     data = wire.SHIM.pack(**values)
-    assert wire.SHIM.unpack(data) == {**values, "reserved": 0}
+    assert wire.SHIM.unpack(data) == values
     assert bytes(MlfcShim(**values)) == data
 
 
@@ -195,14 +202,18 @@ def test_rows_view_packs_and_reads_many_headers_like_the_scalar_codec() -> None:
     rows = wire.SHIM.rows(buf, 4, stride)
     assert rows.dtype.names[0] == "version_msg_type" and rows.dtype.itemsize == wire.SHIM_LEN
     seqs = np.arange(10, 14, dtype=np.uint32)
-    wire.SHIM.pack_rows(rows, version=1, msg_type=int(MsgType.DATA), job_id=7, chunk_seq=seqs,
+    wire.SHIM.pack_rows(rows, version=wire.SHIM_VERSION, msg_type=int(MsgType.DATA), job_id=7, chunk_seq=seqs,
                         importance=np.array([0, 8, 15, 3]), progress=2)  # fmt: skip
     for i in range(4):
         shim = wire.unpack_shim(memoryview(buf)[i * stride :])
         assert (shim.job_id, shim.chunk_seq, shim.progress) == (7, 10 + i, 2)
         assert shim.importance == [0, 8, 15, 3][i]
     importance, seq, version = wire.SHIM.row_unpacker("importance", "chunk_seq", "version")(wire.SHIM.columns(rows), 4)
-    assert importance.tolist() == [0, 8, 15, 3] and seq.tolist() == [10, 11, 12, 13] and version.tolist() == [1] * 4
+    assert (
+        importance.tolist() == [0, 8, 15, 3]
+        and seq.tolist() == [10, 11, 12, 13]
+        and version.tolist() == [wire.SHIM_VERSION] * 4
+    )
     with pytest.raises(ValueError, match="importance_progress"):
         wire.SHIM.pack_rows(rows, importance=1)  # half a slot
     with pytest.raises(KeyError):

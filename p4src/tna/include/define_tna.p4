@@ -7,6 +7,10 @@
 // converts its depth thresholds (packets) into cells (mlfc/policy/depth.py).
 typedef bit<19> QueueDepth_t;
 
+// Telemetry: a queue of d cells is reported as d * QDEPTH_UNIT_BYTES bytes (mlfc/policy/depth.py: CELLS); Tofino
+// multiplies by no constant, so control/telemetry.p4 makes it of shifts (a test holds them to this).
+#define QDEPTH_UNIT_BYTES 80
+
 // drop_ctl value that drops the packet at the end of the pipeline (bit 0: drop unicast/multicast).
 const bit<3> DROP_CTL_DROP = 1;
 

@@ -7,7 +7,8 @@ header bridged_h {
     priority_t   priority;    // the class (egress queue) ingress chose: ECN profiles are per class
     bit<1>       droppable;   // tagged DATA below IMPORTANCE_PROTECTED: subject to selective drop
     importance_t importance;
-    bit<4>       _pad1;
+    bit<1>       telemetry;   // tagged DATA: the egress parser parses UDP and the shim to write the telemetry
+    bit<3>       _pad1;
     job_slot_t   job_slot;    // per-job counter index
 }
 
@@ -20,11 +21,15 @@ struct ingress_meta_t {
 struct egress_headers_t {
     ethernet_h ethernet;
     ipv4_h     ipv4;
+    udp_h      udp;    // tagged DATA only (bridged.telemetry)
+    mlfc_h     mlfc;
 }
 
 struct egress_meta_t {
     bridged_h          bridged;
     congestion_level_t level;
+    bit<16>            udp_residual;         // the UDP checksum less the words telemetry may rewrite
+    bit<1>             update_udp_checksum;  // telemetry rewrote the shim of a checksummed datagram
 }
 
 #endif

@@ -66,13 +66,15 @@ parser MlfcIngressParser(packet_in pkt, out headers_t hdr, out ingress_meta_t me
         }
     }
 
-    // Truncated when the UDP length leaves fewer than 16 bytes for the shim (0..23 as two masks); that
-    // wins over a bad version or type. An Ethernet frame (>= 60 bytes) always holds the 58 bytes up to
-    // the shim's end, so on Tofino only the UDP length can say "truncated" (padding is not a shim).
+    // Truncated when the UDP length leaves fewer than 20 bytes for the shim (0..27 as three masks); that
+    // wins over a bad version or type. The UDP length is what says "truncated" on Tofino: a minimum frame
+    // (60 bytes) ends 2 bytes short of the shim's end (62), and its padding is not a shim; a frame cut
+    // shorter than its own UDP length does not reach a Tofino port.
     state check_shim {
         transition select(hdr.udp.len, pkt.lookahead<bit<8>>()) {
             (16w0x0000 &&& 16w0xFFF0, _): shim_truncated;
             (16w0x0010 &&& 16w0xFFF8, _): shim_truncated;
+            (16w0x0018 &&& 16w0xFFFC, _): shim_truncated;
             (_, SHIM_VERSION ++ MSG_DATA): parse_shim;
             (_, SHIM_VERSION ++ MSG_ACK): parse_shim;
             (_, SHIM_VERSION ++ MSG_CNP): parse_shim;
@@ -107,12 +109,32 @@ control MlfcIngressDeparser(packet_out pkt, inout headers_t hdr, in ingress_meta
 
 parser MlfcEgressParser(packet_in pkt, out egress_headers_t hdr, out egress_meta_t meta,
                         out egress_intrinsic_metadata_t eg_intr_md) {
+    Checksum() udp_checksum;
+
     state start {
         pkt.extract(eg_intr_md);
         pkt.extract(meta.bridged);
         meta.level = 0;
+        meta.udp_residual = 0;
+        meta.update_udp_checksum = 0;
         pkt.extract(hdr.ethernet);
         pkt.extract(hdr.ipv4);  // ingress forwards IPv4 only
+        transition select(meta.bridged.telemetry) {
+            1: parse_shim;
+            default: accept;
+        }
+    }
+
+    // Tagged DATA (ingress parsed a valid shim, so IHL 5 and UDP): the telemetry rewrites the word
+    // importance|progress|rate_class and queue_bytes. Their old values and the old checksum leave the
+    // residual that the deparser adds the new values to (an incremental update, RFC 1624, as Intel's
+    // tna_checksum example does for a rewritten TCP port), so the payload is never summed.
+    state parse_shim {
+        pkt.extract(hdr.udp);
+        pkt.extract(hdr.mlfc);
+        udp_checksum.subtract({hdr.udp.checksum});
+        udp_checksum.subtract({hdr.mlfc.importance, hdr.mlfc.progress, hdr.mlfc.rate_class, hdr.mlfc.queue_bytes});
+        udp_checksum.subtract_all_and_deposit(meta.udp_residual);
         transition accept;
     }
 }
@@ -120,12 +142,19 @@ parser MlfcEgressParser(packet_in pkt, out egress_headers_t hdr, out egress_meta
 control MlfcEgressDeparser(packet_out pkt, inout egress_headers_t hdr, in egress_meta_t meta,
                            in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
     Checksum() ipv4_checksum;
+    Checksum() udp_checksum;
 
     apply {
         hdr.ipv4.hdr_checksum = ipv4_checksum.update({
             hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn, hdr.ipv4.total_len,
             hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
             hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr });
+        // A UDP checksum of 0 (none, in IPv4) stays 0: egress sets the flag only for a non-zero one.
+        if (meta.update_udp_checksum == 1) {
+            hdr.udp.checksum = udp_checksum.update({
+                hdr.mlfc.importance, hdr.mlfc.progress, hdr.mlfc.rate_class, hdr.mlfc.queue_bytes,
+                meta.udp_residual });
+        }
         pkt.emit(hdr);
     }
 }

@@ -7,6 +7,10 @@ typedef bit<9>  PortId_t;      // standard_metadata ingress_port / egress_spec /
 typedef bit<3>  QueueId_t;     // standard_metadata.priority: one of the 8 priority queues, 7 served first
 typedef bit<19> QueueDepth_t;  // enq_qdepth / deq_qdepth: packets, per priority queue (BMv2 from 2025)
 
+// Telemetry: a queue of d packets is reported as d * QDEPTH_UNIT_BYTES bytes, each packet taken as the
+// deployment's default full-size gradient packet (mlfc/policy/depth.py: packet_unit(), as the ECN step does).
+#define QDEPTH_UNIT_BYTES 1500
+
 // egress_spec value that v1model drops (mark_to_drop sets it); the controller never routes to it.
 const PortId_t DROP_PORT = 511;
 

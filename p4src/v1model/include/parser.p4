@@ -19,6 +19,7 @@ parser MlfcParser(packet_in packet, out headers_t hdr, inout mlfc_meta_t meta,
         meta.l4_dst_port = 0;
         meta.priority = PRIORITY_DEFAULT;
         meta.job_slot = 0;
+        meta.update_udp_checksum = 0;
         transition parse_ethernet;
     }
 
@@ -52,13 +53,13 @@ parser MlfcParser(packet_in packet, out headers_t hdr, inout mlfc_meta_t meta,
         meta.l4_src_port = hdr.udp.src_port;
         meta.l4_dst_port = hdr.udp.dst_port;
 #ifdef SHIM_TO_META_IN_PARSER
-        // A UDP length that leaves less than the 16-byte shim makes a truncated shim (a padded short
-        // frame would otherwise yield a shim read from padding): len & 0xFFF8 in {0, 8, 16} is len < 24
-        // (UDP_SHIM_MIN_LEN), and it wins over a bad version or type.
+        // A UDP length that leaves less than the 20-byte shim makes a truncated shim (a padded short
+        // frame would otherwise yield a shim read from padding): 0..15, 16..23 and 24..27 as three masks
+        // are len < 28 (UDP_SHIM_MIN_LEN), and it wins over a bad version or type.
         transition select(hdr.udp.dst_port, hdr.udp.len) {
-            (SHIM_PORT_BASE &&& SHIM_PORT_MASK, 16w0 &&& 16w0xFFF8): shim_truncated;
-            (SHIM_PORT_BASE &&& SHIM_PORT_MASK, 16w8 &&& 16w0xFFF8): shim_truncated;
+            (SHIM_PORT_BASE &&& SHIM_PORT_MASK, 16w0 &&& 16w0xFFF0): shim_truncated;
             (SHIM_PORT_BASE &&& SHIM_PORT_MASK, 16w16 &&& 16w0xFFF8): shim_truncated;
+            (SHIM_PORT_BASE &&& SHIM_PORT_MASK, 16w24 &&& 16w0xFFFC): shim_truncated;
             (SHIM_PORT_BASE &&& SHIM_PORT_MASK, _): check_shim;
             default: accept;
         }
@@ -135,6 +136,12 @@ control MlfcComputeChecksum(inout headers_t hdr, inout mlfc_meta_t meta) {
               hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
               hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
             hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        // The queue telemetry rewrote the shim (control/telemetry.p4): RFC 1624's incremental update,
+        // HC' = ~(~HC + ~m + m') = csum16 over ~HC, the old words' complements and the new words.
+        update_checksum(meta.update_udp_checksum == 1,
+            { meta.udp_checksum_inv, meta.telemetry_word_inv, meta.queue_bytes_inv,
+              hdr.mlfc.importance, hdr.mlfc.progress, hdr.mlfc.rate_class, hdr.mlfc.queue_bytes },
+            hdr.udp.checksum, HashAlgorithm.csum16);
     }
 }
 
