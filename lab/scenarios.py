@@ -16,6 +16,7 @@ from mlfc.lab.emulator import JobProfile
 from mlfc.lab.jobs import JobSpec, Training
 from mlfc.lab.results import IterationRecord
 from mlfc.lab.stack import StackConfig
+from mlfc.lab.validity import ACK_FRAME_BYTES, DATA_FRAME_BYTES
 from mlfc.policy import depth
 from mlfc.policy.ecn import MarkingProfile, RedProfile, StepProfile
 from mlfc.policy.mltcp import MltcpParams, default_params
@@ -58,6 +59,13 @@ class Regime:
     def rate_bps(self, bottleneck_pps: int = BOTTLENECK_PPS) -> float:
         """The link's rate in bit/s (a packets/s link: full-size packets' bits)."""
         return float(self.link_bps or bottleneck_pps * depth.DEFAULT_PACKET_BYTES * 8)
+
+    def ack_cost(self, target: str) -> float:
+        """What an ACK costs the bottleneck, in data packets: a slot of its own on a packets/s link (BMv2's,
+        the deep regime's), its bytes on the reference switch's link in bit/s. The ideal counts ACKs so."""
+        if self.link_bps is None or target != "refswitch":
+            return 1.0
+        return ACK_FRAME_BYTES / DATA_FRAME_BYTES
 
     def flags(self) -> str:
         """The e2e command-line options that select this regime ("" for the lab's first, deep one)."""

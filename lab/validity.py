@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from mlfc.hosts.transport.packet import PLAIN_ACK_LEN
 from mlfc.lab.probe import ProbeResult
 from mlfc.lab.results import IterationRecord
 from mlfc.topologies import Topology
@@ -36,6 +37,9 @@ CHUNK_BYTES = 1400  # payload per packet of the emulator's transport (hosts/tran
 # transport's DATA header (hosts/transport/packet.py HEADER_LEN, 32 since the shim's telemetry), UDP + IPv4 (28)
 # and Ethernet (14).
 DATA_FRAME_BYTES = CHUNK_BYTES + 32 + 28 + 14
+# An ACK without SACK blocks (hosts/transport/packet.py PLAIN_ACK_LEN) in the same headers: on a link in bits per
+# second it costs this, a few percent of a data frame; on a packets/s link, a data packet's slot.
+ACK_FRAME_BYTES = PLAIN_ACK_LEN + 28 + 14
 
 
 class BottleneckNotCarried(RuntimeError):

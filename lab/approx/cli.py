@@ -8,8 +8,9 @@
 
 --jobs identical data-parallel jobs (a PS and --workers workers each, same model and seed) share the
 dumbbell's bottleneck, compute padded to the model's compute time so that their pushes overload it together
-(congested); with --alone (the default) the same treatments' ``full``, ``mlfc`` and ``mlfc-share`` also run
-one job by itself (uncongested: the scheme must cost nothing there). Treatments, all in every round and seed:
+(congested); with --alone (the default) the same treatments' ``full``, ``mlfc``, ``mlfc-share`` and
+``mlfc-telemetry`` also run one job by itself (uncongested: the scheme must cost nothing there). Treatments,
+all in every round and seed:
 
 * ``full``: every chunk delivered (loss bound 0: retransmitted until complete), tail drop only;
 * ``fp16``: rigid half-precision pushes (hosts/training/compress.py), lossless;
@@ -30,6 +31,10 @@ one job by itself (uncongested: the scheme must cost nothing there). Treatments,
   Both directions read congestion as the share of chunks marked or dropped (mlfc.policy.withhold);
 * ``mlfc-share``: ``mlfc`` with the third design's signal, the others' share of a standing queue
   (mlfc.policy.withhold), measured beside it in the same runs.
+* ``mlfc-telemetry``: ``mlfc`` with issue 46's signal: the queue depth the switches wrote into the shim (the
+  deepest on the path, echoed in the ACKs) says whether the link is congested, and the flow's delivery rate
+  against the link's rate how much of the excess is its own (mlfc.policy.withhold); nothing withheld while
+  the depth says the link has room.
 * --sweep B,...: ``mlfc`` at other bounds (published as ``mlfc-bB``).
 
 A* per model and seed is the converged accuracy of one job trained to a plateau in process (lab/astar.py,

@@ -40,8 +40,8 @@ MODELS: dict[str, Model] = {
     "digits-cnn": Model("digits", 16, 0.1, 0.1, 100, "digits CNN, width 16"),
     "synthetic-mlp": Model("synthetic", 256, 0.1, 0.05, 160, "MLP width 256 on the generated 8-class task"),
 }
-TREATMENT_NAMES = ("full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share")
-ALONE_TREATMENTS = ("full", "mlfc", "mlfc-share")  # the schemes must cost nothing alone
+TREATMENT_NAMES = ("full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share", "mlfc-telemetry")
+ALONE_TREATMENTS = ("full", "mlfc", "mlfc-share", "mlfc-telemetry")  # the schemes must cost nothing alone
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,9 @@ def variants(args: argparse.Namespace) -> list[Variant]:
         "mlfc-push": mlfc_variant("mlfc-push", args.mlfc_bound, pulls=False),
         "mlfc": mlfc_variant("mlfc", args.mlfc_bound),
         "mlfc-share": replace(mlfc_variant("mlfc-share", args.mlfc_bound), withhold_signal="share"),
+        # issue 46: the switch's in-band queue depth says how congested the link is and the flow's delivery
+        # rate how much of it is its own (mlfc.policy.withhold's telemetry signal)
+        "mlfc-telemetry": replace(mlfc_variant("mlfc-telemetry", args.mlfc_bound), withhold_signal="telemetry"),
     }
     out = [made[n] for n in args.treatments]
     out += [mlfc_variant(f"mlfc-b{b:g}", b) for b in args.sweep if b != args.mlfc_bound]

@@ -97,7 +97,8 @@ def run_mix(
     with network_with_control(topo, base_cfg, run_dir / "run", dataplane) as ctl:
         lines += [f"dataplane: {dataplanes.describe(dataplane)}; {ctl.probe.describe()}", ""]
         solo_t, solo_comm, solo_push, acks = run_solo(ctl, topo, mix, iterations, ack_delay, regime)
-        ideal = ideal_iteration_times(solo_t, solo_comm, solo_push, acks)
+        ack_cost = regime.ack_cost(dataplane.target)  # an ACK on a link in bit/s costs its bytes, not a slot
+        ideal = ideal_iteration_times(solo_t, solo_comm, solo_push, {j: a * ack_cost for j, a in acks.items()})
         lines.append(
             "alone: "
             + ", ".join(

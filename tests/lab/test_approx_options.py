@@ -22,7 +22,8 @@ def args(**kw) -> argparse.Namespace:
 
 def test_the_treatments_by_default_and_what_each_runs():
     vs = {v.name: v for v in variants.variants(args())}
-    assert list(vs) == ["full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share"]
+    assert list(vs) == ["full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share", "mlfc-telemetry"]
+    assert vs["mlfc-telemetry"].withhold_signal == "telemetry" and vs["mlfc-telemetry"].withhold
     share = vs["mlfc-share"]  # the third design: mlfc with the others'-share signal
     assert (share.withhold_signal, vs["mlfc"].withhold_signal) == ("share", "marks")
     assert (share.loss_bound, share.pull_bound, share.loss_feedback) == (0.5, 0.5, True)
@@ -57,7 +58,7 @@ def test_rounds_rotate_and_a_matched_topk_runs_right_after_mlfc():
     assert variants.run_order(vs, 1)[0].name == "fp16"
     fixed = variants.variants(args(topk=0.1))  # a fixed fraction keeps its rotated place
     assert [v.name for v in variants.run_order(fixed, 2)] == ["topk-ef", "selective-old", "mlfc-push", "mlfc",
-                                                            "mlfc-share", "full", "fp16"]  # fmt: skip
+                                                            "mlfc-share", "mlfc-telemetry", "full", "fp16"]  # fmt: skip
 
 
 @pytest.mark.parametrize(

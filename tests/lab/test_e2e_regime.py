@@ -8,7 +8,7 @@ import pytest
 
 from mlfc.lab.e2e.regime import mean_signals, regime_row, signals_per_phase
 from mlfc.lab.results import IterationRecord
-from mlfc.lab.scenarios import DEEP, MIXES, TREATMENTS, Regime, stack_config
+from mlfc.lab.scenarios import DEEP, MIXES, TREATMENTS, Regime, ideal_iteration_times, stack_config
 from mlfc.lab.stack import StackRun
 from mlfc.policy.ecn import RedProfile, StepProfile
 from mlfc.policy.priority import PolicyError
@@ -55,3 +55,16 @@ def test_regime_row_carries_the_rounds() -> None:
     row = regime_row(record, "ref")
     assert row["platform"] == "ref" and row["rounds"] == 2 and row["share_of_ideal"] == [0.9, 0.8]
     assert row["signals_per_phase"] == 2.5 and row["mark_threshold_bytes"] == 6000
+
+
+def test_an_ack_costs_its_bytes_on_a_link_in_bits() -> None:
+    """The ideal counts the other direction's ACKs: a data packet's slot on a packets/s link, their few bytes on
+    the reference switch's link in bit/s (the four-job ideal was once inflated by counting them as slots)."""
+    assert DEEP.ack_cost("refswitch") == 1.0 and Regime(link_bps=18_000_000).ack_cost("bmv2") == 1.0
+    cost = Regime(link_bps=18_000_000).ack_cost("refswitch")
+    assert 0.03 < cost < 0.07
+    solo = {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0}
+    comm, push = dict.fromkeys(solo, 0.5), dict.fromkeys(solo, 0.25)
+    slots = ideal_iteration_times(solo, comm, push, dict.fromkeys(solo, 1.2))
+    bytes_ = ideal_iteration_times(solo, comm, push, dict.fromkeys(solo, 1.2 * cost))
+    assert slots[1] == pytest.approx(2.2) and bytes_[1] == pytest.approx(4 * (0.25 + 1.2 * cost * 0.25))
