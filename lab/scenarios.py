@@ -67,6 +67,15 @@ class Regime:
             return 1.0
         return ACK_FRAME_BYTES / DATA_FRAME_BYTES
 
+    def tag(self) -> str:
+        """A short name for file paths ("" for the deep regime, whose runs were published without one)."""
+        if self == DEEP:
+            return ""
+        link = f"-link{self.link_bps / 1e6:g}M" if self.link_bps is not None else "-pps"
+        queue = "" if self.queue_pkts == DEEP.queue_pkts else f"-q{self.queue_pkts}"
+        mark = "-red" if self.mark_threshold_bytes is None else f"-k{self.mark_threshold_bytes}"
+        return link + queue + mark
+
     def flags(self) -> str:
         """The e2e command-line options that select this regime ("" for the lab's first, deep one)."""
         out = []

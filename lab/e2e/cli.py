@@ -27,7 +27,7 @@ from mlfc.hosts.transport.config import DEFAULT_CHUNK
 from mlfc.lab import dataplanes, summaries
 from mlfc.lab.cleanup import interrupt_on_sigterm, leftovers
 from mlfc.lab.e2e.figures import COORDINATED_SCHEMA
-from mlfc.lab.e2e.regime import mean_signals, regime_row, signals_per_phase
+from mlfc.lab.e2e.regime import mean_signals, regime_row, run_names, signals_per_phase
 from mlfc.lab.fallback_watch import FallbackWatch
 from mlfc.lab.fallback_watch import describe as describe_fallback
 from mlfc.lab.mltcp import regime as regime_curve
@@ -242,9 +242,8 @@ def comparison_rows(
             record["fallback_engaged_s"] = [
                 None if r.fallback_at is None else round(r.fallback_at, 1) for r in row.results
             ]
-        tag = f"{mix.name}/{plane}{'' if ack_delay is None else f'-ackdelay{ack_delay:g}'}/{name.replace(':', '_')}"
-        runs = [(p, f"{tag}-r{i + 1}.csv") for i, p in enumerate(csvs[name])]
-        runs += [(p, f"{tag.rsplit('/', 1)[0]}/{t.baseline}-r{i + 1}.csv") for i, p in enumerate(csvs[t.baseline])]
+        runs = run_names(mix.name, plane, ack_delay, regime, t, text, csvs[name], csvs[t.baseline])
+        record["runs"] = [n for _, n in runs]
         out.append((record, runs))
     return out
 

@@ -5,9 +5,32 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 from mlfc.lab.mltcp import regime as regime_curve
+from mlfc.lab.scenarios import Regime, Treatment
 from mlfc.lab.stack import StackRun
+
+
+def run_names(
+    mix: str,
+    plane: str,
+    ack_delay: float | None,
+    regime: Regime,
+    treatment: Treatment,
+    f: str,
+    runs: Sequence[Path],
+    baseline_runs: Sequence[Path],
+) -> list[tuple[Path, str]]:
+    """The names under docs/data/<experiment>/runs of a row's per-run CSVs and its baseline's: one folder per
+    mix, dataplane, ACK delay and regime, files named by the treatment and its F, so rows measured in other
+    regimes or with another F never overwrite each other's runs."""
+    folder = f"{mix}/{plane}{'' if ack_delay is None else f'-ackdelay{ack_delay:g}'}{regime.tag()}"
+    name = f"{treatment.name}@{f}" if treatment.mltcp else treatment.name
+    name = name.replace(":", "_")
+    out = [(p, f"{folder}/{name}-r{i + 1}.csv") for i, p in enumerate(runs)]
+    out += [(p, f"{folder}/{treatment.baseline}-vs-{name}-r{i + 1}.csv") for i, p in enumerate(baseline_runs)]
+    return out
 
 
 def signals_per_phase(run: StackRun) -> float:

@@ -68,3 +68,19 @@ def test_an_ack_costs_its_bytes_on_a_link_in_bits() -> None:
     slots = ideal_iteration_times(solo, comm, push, dict.fromkeys(solo, 1.2))
     bytes_ = ideal_iteration_times(solo, comm, push, dict.fromkeys(solo, 1.2 * cost))
     assert slots[1] == pytest.approx(2.2) and bytes_[1] == pytest.approx(4 * (0.25 + 1.2 * cost * 0.25))
+
+
+def test_rows_in_other_regimes_or_with_another_f_keep_their_own_runs() -> None:
+    """Runs are published under names that say the regime and F: two rows never share (overwrite) a CSV."""
+    from pathlib import Path
+
+    from mlfc.lab.e2e.regime import run_names
+
+    t = TREATMENTS["mltcp-reno"]
+    names = set()
+    for regime, f in ((Regime(18_000_000, 64, 15000), "16:0.5"), (Regime(18_000_000, 64, 6000), "16:0.5"),
+                      (Regime(18_000_000, 64, 15000), "8:0.5"), (DEEP, "16:0.5")):  # fmt: skip
+        made = [n for _, n in run_names("two-compatible", "ref", None, regime, t, f, [Path("m")], [Path("b")])]
+        assert len(made) == 2 and not names & set(made)
+        names |= set(made)
+    assert "two-compatible/ref-link18M-k15000/baseline-vs-mltcp-reno@8_0.5-r1.csv" in names
