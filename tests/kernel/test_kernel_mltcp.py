@@ -371,20 +371,12 @@ ITERATIONS = 5
 def _serve(srv: socket.socket, errors: list[BaseException], accepted: list[socket.socket] | None = None) -> None:
     try:
         conn, _ = srv.accept()
-        if accepted is not None:
-            accepted.append(conn)
-        with conn:
-            buf = bytearray(1 << 20)
-            for _ in range(ITERATIONS):
-                got = 0
-                while got < ITER_BYTES:
-                    n = conn.recv_into(buf)
-                    if not n:
-                        raise ConnectionError("sender closed early")
-                    got += n
-                conn.sendall(b"k")
     except BaseException as exc:
         errors.append(exc)
+        return
+    if accepted is not None:
+        accepted.append(conn)
+    _serve_bytes(conn, ITER_BYTES, errors)
 
 
 def _cc_of(sock: socket.socket) -> str:
