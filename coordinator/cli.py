@@ -55,7 +55,8 @@ def _add_policy(p: argparse.ArgumentParser) -> None:
         default=d.objective,
         help="sum: every job's accuracy gain counts; best: a hyper-parameter search, only gains of the best "
         "job's accuracy; potential: the same judged by optimistic curves at the search's next doubling; "
-        "elimination: the jobs that cannot be ruled out as the best share the top class (%(default)s)",
+        "elimination: the jobs that cannot be ruled out as the best share the top class; chance: the top class "
+        "time-shared in proportion to each job's probability of being the best (%(default)s)",
     )
     g.add_argument("--silence", type=float, default=60.0, help="retire a job silent for this long, s (%(default)s)")
     f = FallbackParams()

@@ -46,7 +46,8 @@ def intent_key(intent: intent_pb2.Intent) -> bytes:
     return (b"I" if intent.interleaving else b"-") + jobs_key(intent)
 
 
-# The memory column of `decisions`: {"<job>": {"rank", "priority", "plateau", "window": [first, last, prio] | null},
+# The memory column of `decisions`: {"<job>": {"rank", "priority", "plateau", "window": [first, last, prio] | null,
+# and with the chance objective "credit", "held_from"},
 # "_fallback": {"engaged", "changed_at": {"<job>": iteration}, "releases", "reason"} (only with the fallback)}
 def memory_json(memory: Mapping[int, Memory], fallback_state: fb.FallbackState | None = None) -> str:
     out: dict[str, object] = {
@@ -54,6 +55,8 @@ def memory_json(memory: Mapping[int, Memory], fallback_state: fb.FallbackState |
             "rank": m.previous.rank,
             "priority": m.previous.priority,
             "plateau": m.previous.plateau,
+            **({"credit": m.previous.credit} if m.previous.credit else {}),
+            **({"held_from": m.previous.held_from} if m.previous.held_from >= 0 else {}),
             "window": [m.window.first, m.window.last, m.window.priority] if m.window else None,
         }
         for j, m in memory.items()
@@ -84,7 +87,12 @@ def memory_from_json(text: str) -> dict[int, Memory]:
         if j == FALLBACK_KEY:
             continue
         w = m.get("window")
-        out[int(j)] = Memory(maif.Previous(m["rank"], m["priority"], m["plateau"]), maif.Window(*w) if w else None)
+        out[int(j)] = Memory(
+            maif.Previous(
+                m["rank"], m["priority"], m["plateau"], float(m.get("credit", 0.0)), int(m.get("held_from", -1))
+            ),
+            maif.Window(*w) if w else None,
+        )
     return out
 
 

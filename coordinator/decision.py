@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mlfc.policy import chance, maif
 from mlfc.policy import fallback as fb
-from mlfc.policy import maif
 from mlfc.proto import intent_pb2
 
 
@@ -80,7 +80,7 @@ class JobDecision:
     @property
     def memory(self) -> Memory:
         a = self.assignment
-        return Memory(maif.Previous(a.rank, a.priority, a.plateau), self.window)
+        return Memory(maif.Previous(a.rank, a.priority, a.plateau, a.credit, a.held_from), self.window)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +120,17 @@ def decide(
         by_job = {c.job_id: c for c in verdict.contention}
     scores = {view.job_id: maif.score_job(view.fit, view.iter_s, view.net_s, params) for view in views}
     own = scores
-    search = params.objective != "sum"  # a hyper-parameter search: only the best job's accuracy counts
+    # a hyper-parameter search: only the best job's accuracy counts (chance: its own order below the top class)
+    search = params.objective not in ("sum", "chance")
     if search:
         scores = maif.search_scores({view.job_id: view.fit for view in views}, scores, params)
     previous = {j: m.previous for j, m in memory.items() if j in scores}
-    ranks = maif.rank_jobs(scores, previous, params)
+    if params.objective == "chance":
+        fits = {view.job_id: view.fit for view in views}
+        progress = {view.job_id: max(view.workers.values()) for view in views if view.workers}
+        ranks = chance.chance_rank(fits, scores, previous, params, progress)
+    else:
+        ranks = maif.rank_jobs(scores, previous, params)
     if params.objective == "elimination":
         maif.share_top(ranks, maif.contenders({view.job_id: view.fit for view in views}, params), params)
     out: dict[int, JobDecision] = {}

@@ -140,6 +140,8 @@ TREATMENTS: dict[str, Treatment] = {
         Treatment("maif-potential", "reno", priorities="maif", coordinator_args=("--objective", "potential")),
         # ... the jobs the data cannot rule out share the top class (the third design)
         Treatment("maif-elimination", "reno", priorities="maif", coordinator_args=("--objective", "elimination")),
+        # ... the top class time-shared by each job's chance of being the best (the fourth design, issue 47 item 2)
+        Treatment("maif-chance", "reno", priorities="maif", coordinator_args=("--objective", "chance")),
         Treatment("interleave", "reno", priorities="interleave"),
         Treatment("mltcp+fallback", "reno", mltcp=True, priorities="maif", fallback="maif"),
         Treatment("mltcp+fallback-interleave", "reno", mltcp=True, priorities="maif", fallback="interleave"),
@@ -200,7 +202,7 @@ MIXES: dict[str, Mix] = {
 }
 
 # The search objectives' treatments: they need real jobs with real learning curves (`make hpsearch`).
-SEARCH_TREATMENTS = ("maif-search", "maif-potential", "maif-elimination")
+SEARCH_TREATMENTS = ("maif-search", "maif-potential", "maif-elimination", "maif-chance")
 
 # Which treatments run on which mix in `make e2e` (all CC variants on the main mix only).
 PLAN: dict[str, tuple[str, ...]] = {

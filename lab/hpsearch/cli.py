@@ -29,6 +29,8 @@ sharing the s1-s2 bottleneck, all starting together.
     95 % band top at the search's next doubling adds to the best; not in the defaults);
   * ``maif-elimination``: the jobs that band cannot rule out as the best share the top class
     (``--objective elimination``; not in the defaults);
+  * ``maif-chance``: the top class time-shared in proportion to each job's probability of being the best at
+    the search's next doubling (``--objective chance``; not in the defaults);
   * ``mltcp+maif``: MAIF with MLTCP on (not in the defaults).
 
 The metric is the wall time from the search's start (iteration 0) until the best smoothed validation

@@ -21,7 +21,7 @@ from mlfc.lab.tta import reduction
 
 # The lab's treatment names -> the names the issue's schema uses.
 PUBLISHED = {"baseline": "fifo", "maif": "maif-sum", "maif-search": "maif-search", "maif-potential": "maif-potential",
-             "maif-elimination": "maif-elimination"}  # fmt: skip
+             "maif-elimination": "maif-elimination", "maif-chance": "maif-chance"}  # fmt: skip
 KEY = ("task", "dataplane", "framework", "treatment")
 SCHEMA = (
     "issue 26: one row per task, dataplane, framework and treatment; time_to_090/095 (s), less_than_fifo_095 "

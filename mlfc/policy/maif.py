@@ -18,7 +18,9 @@ coordinator/decision.py):
    starved job, whose band stops narrowing, is served again once the leader's band has narrowed below it.
    With ``objective="elimination"`` the jobs the data cannot rule out (``contenders``: their band's top at
    that point reaches the best job's band bottom) share the top class, ranked by potential below it the
-   others: successive elimination instead of a single leader.
+   others: successive elimination instead of a single leader. With ``objective="chance"`` (mlfc/policy/chance.py)
+   the top class is time-shared among the jobs in proportion to each one's probability of being the best at
+   that point (its band read as a normal), so no plausible winner is starved or ruled out for good.
 3. ``rank_jobs(...)`` orders jobs by score with hysteresis (an incumbent keeps its place unless the
    challenger's score is larger by a relative margin) and maps ranks onto priority classes.
 4. ``straggler_window(...)`` gives a job whose workers lag by iterations a boosted class for the lagging
@@ -46,8 +48,8 @@ from mlfc.policy.learning_curve import fit_curve as fit_curve
 from mlfc.policy.learning_curve import to_quality as to_quality
 from mlfc.policy.priority import PolicyError, check_job_priority
 
-OBJECTIVES = ("sum", "best", "potential", "elimination")
-BAND_OBJECTIVES = ("potential", "elimination")  # the search objectives that judge a job by its fit's band
+OBJECTIVES = ("sum", "best", "potential", "elimination", "chance")
+BAND_OBJECTIVES = ("potential", "elimination", "chance")  # the search objectives that judge a job by its fit's band
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +66,12 @@ class MaifParams:
     straggler_boost: int = 1  # classes added to the lagging iteration window
     upper: float | None = 1.0  # quality cannot exceed this (accuracy); None for no cap
     min_network_s: float = 1e-3  # floor of network time per horizon, avoids division by ~0
-    objective: str = "sum"  # sum: every job's own gain counts | best, potential, elimination: a search's best
+    objective: str = "sum"  # sum: every job's own gain counts | best, potential, elimination, chance: a search
     own_gain_weight: float = 0.05  # objective best: weight of a job's own gain beside what it adds to the best
     lookahead: float = 2.0  # objective potential: predict at this multiple of the most advanced job's iterations
+    chance_threshold: float = 0.02  # objective chance: a job this likely to be the best shares the top class
+    chance_sigma_floor: float = 0.005  # objective chance: least standard deviation of a job's quality there
+    chance_quantum: int = 2  # objective chance: iterations the holder keeps the top class before the next turn
 
     def __post_init__(self) -> None:
         check_job_priority(self.top_class, "top_class")
@@ -90,6 +95,12 @@ class MaifParams:
             raise PolicyError(f"own_gain_weight={self.own_gain_weight} out of range 0..1")
         if not (math.isfinite(self.lookahead) and self.lookahead >= 1.0):
             raise PolicyError(f"lookahead={self.lookahead} must be >= 1 (a multiple of the iterations done)")
+        if not (math.isfinite(self.chance_threshold) and 0.0 < self.chance_threshold <= 0.5):
+            raise PolicyError(f"chance_threshold={self.chance_threshold} out of range (0, 0.5]")
+        if not (math.isfinite(self.chance_sigma_floor) and self.chance_sigma_floor > 0):
+            raise PolicyError(f"chance_sigma_floor={self.chance_sigma_floor} must be a positive number")
+        if self.chance_quantum < 1:
+            raise PolicyError(f"chance_quantum={self.chance_quantum} must be >= 1 iteration")
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +214,8 @@ class Previous:
     rank: int
     priority: int
     plateau: bool = False
+    credit: float = 0.0  # objective chance: the job's credit in the top class's rotation (mlfc/policy/chance.py)
+    held_from: int = -1  # objective chance: the iteration at which it took the top class (-1: not holding it)
 
 
 @dataclass(slots=True)
@@ -212,6 +225,8 @@ class Assignment:
     score: float  # effective score (exploration prior substituted)
     plateau: bool
     reasons: list[str] = field(default_factory=list)
+    credit: float = 0.0  # objective chance: credit in the top class's rotation after this decision
+    held_from: int = -1  # objective chance: the iteration at which it took the top class (-1: not holding it)
 
 
 def exploration_prior(scores: Mapping[int, Score], params: MaifParams = MaifParams()) -> float:
