@@ -23,7 +23,7 @@ from mlfc import contract
 from mlfc.hosts.training.launch import TrainingJob, ps_argv, worker_argv
 from mlfc.hosts.transport.recovery import DEFAULT_TOLERATED_LOSS
 from mlfc.lab.emulator import JobProfile
-from mlfc.lab.results import IterationRecord
+from mlfc.lab.results import CHUNK_COUNTS, IterationRecord
 from mlfc.launch.daemons import tool
 from mlfc.launch.process import terminate
 from mlfc.policy.mltcp import MltcpParams, format_params
@@ -48,6 +48,7 @@ class Training:
     loss_feedback: bool = True  # zero-filled gradient elements go out with the next push (ClientConfig)
     withhold: bool = False  # the network decides how much of a push is withheld (ClientConfig.withhold)
     withhold_signal: str = WithholdPolicy().signal  # and by which congestion signal (mlfc.policy.withhold)
+    precision: bool = False  # the withheld share shed by precision first (ClientConfig.precision)
     pull_loss_bound: float = 0.0  # approximate pulls: the PS leaves out up to this share under congestion
 
 
@@ -226,7 +227,7 @@ def training_job(spec: JobSpec, iterations: int, transport: Transport) -> Traini
         f=format_params(p), line_rate=transport.line_rate,
         timeout=LAB_JOB_TIMEOUT_S, peer_timeout=LAB_JOB_TIMEOUT_S,
         compress=t.compress, loss_feedback=t.loss_feedback, withhold=t.withhold,
-        withhold_signal=t.withhold_signal,
+        withhold_signal=t.withhold_signal, precision=t.precision,
         pull_loss_bound=t.pull_loss_bound,
         tolerated_loss=transport.tolerated_loss,
     )  # fmt: skip
@@ -307,6 +308,7 @@ class WorkerLog:
             str(row.get("mltcp_f") or ""),
             int(row["sent_bytes"]) if "sent_bytes" in row else None,
             int(row["pull_sent_bytes"]) if "pull_sent_bytes" in row else None,
+            **{k: int(row.get(k, 0)) for k in CHUNK_COUNTS},
         )
 
     def describe(self, iterations: int) -> str:

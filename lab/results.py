@@ -31,6 +31,11 @@ class IterationRecord:
     mltcp_f: str = ""  # "slope:intercept" the worker's sender used for this iteration's push ("" without MLTCP)
     sent_bytes: int | None = None  # of ``bytes``, what the push handed to the network (less withheld chunks)
     pull_sent_bytes: int | None = None  # what the pull brought over the network (less chunks the PS left out)
+    # the push's chunks, those withheld and those sent at fp16 or int8 (mlfc.policy.precision); the rest fp32
+    chunks: int = 0
+    withheld_chunks: int = 0
+    fp16_chunks: int = 0
+    int8_chunks: int = 0
 
     @property
     def duration(self) -> float:
@@ -97,6 +102,9 @@ def summarise(records: Iterable[IterationRecord], skip_warmup: int = 1) -> tuple
     return per_job, overall
 
 
+CHUNK_COUNTS = ("chunks", "withheld_chunks", "fp16_chunks", "int8_chunks")  # IterationRecord's, 0 if unsaid
+
+
 def write_csv(path: Path, records: Sequence[IterationRecord]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
@@ -129,6 +137,7 @@ def read_csv(path: Path) -> list[IterationRecord]:
                     mltcp_f=row.get("mltcp_f") or "",
                     sent_bytes=int(row["sent_bytes"]) if row.get("sent_bytes") else None,
                     pull_sent_bytes=int(row["pull_sent_bytes"]) if row.get("pull_sent_bytes") else None,
+                    **{k: int(row.get(k) or 0) for k in CHUNK_COUNTS},
                 )
             )
     return out

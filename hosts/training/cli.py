@@ -144,6 +144,7 @@ def run_worker_command(args: argparse.Namespace, *, push_sock=None) -> int:
         loss_bound=args.loss_bound,
         loss_feedback=args.loss_feedback,
         withhold=withhold_policy(args) if args.withhold else None,
+        precision=args.precision,
         protect_fraction=args.protect_fraction,
         deadline=args.deadline,
         timeout=args.timeout,

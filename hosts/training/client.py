@@ -188,6 +188,8 @@ class WorkerClient:
             hello["compression"] = cfg.compression.spec()
         if cfg.feeds_back_loss:  # the PS counts this worker's zero-filled elements as coming later
             hello["loss_feedback"] = True
+        if cfg.precision:  # the PS reads each push's precision from its length
+            hello["precision"] = True
         hello = proto.encode(hello)
         self.session = proto.new_session()
         with self._cv:

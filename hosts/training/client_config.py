@@ -36,6 +36,9 @@ class ClientConfig:
     # The network-decided withheld share (mlfc.policy.withhold); None: every chunk is sent. Needs loss feedback
     # (what is withheld must come later, not be lost).
     withhold: WithholdPolicy | None = None
+    # The precision is part of the decision (mlfc.policy.precision): the withheld share is shed first by pushing
+    # at fp16 or int8, the rest withheld. Needs ``withhold`` (it is its signal) and no compression.
+    precision: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.loss_bound, bool) or not 0.0 <= self.loss_bound <= 1.0:
@@ -49,6 +52,8 @@ class ClientConfig:
             raise ValueError("compression is for PS mode pushes, not DDP buckets (aggregate mode)")
         if self.withhold is not None and not self.feeds_back_loss:
             raise ValueError("withhold needs loss feedback: PS mode, a loss bound > 0 and loss_feedback on")
+        if self.precision and self.withhold is None:
+            raise ValueError("precision needs withhold: the withheld share is what it sheds")
 
     @property
     def feeds_back_loss(self) -> bool:

@@ -22,11 +22,14 @@ Numpy only: the PS needs no torch.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from mlfc.hosts.training.residual import Residuals
+from mlfc.policy.aggregation import received_elements
+from mlfc.policy.precision import INT8_SCALE_BYTES, elements_per_chunk, encoded_bytes
 
 FP16_MAX = float(np.finfo(np.float16).max)
 
@@ -155,3 +158,63 @@ def decode(compression: Compression, payload: bytes | bytearray | memoryview, nu
     if out.size != numel:
         raise ValueError(f"payload of {out.size} float32 for a tensor of {numel}")
     return out
+
+
+# Per-push precision (mlfc.policy.precision): the network-decided alternative to rigid fp16. int8 is laid out
+# chunk by chunk (each wire chunk: its float32 scale, then chunk - 4 int8 values), so a withheld or lost chunk
+# costs only its own elements, and the receiver's zero-fill (scale 0) decodes to zeros like a lost fp32 chunk.
+
+
+def encode_int8(values: np.ndarray, chunk: int) -> bytes:
+    v = np.asarray(values, dtype=np.float32).reshape(-1)
+    per = int(elements_per_chunk("int8", chunk))
+    rows = -(-v.size // per)
+    padded = np.zeros(rows * per, dtype=np.float32)
+    padded[: v.size] = v
+    block = padded.reshape(rows, per)
+    scale = (np.abs(block).max(axis=1) / 127.0).astype(np.float32)
+    safe = np.where(scale > 0, scale, np.float32(1.0))[:, None]
+    q = np.clip(np.rint(block / safe), -127, 127).astype(np.int8)
+    out = np.empty((rows, chunk), dtype=np.uint8)
+    out[:, :INT8_SCALE_BYTES] = scale.astype("<f4").view(np.uint8).reshape(rows, INT8_SCALE_BYTES)
+    out[:, INT8_SCALE_BYTES:] = q.view(np.uint8)
+    return out.reshape(-1)[: encoded_bytes("int8", v.size, chunk)].tobytes()
+
+
+def decode_int8(payload: bytes | bytearray | memoryview, numel: int, chunk: int) -> np.ndarray:
+    raw = np.frombuffer(memoryview(payload).cast("B"), dtype=np.uint8)
+    if raw.size != encoded_bytes("int8", numel, chunk):
+        raise ValueError(f"int8 payload of {raw.size} bytes for a tensor of {numel} in {chunk}-byte chunks")
+    per = int(elements_per_chunk("int8", chunk))
+    rows = -(-numel // per)
+    full = np.zeros(rows * chunk, dtype=np.uint8)
+    full[: raw.size] = raw
+    block = full.reshape(rows, chunk)
+    scale = block[:, :INT8_SCALE_BYTES].copy().view("<f4").astype(np.float32)
+    q = block[:, INT8_SCALE_BYTES:].view(np.int8).astype(np.float32)
+    return (q * scale).reshape(-1)[:numel]
+
+
+def encode_at(precision: str, values: np.ndarray, chunk: int) -> bytes | np.ndarray:
+    """``values`` (float32, flat) at ``precision``: fp32 stays the array itself (the transport reads it)."""
+    if precision == "fp16":
+        return encode_fp16(values)
+    if precision == "int8":
+        return encode_int8(values, chunk)
+    return np.asarray(values, dtype=np.float32).reshape(-1)
+
+
+def decode_at(precision: str, payload: bytes | bytearray | memoryview, numel: int, chunk: int) -> np.ndarray:
+    """A push at ``precision`` back to float32 (what the PS averages; what the worker's residual subtracts)."""
+    if precision == "fp16":
+        return decode_fp16(payload, numel)
+    if precision == "int8":
+        return decode_int8(payload, numel, chunk)
+    return decode(NONE, payload, numel)
+
+
+def received_at(precision: str, numel: int, chunk: int, missing_chunks: Sequence[int]) -> np.ndarray:
+    """Boolean mask of the elements of a push at ``precision`` that arrived, given its missing chunks."""
+    if precision == "int8":  # chunk k carries elements [k * per, (k + 1) * per): one "byte" each past the scale
+        return received_elements(numel, 1, int(elements_per_chunk("int8", chunk)), missing_chunks)
+    return received_elements(numel, 2 if precision == "fp16" else 4, chunk, missing_chunks)

@@ -49,6 +49,7 @@ class TrainingJob:
     loss_feedback: bool = True  # what the PS zero-filled goes out again with the next push (error feedback)
     withhold: bool = False  # the network-decided withheld share (worker --withhold; mlfc.policy.withhold)
     withhold_signal: str = WithholdPolicy().signal  # its congestion signal (--withhold-signal)
+    precision: bool = False  # shed the withheld share by precision first (worker --precision; mlfc.policy.precision)
     pull_loss_bound: float = 0.0  # approximate pulls (PS --pull-loss-bound; hosts/training/pull_copies.py)
     eval_every: int = 5
     compute_s: float = 0.0  # pad real compute up to this (0: none)
@@ -174,6 +175,8 @@ def worker_argv(
         args.append("--no-loss-feedback")
     if job.withhold:
         args.append("--withhold")
+    if job.precision:
+        args.append("--precision")
     if start_at:
         args += ["--start-at", str(start_at)]
     if start_delay:

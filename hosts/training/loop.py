@@ -332,6 +332,8 @@ def _iteration(
         "tolerated_chunks": push.tolerated_chunks,
         "held_elements": push.held_elements,
         "withheld_chunks": push.withheld_chunks,
+        "fp16_chunks": push.precision_chunks["fp16"],  # sent at a lower precision (mlfc.policy.precision)
+        "int8_chunks": push.precision_chunks["int8"],
         "sent_bytes": push.sent_bytes,
         "bytes_ratio": round(bytes_ratio, 5),
         "mltcp_f": round(mltcp_f, 5),

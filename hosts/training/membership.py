@@ -70,6 +70,9 @@ class Membership:
             loss_feedback = msg.get("loss_feedback", False)
             if not isinstance(loss_feedback, bool):
                 raise ValueError(f"loss_feedback={loss_feedback!r} is not a boolean")
+            precision = msg.get("precision", False)  # its pushes' precision varies (mlfc.policy.precision)
+            if not isinstance(precision, bool):
+                raise ValueError(f"precision={precision!r} is not a boolean")
         except (proto.ProtocolError, KeyError, TypeError, ValueError) as exc:
             log.warning("job %d: unusable HELLO from %s:%d: %s", cfg.job, *delivery.peer, exc)
             peers.stray += 1
@@ -83,6 +86,9 @@ class Membership:
             self._refuse(
                 delivery, f"rank {rank} outside 0..{cfg.workers - 1}: this {peers.role} serves {cfg.workers} workers"
             )
+            return None
+        if precision and (cfg.mode != "ps" or compression.active):
+            self._refuse(delivery, f"worker {rank} varies its pushes' precision: PS mode without compression only")
             return None
         if compression.active and cfg.mode != "ps":
             self._refuse(delivery, f"worker {rank} compresses its pushes ({compression.spec()}): PS mode only")
@@ -105,7 +111,14 @@ class Membership:
             peers.close_worker(old)
             self.rejoins += 1
         worker = Worker(
-            rank, delivery.peer, (rx_ip, int(rx_port)), numels, compression, loss_feedback, session=delivery.iteration
+            rank,
+            delivery.peer,
+            (rx_ip, int(rx_port)),
+            numels,
+            compression,
+            loss_feedback,
+            session=delivery.iteration,
+            precision=precision,
         )
         peers.workers[rank] = worker
         peers.compression = compression

@@ -163,6 +163,13 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                 "bound, as this job's congestion estimate says (mlfc.policy.withhold; needs --loss-bound > 0)",
             )
             p.add_argument(
+                "--precision",
+                action="store_true",
+                help="the precision is part of the decision: shed the share --withhold asks for first by pushing at "
+                "fp16 or int8 (the nearest), withholding only the rest; the rounding joins the residual "
+                "(mlfc.policy.precision; needs --withhold, no --compress)",
+            )
+            p.add_argument(
                 "--protect-fraction",
                 type=float,
                 default=0.25,

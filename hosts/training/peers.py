@@ -43,6 +43,7 @@ class Worker:
     pool: ThreadPoolExecutor | None = None
     session: int = 0  # its HELLO's iteration field: WELCOME and INITIAL carry it back
     pulls: PullCopies | None = None  # approximate pulls: what this worker holds (new with each pull flow)
+    precision: bool = False  # its pushes come at fp32, fp16 or int8, told by their length (mlfc.policy.precision)
 
 
 class Peers:

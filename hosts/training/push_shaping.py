@@ -15,21 +15,25 @@ EWMA over pushes of the policy's signal, by default the share of chunks marked o
 withholds its least important chunks up to min(loss bound, f(estimate)) of the push's bytes
 (mlfc.policy.withhold): nothing on a free link. Withheld chunks are not sent; the PS zero-fills them like lost
 ones, and their elements reach the residual by the same path (the send result's missing chunks), once.
+
+The precision is part of the decision (``precision``, issue 46 item 3, mlfc.policy.precision): the share the
+network asks for is shed first by sending the whole push at fp16 or int8, and only what that cannot shed is
+withheld. The rounding (what was sent minus what the PS decodes) joins the residual, so it comes later too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from mlfc.hosts.importance import assign_importance, chunk_magnitudes
 from mlfc.hosts.training.client_config import ClientConfig
-from mlfc.hosts.training.compress import Compressor
+from mlfc.hosts.training.compress import Compressor, decode_at, encode_at, received_at
 from mlfc.hosts.training.residual import Residuals
 from mlfc.hosts.transport import SendResult
-from mlfc.policy.aggregation import received_elements
+from mlfc.policy.precision import PRECISIONS, Plan, elements_per_chunk, plan
 from mlfc.policy.withhold import CongestionEstimate, choose_withheld, withheld_share
 from mlfc.wire import IMPORTANCE_PROTECTED
 
@@ -46,6 +50,8 @@ class PushResult:
     held_elements: int = 0  # gradient elements the PS zero-filled, held back for the next push (loss feedback)
     withheld_chunks: int = 0  # chunks not sent at all (the network-decided share; among the zero-filled ones)
     withheld_bytes: int = 0
+    # chunks handed to the network per precision (mlfc.policy.precision; fp32 for every unadapted push)
+    precision_chunks: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PRECISIONS, 0))
 
     @property
     def sent_bytes(self) -> int:
@@ -61,6 +67,9 @@ class ShapedPush:
     classes: bytes | int  # importance per chunk, or one class for every chunk (compressed: all protected)
     protected: int  # chunks sent protected, the end-of-tensor one included
     withhold: list[int]  # chunks not to send at all (the network-decided share)
+    precision: str = "fp32"  # of the payload (uncompressed pushes; mlfc.policy.precision)
+    values: np.ndarray | None = None  # uncompressed: the float32 gradient (+ residual) the payload encodes
+    decoded: np.ndarray | None = None  # below fp32: what the PS decodes of it when every chunk arrives
 
 
 class PushShaper:
@@ -81,15 +90,21 @@ class PushShaper:
             payload: bytes | np.ndarray = self.compressor.encode(tensor_id, buf)
             classes: bytes | int = IMPORTANCE_PROTECTED
             protected = -(-len(payload) // chunk)
-        else:
-            payload = self.residuals.add(tensor_id, buf) if cfg.feeds_back_loss else buf
-            classes = assign_importance(
-                payload, chunk, layer_index=layer_index, num_layers=num_layers, protect_fraction=cfg.protect_fraction
-            )
-            # the transport raises the last chunk to protected (end-of-tensor marker): count it the same way
-            protected = sum(c >= IMPORTANCE_PROTECTED for c in classes[:-1]) + 1
-        withhold = self._to_withhold(payload, classes, chunk) if isinstance(payload, np.ndarray) else []
-        return ShapedPush(payload, classes, protected, withhold)
+            return ShapedPush(payload, classes, protected, [])
+        values = self.residuals.add(tensor_id, buf) if cfg.feeds_back_loss else buf
+        how = self._plan(values.size, chunk)
+        payload = encode_at(how.precision, values, chunk)
+        decoded = None if how.precision == "fp32" else decode_at(how.precision, payload, values.size, chunk)
+        # importance per wire chunk: the decoded values in float32 spans holding the same elements as a chunk
+        seen = values if decoded is None else decoded
+        span = int(4 * elements_per_chunk(how.precision, chunk))
+        classes = assign_importance(
+            seen, span, layer_index=layer_index, num_layers=num_layers, protect_fraction=cfg.protect_fraction
+        )
+        # the transport raises the last chunk to protected (end-of-tensor marker): count it the same way
+        protected = sum(c >= IMPORTANCE_PROTECTED for c in classes[:-1]) + 1
+        withhold = self._to_withhold(len(memoryview(payload).cast("B")), seen, span, classes, chunk, how.withhold)
+        return ShapedPush(payload, classes, protected, withhold, how.precision, values, decoded)
 
     def settle(
         self, tensor_id: int, push: ShapedPush, sent: SendResult, chunk: int, result: PushResult | None = None
@@ -102,32 +117,46 @@ class PushShaper:
         out = result if result is not None else PushResult()
         out.withheld_chunks += sent.withheld_chunks
         out.withheld_bytes += sent.withheld_bytes
-        if self.cfg.feeds_back_loss and isinstance(payload, np.ndarray):
-            out.held_elements += self._hold_lost(tensor_id, payload, sent.missing_chunks, chunk)
+        if self.cfg.feeds_back_loss and push.values is not None:
+            out.held_elements += self._hold_lost(tensor_id, push, sent.missing_chunks, chunk)
         out.bytes += len(payload) if isinstance(payload, bytes) else payload.nbytes
+        out.precision_chunks[push.precision] += sent.chunks - sent.withheld_chunks
         out.chunks += sent.chunks
         out.protected_chunks += push.protected
         out.retransmits += sent.retransmits
         out.tolerated_chunks += sent.tolerated_chunks
         return out
 
-    def _to_withhold(self, payload: np.ndarray, classes: bytes | int, chunk: int) -> list[int]:
-        """The chunks of this push the network's congestion says to withhold (none without ``withhold``)."""
-        if self.congestion is None or isinstance(classes, int):
-            return []
+    def _plan(self, numel: int, chunk: int) -> Plan:
+        """This push's precision and withheld share by the network's congestion (fp32, nothing: no withhold)."""
+        if self.congestion is None:
+            return Plan()
         share = withheld_share(self.cfg.withhold, self.congestion.value, self.cfg.loss_bound)  # type: ignore[arg-type]
+        return plan(share, numel, chunk) if self.cfg.precision else Plan("fp32", share)
+
+    def _to_withhold(
+        self, nbytes: int, seen: np.ndarray, span: int, classes: bytes, chunk: int, share: float
+    ) -> list[int]:
+        """The chunks of this push to withhold: the least important up to ``share`` of its ``nbytes``."""
         if share <= 0:
             return []
-        nbytes = payload.nbytes
         sizes = [chunk] * (len(classes) - 1) + [nbytes - chunk * (len(classes) - 1)]
-        return choose_withheld(classes, sizes, share, chunk_magnitudes(payload, chunk).tolist())
+        return choose_withheld(classes, sizes, share, chunk_magnitudes(seen, span).tolist())
 
-    def _hold_lost(self, tensor_id: int, sent: np.ndarray, missing_chunks: Sequence[int], chunk: int) -> int:
-        """Keep the elements of ``sent`` in ``missing_chunks`` (by the PS's own element rule) for the next push;
-        the rest arrived. Returns how many elements are held."""
-        if not missing_chunks:
-            self.residuals.clear(tensor_id)
-            return 0
-        lost = ~received_elements(sent.size, sent.itemsize, chunk, missing_chunks)
-        self.residuals.hold(tensor_id, sent, lost)
+    def _hold_lost(self, tensor_id: int, push: ShapedPush, missing_chunks: Sequence[int], chunk: int) -> int:
+        """Keep what the PS did not get of ``push`` for the next push: the elements of ``missing_chunks`` (by
+        the PS's own element rule) and, below fp32, the rounding of the rest. Returns how many elements were
+        not received at all."""
+        values = push.values
+        assert values is not None
+        lost = ~received_at(push.precision, values.size, chunk, missing_chunks)
+        if push.decoded is None:
+            if not missing_chunks:
+                self.residuals.clear(tensor_id)
+            else:
+                self.residuals.hold(tensor_id, values, lost)
+        else:
+            rest = values - push.decoded
+            rest[lost] = values[lost]
+            self.residuals.keep(tensor_id, rest)
         return int(np.count_nonzero(lost))

@@ -11,10 +11,11 @@ from collections import defaultdict
 import numpy as np
 
 from mlfc.hosts.training import protocol as proto
-from mlfc.hosts.training.compress import decode
+from mlfc.hosts.training.compress import decode, decode_at, received_at
 from mlfc.hosts.training.peers import Peers, TrainingError
 from mlfc.hosts.transport import DeliveredTensor
 from mlfc.policy.aggregation import average_received, received_elements
+from mlfc.policy.precision import encoded_bytes, precision_of, usable
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,12 @@ class Pushes:
             peers.stray += 1
             return False
         numels = peers.numels()
-        if peers.cfg.mode == "ps":
+        if peers.cfg.mode == "ps" and worker.precision:  # any precision the tensor may be pushed at
+            chunk, tid = delivery.loss.chunk_size, delivery.tensor_id
+            bad = tid >= len(numels) or delivery.loss.total_bytes not in {
+                encoded_bytes(p, numels[tid], chunk) for p in usable(numels[tid], chunk)
+            }
+        elif peers.cfg.mode == "ps":
             bad = delivery.tensor_id >= len(numels) or delivery.loss.total_bytes != peers.compression.payload_bytes(
                 numels[delivery.tensor_id]
             )
@@ -73,14 +79,19 @@ class Pushes:
                     v = decode(peers.compression, delivery.data, peers.numels()[tensor])
                 except ValueError as exc:
                     raise TrainingError(f"iteration {iteration} tensor {tensor} of worker {rank}: {exc}") from None
+                mask = None
+            elif worker is not None and worker.precision:  # fp32, fp16 or int8: its length says (place checked it)
+                numel = peers.numels()[tensor]
+                precision = precision_of(rep.total_bytes, numel, rep.chunk_size)
+                v = decode_at(precision, delivery.data, numel, rep.chunk_size)
+                mask = received_at(precision, numel, rep.chunk_size, rep.missing_chunks) if rep.missing_chunks else None
             else:
                 v = np.frombuffer(delivery.data, dtype=np.float32)
+                mask = received_elements(v.size, 4, rep.chunk_size, rep.missing_chunks) if rep.missing_chunks else None
             values.append(v)
             n_chunks = -(-rep.total_bytes // rep.chunk_size)
             peers.ledger.record(iteration, rank, tensor, n_chunks, len(rep.missing_chunks))
-            masks.append(
-                received_elements(v.size, 4, rep.chunk_size, rep.missing_chunks) if rep.missing_chunks else None
-            )
+            masks.append(mask)
         try:
             agg = average_received(values, masks, delayed)
         except ValueError as exc:

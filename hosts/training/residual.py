@@ -61,3 +61,11 @@ class Residuals:
     def clear(self, tensor_id: int) -> None:
         """The push delivered everything: nothing is held back."""
         self._memory.pop(tensor_id, None)
+
+    def keep(self, tensor_id: int, residual: np.ndarray) -> None:
+        """Set the tensor's residual outright (a reduced-precision push: its rounding plus what was lost)."""
+        r = np.asarray(residual, dtype=np.float32).reshape(-1)
+        if r.any():
+            self._memory[tensor_id] = r
+        else:
+            self._memory.pop(tensor_id, None)

@@ -8,9 +8,9 @@
 
 --jobs identical data-parallel jobs (a PS and --workers workers each, same model and seed) share the
 dumbbell's bottleneck, compute padded to the model's compute time so that their pushes overload it together
-(congested); with --alone (the default) the same treatments' ``full``, ``mlfc``, ``mlfc-share`` and
-``mlfc-telemetry`` also run one job by itself (uncongested: the scheme must cost nothing there). Treatments,
-all in every round and seed:
+(congested); with --alone (the default) the same treatments' ``full``, ``mlfc``, ``mlfc-share``,
+``mlfc-telemetry`` and ``mlfc-precision`` also run one job by itself (uncongested: the scheme must cost
+nothing there). Treatments, all in every round and seed:
 
 * ``full``: every chunk delivered (loss bound 0: retransmitted until complete), tail drop only;
 * ``fp16``: rigid half-precision pushes (hosts/training/compress.py), lossless;
@@ -35,6 +35,10 @@ all in every round and seed:
   deepest on the path, echoed in the ACKs) says whether the link is congested, and the flow's delivery rate
   against the link's rate how much of the excess is its own (mlfc.policy.withhold); nothing withheld while
   the depth says the link has room.
+* ``mlfc-precision``: ``mlfc-telemetry`` whose pushes shed the share first by precision (issue 46 item 3,
+  mlfc.policy.precision): the whole push at fp16 or int8, whichever sheds nearest the share, and only what
+  that cannot shed withheld; the rounding joins the error-feedback residual. The ``precision`` column says
+  what share of the pushes' chunks went fp32, fp16, int8 or withheld.
 * --sweep B,...: ``mlfc`` at other bounds (published as ``mlfc-bB``).
 
 A* per model and seed is the converged accuracy of one job trained to a plateau in process (lab/astar.py,

@@ -16,7 +16,9 @@ from mlfc.lab.summaries import Row, spread_cell
 APPROX_LESS_THAN_FULL = 0.40
 APPROX_ALONE_SLOWER = 0.02
 APPROX_ACC_PP = 0.5
-APPROX_ORDER = ("full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share", "mlfc-telemetry")
+APPROX_ORDER = (
+    "full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share", "mlfc-telemetry", "mlfc-precision"
+)  # fmt: skip
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -25,7 +27,7 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 # the treatments that are issue 25's scheme (the targets apply): the second design and the third
-APPROX_SCHEMES = ("mlfc", "mlfc-share", "mlfc-telemetry")
+APPROX_SCHEMES = ("mlfc", "mlfc-share", "mlfc-telemetry", "mlfc-precision")
 
 
 def approx_target(row: Row) -> str:

@@ -38,14 +38,14 @@ def table(e: Experiment) -> str:
             "-" if name == "full" else spread(faster, 100, unit=" %"),
             spread([r.final for r in mine], fmt=".4f"),
             "-" if name == "full" else spread(below, fmt=".2f", unit=" pp"),
-            spread([r.bytes_share for r in mine], 100, unit=" %"),
+            spread([r.bytes_share for r in mine], 100, unit=" %"), " / ".join(sorted({r.precision for r in mine})),
             spread([r.lost_chunks for r in mine]), spread([r.drops for r in mine]),
             spread([r.retransmits for r in mine]),
             f"{100 * min(r.run.run.utilisation for r in mine):.0f} %",
         ])  # fmt: skip
     headers = ["treatment", "jobs", "what", "runs", "avg iter s", "p99 iter s", "to 0.95 A* s", "jobs there",
-               "less time than full", "final acc (last 5)", "acc below full", "bytes vs full", "zero-filled chunks",
-               "switch drops", "retransmits", "link use (min)"]  # fmt: skip
+               "less time than full", "final acc (last 5)", "acc below full", "bytes vs full", "precision",
+               "zero-filled chunks", "switch drops", "retransmits", "link use (min)"]  # fmt: skip
     return format_table(headers, rows)
 
 
@@ -116,7 +116,8 @@ KEY = ("model", "dataplane", "jobs", "treatment")
 SCHEMA = (
     "issue 25: one row per model, dataplane, jobs and treatment; time_to_095 (s, smoothed curve, mean over the "
     "run's jobs) and final_acc (mean of each job's last 5 evaluations, mean over jobs) one per run; "
-    "bytes_sent_share: pushes as sent plus pulls over full delivery's, mean over runs"
+    "bytes_sent_share: pushes as sent plus pulls over full delivery's, mean over runs; precision: per run, the "
+    "shares of the pushes' chunks sent fp32, fp16, int8 and withheld (issue 46 item 3)"
 )
 
 
@@ -139,8 +140,12 @@ def published_rows(e: Experiment, command: str) -> list[tuple[dict, list[tuple[P
             "time_to_095": [_num(r.mean_tta) for r in mine],
             "final_acc": [_num(r.final) for r in mine],
             "bytes_sent_share": _num(statistics.fmean(r.bytes_share for r in mine)),
+            "precision": sorted({r.precision for r in mine}),
             "less_than_full_095": [_num(x) for x in less],
-            "runs": [{"round": r.round + 1, "seed": r.seed, "compression": r.compression} for r in mine],
+            "runs": [
+                {"round": r.round + 1, "seed": r.seed, "compression": r.compression, "precision": r.precision}
+                for r in mine
+            ],
             "what": mine[0].variant.describe(),
             "loss_bound": mine[0].variant.loss_bound,
             "a_star": {str(s): round(ref.a_star, 4) for s, ref in e.references.items()},

@@ -92,6 +92,18 @@ class Result:
         return (self.push_share + self.pull_share) / 2.0
 
     @property
+    def precision(self) -> str:
+        """Shares of the pushes' chunks sent fp32, fp16, int8 and withheld (mlfc.policy.precision), e.g.
+        'fp32 60 %, fp16 40 %'; shares under 0.5 % left out, '-' when the records do not say."""
+        recs = self.run.records
+        total = sum(r.chunks for r in recs)
+        if total <= 0:
+            return "-"
+        low = {k: sum(getattr(r, f"{k}_chunks") for r in recs) for k in ("fp16", "int8", "withheld")}
+        shares = {"fp32": total - sum(low.values()), **low}
+        return ", ".join(f"{k} {100 * v / total:.0f} %" for k, v in shares.items() if v / total >= 0.005) or "-"
+
+    @property
     def lost_chunks(self) -> int:
         return sum(r.lost_chunks for r in self.run.records)
 

@@ -40,8 +40,11 @@ MODELS: dict[str, Model] = {
     "digits-cnn": Model("digits", 16, 0.1, 0.1, 100, "digits CNN, width 16"),
     "synthetic-mlp": Model("synthetic", 256, 0.1, 0.05, 160, "MLP width 256 on the generated 8-class task"),
 }
-TREATMENT_NAMES = ("full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share", "mlfc-telemetry")
-ALONE_TREATMENTS = ("full", "mlfc", "mlfc-share", "mlfc-telemetry")  # the schemes must cost nothing alone
+TREATMENT_NAMES = (
+    "full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share", "mlfc-telemetry", "mlfc-precision"
+)  # fmt: skip
+# the schemes must cost nothing alone
+ALONE_TREATMENTS = ("full", "mlfc", "mlfc-share", "mlfc-telemetry", "mlfc-precision")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class Variant:
     loss_feedback: bool = False  # zero-filled (and withheld) elements go out with the next push
     withhold: bool = False  # the network decides how much of a push is withheld
     withhold_signal: str = WithholdPolicy().signal  # by which congestion signal (mlfc.policy.withhold)
+    precision: bool = False  # the withheld share shed by precision first (mlfc.policy.precision)
     pull_bound: float = 0.0  # approximate pulls: at most this share of a pulled tensor left out (0: whole)
     tolerated_loss: str = DEFAULT_TOLERATED_LOSS
 
@@ -79,6 +83,7 @@ class Variant:
             return "every chunk delivered, tail drop"
         parts = [f"loss bound {self.loss_bound:g}", "selective drop"]
         parts.append(f"withheld as congested ({self.withhold_signal})" if self.withhold else "")
+        parts.append("fp16/int8 before withholding" if self.precision else "")
         parts.append("loss feedback" if self.loss_feedback else "lost for good")
         parts.append(f"pulls left out up to {self.pull_bound:g}" if self.pull_bound else "")
         parts.append(f"tolerated drop: {self.tolerated_loss}")
@@ -100,6 +105,11 @@ def variants(args: argparse.Namespace) -> list[Variant]:
         # issue 46: the switch's in-band queue depth says how congested the link is and the flow's delivery
         # rate how much of it is its own (mlfc.policy.withhold's telemetry signal)
         "mlfc-telemetry": replace(mlfc_variant("mlfc-telemetry", args.mlfc_bound), withhold_signal="telemetry"),
+        # issue 46 item 3: the telemetry signal's share shed by lowering the push's precision first, withholding
+        # only what that cannot shed (mlfc.policy.precision)
+        "mlfc-precision": replace(
+            mlfc_variant("mlfc-precision", args.mlfc_bound), withhold_signal="telemetry", precision=True
+        ),
     }
     out = [made[n] for n in args.treatments]
     out += [mlfc_variant(f"mlfc-b{b:g}", b) for b in args.sweep if b != args.mlfc_bound]
@@ -132,7 +142,8 @@ def jobs_for(
                              workers=args.workers, eval_every=args.eval_every, seed=seed, loss_bound=v.loss_bound,
                              name=v.name)  # fmt: skip
         t = replace(spec.training, compress=v.compression(topk), loss_feedback=v.loss_feedback, withhold=v.withhold,
-                    withhold_signal=v.withhold_signal, pull_loss_bound=v.pull_bound)  # fmt: skip
+                    withhold_signal=v.withhold_signal, precision=v.precision,
+                    pull_loss_bound=v.pull_bound)  # fmt: skip
         out.append(replace(spec, training=t))
     return tuple(out)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -22,8 +23,16 @@ def args(**kw) -> argparse.Namespace:
 
 def test_the_treatments_by_default_and_what_each_runs():
     vs = {v.name: v for v in variants.variants(args())}
-    assert list(vs) == ["full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share", "mlfc-telemetry"]
+    assert list(vs) == ["full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share", "mlfc-telemetry",
+                        "mlfc-precision"]  # fmt: skip
     assert vs["mlfc-telemetry"].withhold_signal == "telemetry" and vs["mlfc-telemetry"].withhold
+    prec = vs["mlfc-precision"]  # issue 46 item 3: telemetry's share, shed by precision first
+    assert (prec.withhold_signal, prec.withhold, prec.precision) == ("telemetry", True, True)
+    assert not vs["mlfc-telemetry"].precision
+    assert "fp16/int8 before withholding" in prec.describe() and "mlfc-precision" in variants.ALONE_TREATMENTS
+    one = argparse.Namespace(workers=1, eval_every=5)
+    job = variants.jobs_for(one, variants.MODELS["digits-cnn"], prec, 1, 0, None)
+    assert job[0].training.precision and job[0].training.withhold_signal == "telemetry"
     share = vs["mlfc-share"]  # the third design: mlfc with the others'-share signal
     assert (share.withhold_signal, vs["mlfc"].withhold_signal) == ("share", "marks")
     assert (share.loss_bound, share.pull_bound, share.loss_feedback) == (0.5, 0.5, True)
@@ -58,7 +67,8 @@ def test_rounds_rotate_and_a_matched_topk_runs_right_after_mlfc():
     assert variants.run_order(vs, 1)[0].name == "fp16"
     fixed = variants.variants(args(topk=0.1))  # a fixed fraction keeps its rotated place
     assert [v.name for v in variants.run_order(fixed, 2)] == ["topk-ef", "selective-old", "mlfc-push", "mlfc",
-                                                            "mlfc-share", "mlfc-telemetry", "full", "fp16"]  # fmt: skip
+                                                            "mlfc-share", "mlfc-telemetry", "mlfc-precision", "full",
+                                                            "fp16"]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -106,6 +116,13 @@ def test_a_runs_figures_smoothed_time_last_five_accuracy_and_bytes():
     assert res.bytes_share == pytest.approx(0.775)
     short = _result([_record(1, 0, acc=0.2), _record(2, 0, acc=0.99)])
     assert math.isnan(short.mean_tta)  # one job never got there: the run's figure is unknown, not the other's
+
+
+def test_the_precision_column_gives_the_shares_of_chunks_by_precision_and_withheld():
+    recs = [replace(_record(1, 0), chunks=10, fp16_chunks=6, withheld_chunks=1),  # fp32 3
+            replace(_record(1, 1), chunks=10, int8_chunks=10)]  # fmt: skip
+    assert _result(recs).precision == "fp32 15 %, fp16 30 %, int8 50 %, withheld 5 %"
+    assert _result([_record(1, 0)]).precision == "-"  # records that do not say (older runs)
 
 
 def test_final_accuracy_is_the_mean_of_the_last_five_evaluations():
