@@ -34,7 +34,7 @@ from mlfc.hosts.training.compress import Compressor, decode_at, encode_at, recei
 from mlfc.hosts.training.residual import Residuals
 from mlfc.hosts.transport import SendResult
 from mlfc.policy.precision import PRECISIONS, Plan, elements_per_chunk, plan
-from mlfc.policy.withhold import CongestionEstimate, choose_withheld, withheld_share
+from mlfc.policy.withhold import CongestionEstimate, choose_withheld, share_for, withheld_share
 from mlfc.wire import IMPORTANCE_PROTECTED
 
 
@@ -131,8 +131,9 @@ class PushShaper:
         """This push's precision and withheld share by the network's congestion (fp32, nothing: no withhold)."""
         if self.congestion is None:
             return Plan()
-        share = withheld_share(self.cfg.withhold, self.congestion.value, self.cfg.loss_bound)  # type: ignore[arg-type]
-        return plan(share, numel, chunk) if self.cfg.precision else Plan("fp32", share)
+        if self.cfg.precision:  # the precision by the whole share asked, withholding within the bound
+            return plan(share_for(self.cfg.withhold, self.congestion.value), numel, chunk, self.cfg.loss_bound)  # type: ignore[arg-type]
+        return Plan("fp32", withheld_share(self.cfg.withhold, self.congestion.value, self.cfg.loss_bound))  # type: ignore[arg-type]
 
     def _to_withhold(
         self, nbytes: int, seen: np.ndarray, span: int, classes: bytes, chunk: int, share: float

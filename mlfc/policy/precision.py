@@ -1,8 +1,12 @@
 """The precision is part of the decision (issue 46, item 3): how a push sheds the bytes the network asks for.
 
-``withheld_share(policy, congestion, bound)`` (mlfc.policy.withhold) says what share s of a push's float32
-bytes to shed. Withholding whole chunks sheds them by delaying all of their information a push (error
-feedback); lowering the precision sheds them by delaying only the rounding. So precision goes first:
+``share_for(policy, congestion)`` (mlfc.policy.withhold) says what share s of a push's float32 bytes the
+network asks the flow to shed (its share of the excess). Withholding whole chunks sheds them by delaying all
+of their information a push (error feedback); lowering the precision sheds them by delaying only the
+rounding. So precision goes first, and only withholding is capped by the tensor's loss bound: the bound says
+how many elements the PS may go without, and a rounded push delivers every element. (The first cut chose
+the precision from s capped by the bound: at the default bound 0.5 three jobs on a saturated link, each
+asked to shed ~2/3, ran fp16 and never int8.)
 
 * **Per-push precision** (not per chunk): the whole push goes fp32, fp16 (2 bytes an element: sheds 1/2) or
   int8 (each wire chunk one float32 scale, max|x|/127, then chunk - 4 int8 values: sheds ~3/4). The PS learns
@@ -96,11 +100,14 @@ def shed_of(precision: str, numel: int, chunk: int) -> float:
     return 1.0 - encoded_bytes(precision, numel, chunk) / (4 * numel) if numel else 0.0
 
 
-def plan(share: float, numel: int, chunk: int) -> Plan:
+def plan(share: float, numel: int, chunk: int, bound: float = 1.0) -> Plan:
     """The precision whose shed is nearest to ``share`` (ties to the finer), and what ``share`` asks beyond
-    it as a share of the encoded push, withheld (module doc). share 0: fp32, nothing withheld."""
+    it as a share of the encoded push, withheld up to ``bound`` (the tensor's loss bound; module doc).
+    share 0: fp32, nothing withheld."""
     if not 0.0 <= share <= 1.0:
         raise PolicyError(f"share={share!r} must be in [0, 1]")
+    if not 0.0 <= bound <= 1.0:
+        raise PolicyError(f"bound={bound!r} must be in [0, 1]")
     if share <= 0 or numel <= 0:
         return FP32
     best, best_gap = "fp32", share
@@ -110,4 +117,4 @@ def plan(share: float, numel: int, chunk: int) -> Plan:
             best, best_gap = p, gap
     shed = shed_of(best, numel, chunk)
     rest = max(0.0, share - shed) / (1.0 - shed)  # of the encoded bytes, which are 1 - shed of the float32 ones
-    return Plan(best, min(1.0, rest))
+    return Plan(best, min(bound, rest))

@@ -47,6 +47,16 @@ def test_withholding_only_for_what_precision_cannot_shed():
     assert 0 < plan(0.6, N, CHUNK).withhold < plan(0.95, N, CHUNK).withhold
 
 
+def test_only_withholding_is_capped_by_the_loss_bound():
+    # three jobs on a saturated link each asked to shed ~2/3: int8 even under the default bound 0.5
+    assert plan(0.67, N, CHUNK, bound=0.5) == Plan("int8", 0.0)
+    assert plan(0.95, N, CHUNK, bound=0.5).withhold == 0.5  # what int8 cannot shed, withheld within the bound
+    assert plan(0.95, N, CHUNK, bound=0.0) == Plan("int8", 0.0)  # no loss tolerated: rounding only
+    assert plan(0.1, N, CHUNK, bound=0.05).withhold == 0.05
+    with pytest.raises(PolicyError, match="bound"):
+        plan(0.5, N, CHUNK, bound=1.5)
+
+
 def test_sizes_and_the_ps_reading_the_precision_from_the_length():
     assert [encoded_bytes(p, 40, 16) for p in PRECISIONS] == [160, 80, 40 + 4 * 4]  # int8: 12 values a chunk
     for p in PRECISIONS:
