@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from mlfc.lab.emulator import PROFILES, JobProfile, gradients, synthetic_accuracy
 from mlfc.lab.jobs import JobSpec
+from mlfc.lab.mltcp import regime as regime_curve
 from mlfc.lab.results import (
     IterationRecord,
     JobSummary,
@@ -56,6 +57,7 @@ __all__ = [
     "percentile",
     "plot_timeline",
     "read_csv",
+    "regime_curve",
     "share_of_ideal_gain",
     "summarise",
     "synthetic_accuracy",
