@@ -8,6 +8,7 @@ definitions, so it imports them instead of restating them; a rename of the lab t
 
 from __future__ import annotations
 
+from mlfc.lab.e2e.regime import signals_per_phase as lab_signals_per_phase
 from mlfc.lab.emulator import PROFILES, JobProfile, gradients, synthetic_accuracy
 from mlfc.lab.jobs import JobSpec
 from mlfc.lab.mltcp import regime as regime_curve
@@ -54,6 +55,7 @@ __all__ = [
     "ideal_iteration_times",
     "interleaving_iteration",
     "lab_leaf_spine",
+    "lab_signals_per_phase",
     "percentile",
     "plot_timeline",
     "read_csv",

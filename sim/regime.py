@@ -22,19 +22,21 @@ bandwidth-delay products. ``deep`` is the earlier fabric's setting kept for the 
 from 400 KB to 1.6 MB (pmax 0.2) at 100 Gb/s and a ~10 us round trip, as the same multiples of the
 bandwidth-delay product (queue ~70, marks from 3.1 to 12.5).
 
-Signals: ``signals_per_phase`` is the lab's definition (lab/e2e/regime.py: the switches' CE marks and drops
-per flow per communication phase), so ns-3's rows sit on the same curve as the kernel's and the switches';
-``reactions_per_phase`` counts what the senders did with them (entries into CWR on an ECN echo, fast
-recovery, timeout: at most one a window).
+Signals: ``signals_per_phase`` is the lab's function (lab/e2e/regime.py, through sim/lab.py: the switches'
+CE marks and drops per flow per communication phase), so ns-3's rows sit on the same curve as the kernel's
+and the switches'; ``reactions_per_phase`` counts what the senders did with them (window cuts: CWR on an ECN
+echo, fast recovery, timeout; at most one a window).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from mlfc.policy import ecn
 from mlfc.sim.jobs import PS, SimJob
+from mlfc.sim.lab import lab_signals_per_phase
 from mlfc.sim.network import TcpSettings
 from mlfc.sim.simulation import SimResult
 from mlfc.sim.topology import GBPS, SimTopology, leaf_spine
@@ -197,11 +199,16 @@ def compatible_jobs(fabric: RegimeFabric, topo: SimTopology, n: int, full_push_b
 
 
 def signals_per_phase(result: SimResult) -> float:
-    """The lab's signals per phase: the switches' CE marks and drops of the run's jobs per flow per
-    communication phase (every worker-iteration record is one phase of each of its two flows)."""
-    c = result.jobs
-    signals = sum(v.get("ecn_marks", 0) + v.get("selective_drops", 0) + v.get("tail_drops", 0) for v in c.values())
-    return signals / (2 * len(result.records)) if result.records and c else math.nan
+    """The lab's signals per phase (lab/e2e/regime.py's function, one definition): the switches' CE marks and
+    drops of the run's jobs per flow per communication phase (every worker-iteration record is one phase of
+    each of its two flows); NaN for a run resumed from its records (no switch counters)."""
+    if not result.jobs:
+        return math.nan
+    counters = {
+        job: {"ecn_marks": c["ecn_marks"], "drops": c["selective_drops"] + c["tail_drops"]}
+        for job, c in result.jobs.items()
+    }
+    return lab_signals_per_phase(SimpleNamespace(counters=counters, records=result.records))  # type: ignore[arg-type]
 
 
 def reactions_per_phase(result: SimResult) -> float:

@@ -204,6 +204,6 @@ def publish(ctx: Context, fabric: RegimeFabric, points: Sequence[QueueRegime], r
                 for r in at:
                     runs_dir = ctx.dir(f"{EXP}/{p.name}") / "runs"
                     for path in sorted(runs_dir.glob(f"*{cc}-{_mix(n)}*_s{r.seed}.csv")):
-                        files.append((path, f"ns-3/{_mix(n)}/{p.name}/{path.name}"))
+                        files.append((path, f"ns-3/x{fabric.scale:g}/{_mix(n)}/{p.name}/{path.name}"))
     publish_summary(EXP, out, key=regime_curve.KEY, runs=files)
     return out
