@@ -18,9 +18,8 @@ from mlfc import contract
 from mlfc.controller.compile import compile_intent
 from mlfc.controller.config import Defaults, DeploymentConfig, SwitchConfig
 from mlfc.controller.entries import Exact, Range, TableEntry, Ternary
-from mlfc.policy import drop, ecn
+from mlfc.policy import depth, drop, ecn
 from mlfc.policy.drop import DropPolicy
-from mlfc.policy.ecn import EcnProfile
 from mlfc.proto import intent_pb2 as ipb
 from mlfc.wire import IMPORTANCE_PROTECTED, PROGRESS_BUCKETS
 
@@ -70,14 +69,19 @@ class Tables:
 
 def deployment(
     switches: Sequence[str],
-    ecn_profile: EcnProfile,
+    ecn_profile: ecn.MarkingProfile,
     drop_policy: DropPolicy,
     interleaving: bool = False,
+    packet_bytes: int = depth.DEFAULT_PACKET_BYTES,
 ) -> DeploymentConfig:
-    """A deployment file for the simulated fabric (no addresses: nothing connects to these switches)."""
+    """A deployment file for the simulated fabric (no addresses: nothing connects to these switches).
+    ``packet_bytes``: the frames the simulated switches count (their queues count packets), which turns a
+    step profile's K in bytes into packets as on BMv2."""
     return DeploymentConfig(
         switches=tuple(SwitchConfig(name, grpc_addr="127.0.0.1:1", device_id=i + 1) for i, name in enumerate(switches)),
-        defaults=Defaults(ecn=ecn_profile, drop_policy=drop_policy, interleaving=interleaving),
+        defaults=Defaults(
+            ecn=ecn_profile, drop_policy=drop_policy, interleaving=interleaving, packet_bytes=packet_bytes
+        ),
     )
 
 

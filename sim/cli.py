@@ -56,7 +56,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--iterations", type=_positive(int), default=None, help="iterations per run (default: per experiment)"
     )
-    ap.add_argument("--scale", type=_positive(float), default=None, help="factor on model bytes and compute times")
+    ap.add_argument("--scale", type=_positive(float), default=None,
+                    help="factor on model bytes and compute times (mltcp-regime: on bytes and link rates, "
+                    "default 0.1)")  # fmt: skip
     ap.add_argument("--jobs", type=_seeds, default=None, help="scale: comma-separated job counts (default 4,8,16,32)")
     ap.add_argument(
         "--resume",
@@ -70,7 +72,13 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="scales: comma-separated factors swept (default 0.005,0.01,0.02,0.05,0.1,0.2,0.5,1)",
     )
-    ap.add_argument("--publish", action="store_true", help="scales: also write docs/data/sim-scale/")
+    ap.add_argument("--publish", action="store_true",
+                    help="scales, mltcp-regime: also write docs/data/sim-scale/ (mltcp-regime/)")  # fmt: skip
+    ap.add_argument("--regimes", default=None,
+                    help="mltcp-regime: comma-separated queue regimes: shallow, deep, step:K_BDP:QUEUE_BDP "
+                    "(default shallow,deep; mlfc.sim.regime)")  # fmt: skip
+    ap.add_argument("--rtt-us", type=_positive(float), default=None,
+                    help="mltcp-regime: the fabric's base round trip in us (default 100)")  # fmt: skip
     ap.add_argument("--hosts", choices=("jumbo", "tso", "stretch-acks"), default="jumbo",
                     help="scale, scales, bench: the hosts' TCP model (sim/experiments/common.py)")  # fmt: skip
     return ap
@@ -110,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         scales=args.scales,
         publish=args.publish,
         hosts=args.hosts,
+        regimes=tuple(r.strip() for r in args.regimes.split(",") if r.strip()) if args.regimes else None,
+        rtt_us=args.rtt_us,
     )
     print(f"mlfc.sim: seeds {', '.join(map(str, ctx.seeds))}; results in {args.out}/", file=sys.stderr)
     print("mlfc.sim: loading ns-3 and compiling the C++ parts (~10-40 s) ...", file=sys.stderr, flush=True)

@@ -8,8 +8,10 @@ definitions, so it imports them instead of restating them; a rename of the lab t
 
 from __future__ import annotations
 
+from mlfc.lab.e2e.regime import signals_per_phase as lab_signals_per_phase
 from mlfc.lab.emulator import PROFILES, JobProfile, gradients, synthetic_accuracy
 from mlfc.lab.jobs import JobSpec
+from mlfc.lab.mltcp import regime as regime_curve
 from mlfc.lab.results import (
     IterationRecord,
     JobSummary,
@@ -53,9 +55,11 @@ __all__ = [
     "ideal_iteration_times",
     "interleaving_iteration",
     "lab_leaf_spine",
+    "lab_signals_per_phase",
     "percentile",
     "plot_timeline",
     "read_csv",
+    "regime_curve",
     "share_of_ideal_gain",
     "summarise",
     "synthetic_accuracy",

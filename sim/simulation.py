@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from mlfc.policy.drop import DropPolicy
-from mlfc.policy.ecn import EcnProfile
+from mlfc.policy.ecn import EcnProfile, MarkingProfile, StepProfile
 from mlfc.policy.maif import MaifParams
 from mlfc.policy.mltcp import MltcpParams, format_params
 from mlfc.proto import intent_pb2 as ipb
@@ -42,7 +42,9 @@ class SimConfig:
     mltcp: bool = False
     mltcp_params: MltcpParams = field(default_factory=MltcpParams)
     priorities: str = "none"  # none | maif | interleave
-    ecn: EcnProfile = field(default_factory=EcnProfile)
+    # RED (packets) or DCTCP's step (K in bytes, counted in packets of tcp.mtu bytes: the deployment's
+    # packet_bytes, as on BMv2 and the reference switch)
+    ecn: MarkingProfile = field(default_factory=EcnProfile)
     # Selective drop as the controller deploys it by default. Jobs without importance classes send
     # class 0, which it drops first from level 1 (16 queued packets) on: switch it off (min_importance
     # all 0) when the jobs are not classed.
@@ -64,8 +66,10 @@ class SimConfig:
             raise ValueError(f"priorities={self.priorities!r} is not one of {', '.join(PRIORITIES)}")
         if self.iterations < 1:
             raise ValueError("iterations must be >= 1")
-        if self.mltcp and not self.mltcp_params.linear:  # the ns-3 module takes slope and intercept only
-            raise ValueError(f"the simulator's MLTCP has a linear F, not {format_params(self.mltcp_params)}")
+        p = self.mltcp_params
+        if self.mltcp and (not (p.linear or p.shape == "step") or p.rule != "increase"):
+            # the ns-3 module computes the line and the step, on the additive increase (the paper's rule)
+            raise ValueError(f"the simulator's MLTCP has a linear or step F, not {format_params(p)}")
         if not self.jobs:
             raise ValueError("no jobs")
         ids = [j.job_id for j in self.jobs]
@@ -107,6 +111,10 @@ class SimResult:
     f_samples: list[tuple[int, int, float]]  # (bytes sent this iteration, bytes per iteration, F)
     restarts: int  # windows restarted after idle
     stats: RunStats
+    # job -> the congestion reactions of its connections (ECN echoes, fast retransmits, timeouts: entries into
+    # CWR, recovery and loss), and job -> its connections (flows); empty for a run resumed from its records
+    reactions: dict[int, int] = field(default_factory=dict)
+    flows: dict[int, int] = field(default_factory=dict)
 
 
 def _slice(config: SimConfig) -> float:
@@ -180,7 +188,10 @@ def run(config: SimConfig, progress: TextIO | None = sys.stderr, label: str | No
     label = label or config.name
     net = Network(env, config.topology, config.tcp, config.queue_limit, seed=config.seed)
     switches = list(config.topology.topology.switches)
-    deploy = bridge.deployment(switches, config.ecn, config.drop)
+    # A step's K in bytes is counted in the run's frames; RED is in packets already (and TSO's 64 KB frames
+    # are beyond what a deployment's packet_bytes may be).
+    step = isinstance(config.ecn, StepProfile)
+    deploy = bridge.deployment(switches, config.ecn, config.drop, **({"packet_bytes": config.tcp.mtu} if step else {}))
     base_intent = bridge.treatment_intent(config.priorities)
 
     def install(intent: ipb.Intent) -> None:
@@ -213,6 +224,8 @@ def run(config: SimConfig, progress: TextIO | None = sys.stderr, label: str | No
             config.tcp.initial_cwnd,
         )
         c.Mltcp().recordSamples = config.record_f
+        if params.shape == "step":
+            c.Mltcp().knee = float(params.knee)
         conns.append(c)
         return c
 
@@ -305,6 +318,12 @@ def run(config: SimConfig, progress: TextIO | None = sys.stderr, label: str | No
                 for s in c.Mltcp().samples:
                     samples.append((int(s.sent), int(s.perIteration), float(s.factor)))
         restarts = sum(int(c.restarts) for c in conns)
+        reactions: dict[int, int] = {}
+        flows: dict[int, int] = {}
+        for c in conns:
+            job_id = int(c.progress.job)
+            reactions[job_id] = reactions.get(job_id, 0) + int(c.Mltcp().reactions)
+            flows[job_id] = flows.get(job_id, 0) + 1
     finally:
         ns.Simulator.Destroy()
         if maif is not None:
@@ -321,6 +340,8 @@ def run(config: SimConfig, progress: TextIO | None = sys.stderr, label: str | No
         samples,
         restarts,
         RunStats(wall_s, sim_s, events, load_s, packets),
+        reactions,
+        flows,
     )
 
 

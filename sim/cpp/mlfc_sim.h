@@ -127,6 +127,7 @@ struct MltcpState
     bool enabled{false};
     double slope{0.0};
     double intercept{1.0};
+    double knee{-1.0}; // < 0: F is the line; else the step at this bytes_ratio
     bool restartAfterIdle{true};
     uint32_t initialWindow{10};
     FlowProgress* progress{nullptr};
@@ -134,12 +135,17 @@ struct MltcpState
     double carry{0.0};
     bool recordSamples{false};
     std::vector<FSample> samples;
+    // Congestion reactions (issue 45): window reductions, each asking the algorithm for a new ssthresh (CWR
+    // on an ECN echo, fast recovery, timeout); at most one a window, what a congestion signal does to it.
+    uint64_t reactions{0};
 
     double Factor() const
     {
         if (!enabled)
             return 1.0;
         double r = progress ? progress->Ratio() : 0.0;
+        if (knee >= 0.0) // the step shape (mlfc.policy.mltcp): g(r) = 1 from r >= knee
+            return slope * (r >= knee ? 1.0 : 0.0) + intercept;
         return slope * r + intercept;
     }
 
@@ -216,6 +222,13 @@ class TcpMlfcReno : public TcpNewReno
         mltcp.Scale(tcb, before, ca);
     }
 
+    // Every window reduction (ECN echo, fast retransmit, timeout) asks for the new ssthresh: one reaction.
+    uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override
+    {
+        mltcp.reactions++;
+        return TcpNewReno::GetSsThresh(tcb, bytesInFlight);
+    }
+
     Ptr<TcpCongestionOps> Fork() override { return CopyObject<TcpMlfcReno>(this); }
 };
 
@@ -255,6 +268,13 @@ class TcpMlfcCubic : public TcpCubic
         bool ca = tcb->m_cWnd >= tcb->m_ssThresh;
         TcpCubic::IncreaseWindow(tcb, segmentsAcked);
         mltcp.Scale(tcb, before, ca);
+    }
+
+    // Every window reduction (ECN echo, fast retransmit, timeout) asks for the new ssthresh: one reaction.
+    uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override
+    {
+        mltcp.reactions++;
+        return TcpCubic::GetSsThresh(tcb, bytesInFlight);
     }
 
     // After idle the cubic epoch must not count the idle time: ns-3's CUBIC keeps its epoch private,

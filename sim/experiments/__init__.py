@@ -1,6 +1,6 @@
 """The simulator's experiments: validation against the emulation, MLTCP at scale, circular
-dependencies, MAIF time-to-accuracy, selective drop under incast, the speed benchmark and the scale
-sweep, one module each; what they share is in ``common``.
+dependencies, MAIF time-to-accuracy, selective drop under incast, the speed benchmark, the scale
+sweep and MLTCP's congestion regime, one module each; what they share is in ``common``.
 
 Each experiment writes under ``out/<experiment>/``: one CSV of iteration records per run, a CSV of
 its table, ``summary.md`` (the table, the command, the seeds) and PNG plots. Seeds are printed with
@@ -24,6 +24,7 @@ from mlfc.sim.experiments.maif import (
     search_jobs,
     search_times,
 )
+from mlfc.sim.experiments.mltcp_regime import mltcp_regime
 from mlfc.sim.experiments.scale import at_scale
 from mlfc.sim.experiments.scale_sweep import scale_sweep
 from mlfc.sim.experiments.validation import small, validation
@@ -36,6 +37,7 @@ EXPERIMENTS: dict[str, Callable[[Context], str]] = {
     "incast": incast,
     "bench": benchmark,
     "scales": scale_sweep,
+    "mltcp-regime": mltcp_regime,
 }
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "line_rate_time",
     "maif_params",
     "maif_search",
+    "mltcp_regime",
     "scale_sweep",
     "search_jobs",
     "search_times",

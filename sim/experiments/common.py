@@ -38,6 +38,8 @@ class Context:
     scales: tuple[float, ...] | None = None  # scales: the factors swept (None: the experiment's)
     publish: bool = False  # experiments that publish: also write docs/data/<experiment>/
     hosts: str = "jumbo"  # scale, scales, bench: how the hosts' TCP sends (HOST_MODELS)
+    regimes: tuple[str, ...] | None = None  # mltcp-regime: queue regimes (None: shallow, deep)
+    rtt_us: float | None = None  # mltcp-regime: the fabric's base round trip (None: mlfc.sim.regime's)
     log: Callable[[str], None] = field(default=lambda s: print(s, file=sys.stderr, flush=True))
 
     def dir(self, name: str) -> Path:
