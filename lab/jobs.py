@@ -50,6 +50,7 @@ class Training:
     withhold_signal: str = WithholdPolicy().signal  # and by which congestion signal (mlfc.policy.withhold)
     precision: bool = False  # the withheld share shed by precision first (ClientConfig.precision)
     pull_loss_bound: float = 0.0  # approximate pulls: the PS leaves out up to this share under congestion
+    pull_precision: bool = False  # and sends the change at fp16/int8 first (ServerConfig.pull_precision)
 
 
 @dataclass(frozen=True)
@@ -228,7 +229,7 @@ def training_job(spec: JobSpec, iterations: int, transport: Transport) -> Traini
         timeout=LAB_JOB_TIMEOUT_S, peer_timeout=LAB_JOB_TIMEOUT_S,
         compress=t.compress, loss_feedback=t.loss_feedback, withhold=t.withhold,
         withhold_signal=t.withhold_signal, precision=t.precision,
-        pull_loss_bound=t.pull_loss_bound,
+        pull_loss_bound=t.pull_loss_bound, pull_precision=t.pull_precision,
         tolerated_loss=transport.tolerated_loss,
     )  # fmt: skip
 

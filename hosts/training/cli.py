@@ -54,6 +54,7 @@ def _run_ps(args: argparse.Namespace) -> int:
         sender=sender_config(args),
         pull_withhold=withhold_policy(args) if args.pull_loss_bound > 0 else None,
         pull_loss_bound=args.pull_loss_bound,
+        pull_precision=args.pull_precision,
     )
     ckpt = Checkpoint(Path(args.checkpoint), args.checkpoint_every) if args.checkpoint else None
     with make_parameter_server(task, train, scfg, checkpoint=ckpt) as srv:

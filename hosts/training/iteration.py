@@ -98,12 +98,14 @@ class IterationLoop:
             plan = worker.pulls.plan(t, p, chunk, t, n) if worker.pulls is not None else None
             if plan is None:
                 res = tx.send_tensor(cfg.job, it, t, p, importance=_pull_classes(p, chunk, t, n), timeout=cfg.timeout)
-            else:
-                res = tx.send_tensor(cfg.job, it, t, p, importance=plan.classes, loss_bound=plan.loss_bound,
+            else:  # the parameters, or below fp32 their change since the worker's copy
+                body = p if plan.payload is None else plan.payload
+                res = tx.send_tensor(cfg.job, it, t, body, importance=plan.classes, loss_bound=plan.loss_bound,
                                      withhold=plan.withhold, timeout=cfg.timeout)  # fmt: skip
             if worker.pulls is not None:
-                stale += worker.pulls.delivered(t, p, res.missing_chunks, chunk, res.congestion(worker.pulls.policy))
-            sent += p.nbytes - res.withheld_bytes
+                congestion = res.congestion(worker.pulls.policy)
+                stale += worker.pulls.delivered(t, p, res.missing_chunks, chunk, congestion, plan)
+            sent += (p.nbytes if plan is None or plan.payload is None else len(plan.payload)) - res.withheld_bytes
             withheld += res.withheld_chunks
         stats = PullStats.of(loss, worker.rank, sent_bytes=sent, withheld_chunks=withheld, stale_elements=stale)
         tx.send_tensor(

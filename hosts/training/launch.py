@@ -51,6 +51,7 @@ class TrainingJob:
     withhold_signal: str = WithholdPolicy().signal  # its congestion signal (--withhold-signal)
     precision: bool = False  # shed the withheld share by precision first (worker --precision; mlfc.policy.precision)
     pull_loss_bound: float = 0.0  # approximate pulls (PS --pull-loss-bound; hosts/training/pull_copies.py)
+    pull_precision: bool = False  # and at a lower precision first (PS --pull-precision)
     eval_every: int = 5
     compute_s: float = 0.0  # pad real compute up to this (0: none)
     compress: str = "none"  # rigid push compression: none | fp16 | topk:F (hosts/training/compress.py)
@@ -131,6 +132,8 @@ def ps_argv(
         args += ["--checkpoint", job.checkpoint, "--checkpoint-every", str(job.checkpoint_every)]
     if job.pull_loss_bound > 0:
         args += ["--pull-loss-bound", str(job.pull_loss_bound)]
+    if job.pull_precision:
+        args.append("--pull-precision")
     return [*args, *job.extra_ps]
 
 

@@ -28,7 +28,7 @@ import torch
 
 from mlfc.hosts.training.client import PsRestarted, PushResult, WorkerClient, WorkerError
 from mlfc.hosts.training.durable import remove_leftovers, write_atomic
-from mlfc.hosts.training.pull_copies import keep_previous
+from mlfc.hosts.training.pull_copies import apply_pull
 from mlfc.hosts.training.server import TrainingServer
 from mlfc.hosts.training.tasks import Task, batches, shard, tensors
 
@@ -303,9 +303,9 @@ def _iteration(
         for t, p in enumerate(params):
             d = client.wait(it, t)
             zero_filled += len(d.loss.missing_chunks)
-            pulled = np.frombuffer(d.data, dtype=np.float32)
-            # an approximate pull's missing chunks keep this worker's previous values (the PS knows which)
-            pulled = keep_previous(p.detach().reshape(-1).numpy(), pulled, d.loss.missing_chunks, d.loss.chunk_size)
+            # an approximate pull's missing chunks keep this worker's previous values (the PS knows which); a
+            # pull below fp32 is the change since them (hosts/training/pull_copies.py)
+            pulled = apply_pull(p.detach().reshape(-1).numpy(), d.data, d.loss.missing_chunks, d.loss.chunk_size)
             p.copy_(torch.from_numpy(pulled).view_as(p))
     stats = client.stats(it)
     end = time.time()

@@ -128,6 +128,13 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                 "chunks that changed least; the worker keeps its previous values there (0: pulls whole)",
             )
             p.add_argument(
+                "--pull-precision",
+                action="store_true",
+                help="with --pull-loss-bound: to workers started with --precision, a congested pull goes as the "
+                "change since the worker's copy at fp16 or int8 before any chunk is left out (hosts/training/"
+                "pull_copies.py)",
+            )
+            p.add_argument(
                 "--metrics",
                 default=None,
                 metavar="[HOST:]PORT",

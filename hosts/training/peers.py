@@ -90,7 +90,8 @@ class Peers:
         worker.sender = Sender(worker.rx, (self.cfg.bind, port), self.cfg.sender)
         worker.pool = ThreadPoolExecutor(1, thread_name_prefix=f"mlfc-pull-{worker.rank}")
         if self.cfg.pull_withhold is not None:  # a new flow (a new or re-joined worker): its first pull is whole
-            worker.pulls = PullCopies(self.cfg.pull_withhold, self.cfg.pull_loss_bound)
+            precision = self.cfg.pull_precision and worker.precision  # the worker reads precision by length
+            worker.pulls = PullCopies(self.cfg.pull_withhold, self.cfg.pull_loss_bound, precision=precision)
 
     def close_worker(self, worker: Worker) -> None:
         if worker.pool is not None:

@@ -28,6 +28,9 @@ class ServerConfig:
     # PS mode: approximate pulls (hosts/training/pull_copies.py): None, every pull whole and protected
     pull_withhold: WithholdPolicy | None = None
     pull_loss_bound: float = 0.0  # of each pulled tensor, at most this share left out (with pull_withhold)
+    # issue 46 item 3: to a worker that reads precision by length (its HELLO's "precision"), a congested pull
+    # goes as the change since its copy at fp16/int8 before anything is left out (pull_copies.py)
+    pull_precision: bool = False
 
     def __post_init__(self) -> None:
         if self.pull_withhold is not None and (self.mode != "ps" or not 0.0 < self.pull_loss_bound <= 1.0):
@@ -35,6 +38,8 @@ class ServerConfig:
                 f"pull_withhold needs PS mode and a pull loss bound in (0, 1], not {self.mode}, "
                 f"{self.pull_loss_bound!r}"
             )
+        if self.pull_precision and self.pull_withhold is None:
+            raise ValueError("pull_precision needs approximate pulls (pull_withhold and a pull loss bound)")
         if self.roster_file is not None and self.mode != "aggregate":
             raise ValueError("roster_file is for aggregate mode: a PS keeps its state in a Checkpoint (loop.py)")
         if self.mode not in proto.MODES:

@@ -9,8 +9,8 @@
 --jobs identical data-parallel jobs (a PS and --workers workers each, same model and seed) share the
 dumbbell's bottleneck, compute padded to the model's compute time so that their pushes overload it together
 (congested); with --alone (the default) the same treatments' ``full``, ``mlfc``, ``mlfc-share``,
-``mlfc-telemetry`` and ``mlfc-precision`` also run one job by itself (uncongested: the scheme must cost
-nothing there). Treatments, all in every round and seed:
+``mlfc-telemetry``, ``mlfc-precision`` and ``mlfc-precision-pulls`` also run one job by itself (uncongested:
+the scheme must cost nothing there). Treatments, all in every round and seed:
 
 * ``full``: every chunk delivered (loss bound 0: retransmitted until complete), tail drop only;
 * ``fp16``: rigid half-precision pushes (hosts/training/compress.py), lossless;
@@ -39,6 +39,10 @@ nothing there). Treatments, all in every round and seed:
   mlfc.policy.precision): the whole push at fp16 or int8, whichever sheds nearest the share, and only what
   that cannot shed withheld; the rounding joins the error-feedback residual. The ``precision`` column says
   what share of the pushes' chunks went fp32, fp16, int8 or withheld.
+* ``mlfc-precision-pulls``: ``mlfc-precision`` with the pulls by precision too (PS --pull-precision,
+  hosts/training/pull_copies.py): a congested pull goes as the change since the worker's copy at fp16 or
+  int8, and only what that cannot shed is left out, so the worker's model (the one rank 0 evaluates) stays
+  within the rounding of the PS's instead of stale by whole chunks.
 * --sweep B,...: ``mlfc`` at other bounds (published as ``mlfc-bB``).
 
 A* per model and seed is the converged accuracy of one job trained to a plateau in process (lab/astar.py,

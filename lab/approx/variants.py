@@ -41,10 +41,11 @@ MODELS: dict[str, Model] = {
     "synthetic-mlp": Model("synthetic", 256, 0.1, 0.05, 160, "MLP width 256 on the generated 8-class task"),
 }
 TREATMENT_NAMES = (
-    "full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share", "mlfc-telemetry", "mlfc-precision"
+    "full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share", "mlfc-telemetry", "mlfc-precision",
+    "mlfc-precision-pulls",
 )  # fmt: skip
 # the schemes must cost nothing alone
-ALONE_TREATMENTS = ("full", "mlfc", "mlfc-share", "mlfc-telemetry", "mlfc-precision")
+ALONE_TREATMENTS = ("full", "mlfc", "mlfc-share", "mlfc-telemetry", "mlfc-precision", "mlfc-precision-pulls")
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class Variant:
     withhold_signal: str = WithholdPolicy().signal  # by which congestion signal (mlfc.policy.withhold)
     precision: bool = False  # the withheld share shed by precision first (mlfc.policy.precision)
     pull_bound: float = 0.0  # approximate pulls: at most this share of a pulled tensor left out (0: whole)
+    pull_precision: bool = False  # congested pulls go as the change at fp16/int8 first (pull_copies.py)
     tolerated_loss: str = DEFAULT_TOLERATED_LOSS
 
     def compression(self, topk: float | None = None) -> str:
@@ -85,6 +87,7 @@ class Variant:
         parts.append(f"withheld as congested ({self.withhold_signal})" if self.withhold else "")
         parts.append("fp16/int8 before withholding" if self.precision else "")
         parts.append("loss feedback" if self.loss_feedback else "lost for good")
+        parts.append("pulls as fp16/int8 changes first" if self.pull_precision else "")
         parts.append(f"pulls left out up to {self.pull_bound:g}" if self.pull_bound else "")
         parts.append(f"tolerated drop: {self.tolerated_loss}")
         return ", ".join(p for p in parts if p)
@@ -109,6 +112,14 @@ def variants(args: argparse.Namespace) -> list[Variant]:
         # only what that cannot shed (mlfc.policy.precision)
         "mlfc-precision": replace(
             mlfc_variant("mlfc-precision", args.mlfc_bound), withhold_signal="telemetry", precision=True
+        ),
+        # its second design: the pulls too (measured cause: pulls that leave chunks out keep the evaluating
+        # worker's copy stale by whole chunks); the change since the worker's copy at fp16/int8 first
+        "mlfc-precision-pulls": replace(
+            mlfc_variant("mlfc-precision-pulls", args.mlfc_bound),
+            withhold_signal="telemetry",
+            precision=True,
+            pull_precision=True,
         ),
     }
     out = [made[n] for n in args.treatments]
@@ -143,7 +154,7 @@ def jobs_for(
                              name=v.name)  # fmt: skip
         t = replace(spec.training, compress=v.compression(topk), loss_feedback=v.loss_feedback, withhold=v.withhold,
                     withhold_signal=v.withhold_signal, precision=v.precision,
-                    pull_loss_bound=v.pull_bound)  # fmt: skip
+                    pull_loss_bound=v.pull_bound, pull_precision=v.pull_precision)  # fmt: skip
         out.append(replace(spec, training=t))
     return tuple(out)
 

@@ -13,8 +13,9 @@ import pytest
 from mlfc.hosts.training import pull_copies
 from mlfc.hosts.training.cli import build_parser
 from mlfc.hosts.training.launch import TrainingJob, ps_argv
-from mlfc.hosts.training.pull_copies import PullCopies, keep_previous
+from mlfc.hosts.training.pull_copies import PullCopies, apply_pull, keep_previous
 from mlfc.hosts.training.server import ServerConfig, TrainingServer
+from mlfc.policy.precision import encoded_bytes
 from mlfc.policy.withhold import WithholdPolicy
 from mlfc.testing.ps_pair import SMALL, small_client
 from mlfc.wire import IMPORTANCE_PROTECTED
@@ -158,3 +159,110 @@ def test_through_the_real_ps_left_out_chunks_keep_old_values_and_arrive_later(mo
         final = seen[rank][-1][0]
         np.testing.assert_array_equal(final, params[0])  # delayed, never lost: the worker has the PS's model
         np.testing.assert_array_equal(srv.workers[rank].pulls.copies[0], final)  # and the PS knows it
+
+
+# --- pulls at a lower precision (issue 46 item 3): the change since the worker's copy, rounded --------------
+
+
+def test_a_pull_below_fp32_is_the_rounded_change_and_the_copy_is_exactly_what_the_worker_adds(monkeypatch):
+    monkeypatch.setattr(pull_copies, "share_for", lambda policy, c: 0.65)  # int8's shed (56 of 160 bytes)
+    pc = PullCopies(WithholdPolicy(), 0.5, precision=True)
+    p0 = np.linspace(-1, 1, N, dtype=np.float32)
+    assert pc.plan(0, p0, CHUNK, 0, 1) is None  # no copy known: whole, as without precision
+    pc.delivered(0, p0, (), CHUNK, 0.0)
+    held = p0.copy()
+    p1 = p0 + np.linspace(0.01, 0.4, N, dtype=np.float32)
+    plan = pc.plan(0, p1, CHUNK, 0, 1)
+    assert plan is not None and plan.precision == "int8" and plan.withhold == []
+    assert len(plan.payload) == encoded_bytes("int8", N, CHUNK) < 4 * N  # the bytes on the wire shrink
+    held = apply_pull(held, plan.payload, (), CHUNK)
+    assert pc.delivered(0, p1, (), CHUNK, 0.0, plan) == 0
+    np.testing.assert_array_equal(pc.copies[0], held)  # the PS knows exactly what the worker holds
+    assert 0 < np.abs(held - p1).max() <= 0.4 / 127  # within int8's rounding of the change
+
+
+def test_a_lost_chunk_of_a_change_is_no_change_and_the_rest_arrives_with_the_next_pulls(monkeypatch):
+    monkeypatch.setattr(pull_copies, "share_for", lambda policy, c: 0.65)
+    pc = PullCopies(WithholdPolicy(), 0.5, precision=True)
+    p0 = np.zeros(N, dtype=np.float32)
+    pc.delivered(0, p0, (), CHUNK, 0.0)
+    held = p0.copy()
+    p1 = np.linspace(0.5, 2.0, N, dtype=np.float32)
+    plan = pc.plan(0, p1, CHUNK, 0, 1)
+    wire = bytearray(plan.payload)
+    wire[CHUNK : 2 * CHUNK] = bytes(CHUNK)  # chunk 1 lost: the receiver zero-fills it
+    held = apply_pull(held, wire, (1,), CHUNK)
+    assert pc.delivered(0, p1, (1,), CHUNK, 0.0, plan) == CHUNK - 4  # an int8 chunk's elements went stale
+    np.testing.assert_array_equal(pc.copies[0], held)
+    np.testing.assert_array_equal(held[12:24], p0[12:24])  # no change where nothing arrived
+    for _ in range(4):  # the parameters stop moving: what is missing and the rounding go out, never lost
+        plan = pc.plan(0, p1, CHUNK, 0, 1)
+        held = apply_pull(held, plan.payload, (), CHUNK)
+        pc.delivered(0, p1, (), CHUNK, 0.0, plan)
+        np.testing.assert_array_equal(pc.copies[0], held)
+    np.testing.assert_allclose(held, p1, rtol=0, atol=1e-6)
+
+
+def test_without_precision_a_pull_stays_fp32_whatever_the_share(monkeypatch):
+    monkeypatch.setattr(pull_copies, "share_for", lambda policy, c: 0.65)
+    pc = copies()
+    pc.delivered(0, np.zeros(N, dtype=np.float32), (), CHUNK, 0.0)
+    plan = pc.plan(0, np.ones(N, dtype=np.float32), CHUNK, 0, 1)
+    assert plan is not None and plan.precision == "fp32" and plan.payload is None
+
+
+def test_through_the_real_ps_a_precision_worker_takes_fp16_changes_and_ends_with_the_ps_model(monkeypatch):
+    monkeypatch.setattr(pull_copies, "share_for", lambda policy, c: 0.5)  # fp16's shed: nothing left out
+    params = [np.zeros(N, dtype=np.float32)]
+
+    def apply(_it: int, means: list[np.ndarray]) -> None:
+        params[0] -= means[0]
+
+    cfg = ServerConfig(job=5, workers=2, port=0, tx_port_base=None, deadline=0.005, timeout=20, sender=SMALL,
+                       pull_withhold=WithholdPolicy(), pull_loss_bound=0.5, pull_precision=True)  # fmt: skip
+    srv = TrainingServer(cfg, parameters=params, apply=apply, emit=None)
+    grads = [np.linspace(0.1, 4.0, N, dtype=np.float32) / 3, np.linspace(4.0, 0.1, N, dtype=np.float32) / 7]
+    iterations = 6
+    ps = threading.Thread(target=lambda: (srv.accept(), srv.run(iterations)), daemon=True)
+    ps.start()
+    seen: dict[int, list] = {}
+
+    def worker(rank: int) -> None:
+        policy = WithholdPolicy(signal="telemetry")
+        with small_client(srv, rank, loss_bound=0.5, withhold=policy, precision=True) as c:
+            c.connect([N])
+            held = c.initial_parameters().copy()
+            out = []
+            for it in range(iterations):
+                c.start_iteration(4 * N)
+                c.push(it, 0, grads[rank] if it < 2 else np.zeros(N, dtype=np.float32), layer_index=0, num_layers=1)
+                d = c.wait(it, 0)
+                out.append((len(d.data), c.stats(it)))
+                held = apply_pull(held, d.data, d.loss.missing_chunks, d.loss.chunk_size)
+            seen[rank] = [*out, held]
+
+    threads = [threading.Thread(target=worker, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    ps.join(timeout=30)
+    assert set(seen) == {0, 1}
+    for rank in range(2):
+        *pulls, held = seen[rank]
+        assert pulls[0][0] == 4 * N  # the first pull is the parameters, whole
+        assert all(n == 2 * N for n, _ in pulls[1:])  # then fp16 changes
+        assert all(s["pull_sent_bytes"] == 2 * N for _, s in pulls[1:])
+        np.testing.assert_array_equal(srv.workers[rank].pulls.copies[0], held)  # the PS knows what it holds
+        np.testing.assert_allclose(held, params[0], rtol=1e-5, atol=1e-7)  # the rounding went out too
+
+
+def test_pull_precision_needs_approximate_pulls_and_reaches_the_ps():
+    with pytest.raises(ValueError, match="pull_precision needs approximate pulls"):
+        ServerConfig(job=5, workers=1, pull_precision=True)
+    job = TrainingJob(job=3, workers=2, iterations=5, pull_loss_bound=0.4, pull_precision=True)
+    assert "--pull-precision" in ps_argv(job, "10.0.0.1")
+    assert "--pull-precision" not in ps_argv(TrainingJob(job=3, workers=2, iterations=5, pull_loss_bound=0.4), "x")
+    args = build_parser().parse_args(["ps", "--job", "3", "--workers", "2", "--pull-loss-bound", "0.4",
+                                      "--pull-precision"])  # fmt: skip
+    assert args.pull_precision
