@@ -24,6 +24,16 @@ CHUNK = 16  # bytes: 4 float32 per chunk
 N = 40  # elements: 10 chunks
 
 
+def run_workers(worker, ps: threading.Thread, ranks: int = 2) -> None:  # type: ignore[no-untyped-def]
+    """Run ``worker(rank)`` for every rank in its own thread beside the PS's, and wait for all of them."""
+    threads = [threading.Thread(target=worker, args=(r,)) for r in range(ranks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    ps.join(timeout=30)
+
+
 def copies(bound: float = 0.5) -> PullCopies:
     return PullCopies(WithholdPolicy(), bound)
 
@@ -136,12 +146,7 @@ def test_through_the_real_ps_left_out_chunks_keep_old_values_and_arrive_later(mo
                 out.append((held.copy(), tuple(d.loss.missing_chunks), c.stats(it)))
             seen[rank] = out
 
-    threads = [threading.Thread(target=worker, args=(r,)) for r in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    ps.join(timeout=30)
+    run_workers(worker, ps)
     assert set(seen) == {0, 1}
     mean = (grads[0] + grads[1]) / 2
     for rank in range(2):
@@ -241,12 +246,7 @@ def test_through_the_real_ps_a_precision_worker_takes_fp16_changes_and_ends_with
                 held = apply_pull(held, d.data, d.loss.missing_chunks, d.loss.chunk_size)
             seen[rank] = [*out, held]
 
-    threads = [threading.Thread(target=worker, args=(r,)) for r in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    ps.join(timeout=30)
+    run_workers(worker, ps)
     assert set(seen) == {0, 1}
     for rank in range(2):
         *pulls, held = seen[rank]
