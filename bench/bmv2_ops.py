@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from dataplane_packets import entries_for, frame
+from dataplane_packets import entries_for, frame, has_telemetry
 
 from mlfc import contract
 from mlfc.controller.pipeline import Pipeline
@@ -63,7 +63,7 @@ def trace_one(program: str, size: int, workdir: Path, build: Path = contract.P4_
         pipeline = Pipeline.load(build / f"{program}.p4info.txtpb", build / f"{program}.json", checked=False)
         with SwitchConnection(sw.grpc_addr, sw.device_id, pipeline=pipeline) as conn:
             conn.load_pipeline(force=True)
-            conn.reconcile(entries_for(program))
+            conn.reconcile(entries_for(program, telemetry=has_telemetry(pipeline)))
         text_before = read_log()
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         s.bind((pairs[0].test_side, 0))

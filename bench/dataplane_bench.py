@@ -13,13 +13,14 @@ of each is reported with their ratio (target >= 0.85). Needs root and BMv2.
 the one on PATH).
 
     python bench/dataplane_bench.py --design "before=/path/to/old/p4src/build" --design "now=p4src/build" \
-        --rounds 2 --publish
+        --rounds 2 --publish [--experiment dataplane-telemetry]
 
 compares program layouts instead: each --design LABEL=DIR names a directory holding mlfc.json,
 mlfc.p4info.txtpb, l3fwd.json and l3fwd.p4info.txtpb (the same P4Info: the bench's entries fit every
 design). Per round every design runs its --trials against its own l3fwd, the designs in alternating order;
 bench/bmv2_ops.py's counts come with each. --publish writes docs/data/dataplane/ (summary.json and
-runs/trials.csv), the table `make figures` puts in docs/results.md.
+runs/trials.csv), the table `make figures` puts in docs/results.md; --experiment dataplane-telemetry
+publishes issue 46's comparison (the telemetry's cost) there instead, beside issue 28's layouts.
 
 p4lang's performance notes measure BMv2 built with --disable-logging-macros; the logging macros cost
 every table lookup and action something, so the ratio depends on the build as well as the program.
@@ -41,7 +42,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bmv2_ops import trace_one
-from dataplane_packets import entries_for, frame
+from dataplane_packets import entries_for, frame, has_telemetry
 from summary import Row, command_line, record
 from summary import verdict as verdict_of
 
@@ -87,7 +88,7 @@ def measure(
     pipeline = Pipeline.load(build / f"{program}.p4info.txtpb", build / f"{program}.json", checked=False)
     with SwitchConnection(switch.grpc_addr, switch.device_id, pipeline=pipeline) as conn:
         conn.load_pipeline(force=True)
-        conn.reconcile(entries_for(program))
+        conn.reconcile(entries_for(program, telemetry=has_telemetry(pipeline)))
         data = frame(size)
         offer(in_iface, data, 0.5)  # warm-up
         time.sleep(1.0)
@@ -116,6 +117,8 @@ def bench_build(binary: str, args: argparse.Namespace) -> tuple[float, float]:
 
 
 TARGET_RATIO = 0.85  # issue 28: mlfc.p4 / l3fwd.p4 on BMv2's default build
+# the published design comparisons: issue 28's program layouts; issue 46's cost of the queue telemetry
+DESIGN_EXPERIMENTS = ("dataplane", "dataplane-telemetry")
 
 
 def parse_design(text: str) -> tuple[str, Path]:
@@ -191,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--design", action="append", type=parse_design, metavar="LABEL=DIR",
                     help="compare program layouts compiled into DIR (repeatable; see above)")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=2, help="with --design: rounds of --trials each")
-    ap.add_argument("--publish", action="store_true", help="with --design: write docs/data/dataplane/")
+    ap.add_argument("--publish", action="store_true", help="with --design: write docs/data/EXPERIMENT/")
+    ap.add_argument("--experiment", default="dataplane", choices=DESIGN_EXPERIMENTS,
+                    help="with --publish: which comparison the designs are (%(default)s: issue 28's layouts)")
     args = ap.parse_args(argv)
     missing = bmv2_missing() or (None if os.geteuid() == 0 else "needs root (veth pairs, raw sockets)")
     if missing:
@@ -246,7 +251,7 @@ def run_designs(binary: str, args: argparse.Namespace) -> int:
                     "load_before": " ".join(f"{x:.2f}" for x in load_before),
                     "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
                     "command": command_line()}  # fmt: skip
-            path = summaries.publish("dataplane", rows, key=("design",), runs=[(csv_path, "trials.csv")], meta=meta)
+            path = summaries.publish(args.experiment, rows, key=("design",), runs=[(csv_path, "trials.csv")], meta=meta)
         print(f"published {len(rows)} design(s) to {path}; `make figures` regenerates the docs' table")
     return 0
 

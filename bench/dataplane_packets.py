@@ -13,6 +13,7 @@ from mlfc import contract
 from mlfc.controller import compile as cc
 from mlfc.controller import validate
 from mlfc.controller.entries import Lpm, entry
+from mlfc.controller.pipeline import Pipeline
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
 from mlfc.policy.maif import Window
@@ -20,6 +21,11 @@ from mlfc.wire import SHIM_PORT_BASE, MlfcShim, MsgType
 
 DST_IP = "10.0.1.2"
 SWITCH_MAC, HOST_MAC = "00:aa:bb:00:00:01", "00:00:00:00:00:02"
+PORT_BPS = 10e9  # the egress port's rate class in the telemetry (any configured rate costs the same)
+
+
+def has_telemetry(pipeline: Pipeline) -> bool:
+    return pipeline.schema.tables.get(contract.PORT_RATE) is not None
 
 
 def frame(size: int) -> bytes:
@@ -32,7 +38,9 @@ def frame(size: int) -> bytes:
     return bytes(pkt / (b"\x00" * max(0, size - len(pkt))))
 
 
-def entries_for(program: str) -> list:
+def entries_for(program: str, *, telemetry: bool = True) -> list:
+    """``telemetry``: the program has the port_rate table (issue 46's telemetry; older layouts lack it), so
+    the egress port gets its rate class and every tagged packet's telemetry write finds an entry."""
     route = entry(
         contract.ROUTES_V4,
         {contract.IPV4_DST: Lpm(int.from_bytes(socket.inet_aton(DST_IP)), 32)},
@@ -52,4 +60,5 @@ def entries_for(program: str) -> list:
         *cc.job_priority_entries(jobs, interleaving=False),
         *cc.ecn_entries({0: EcnProfile(), 1: EcnProfile(kmin=8, kmax=40, pmax=0.1)}),
         *cc.drop_entries(DropPolicy()),
+        *(cc.port_rate_entries({1: PORT_BPS}) if telemetry else []),
     ]

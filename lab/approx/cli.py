@@ -1,7 +1,8 @@
 """`make approx`: accuracy-centric approximate flow control against full delivery and rigid compression
 (issue 25), with real PyTorch jobs.
 
-    python -m mlfc.lab.approx [--model digits-cnn,synthetic-mlp] [--jobs 3] [--no-alone] [--iterations N]
+    python -m mlfc.lab.approx [--model digits-cnn,synthetic-mlp] [--jobs 3] [--no-alone | --no-congested]
+                              [--iterations N]
                               [--rounds 3] [--seeds 0,1] [--treatments full,fp16,topk-ef,selective-old,mlfc]
                               [--mlfc-bound 0.5] [--sweep 0.3,0.7] [--topk match|F] [--bottleneck-pps 600]
                               [--dataplane auto|bmv2|ref|both] [--publish] [--out results/approx]
@@ -140,17 +141,19 @@ def run_plane(args: argparse.Namespace, plane: dataplanes.Dataplane, command: st
             run_references(e)
             vs = variants(args)
             alone = [v for v in vs if v.name in ALONE_TREATMENTS] if args.alone else []
-            total = args.rounds * len(args.seeds) * (len(vs) + len(alone))
+            congested = vs if args.congested else []
+            total = args.rounds * len(args.seeds) * (len(congested) + len(alone))
             k = 0
             for rnd in range(args.rounds):
                 for seed in args.seeds:
-                    for jobs, group in ((args.jobs, vs), (1, alone)):
+                    for jobs, group in ((args.jobs, congested), (1, alone)):
                         for v in run_order(group, rnd):
                             k += 1
                             say(f"-- {name}: {v.name} ({v.describe()}), {jobs} job(s), seed {seed}, round "
                                 f"{rnd + 1}/{args.rounds} ({k}/{total})")  # fmt: skip
                             e.results.append(run_variant(e, ctl, topo, v, jobs, seed, rnd))
-                        plot_treatments(e.out / f"accuracy-j{jobs}-s{seed}-r{rnd + 1}.png", e, jobs, seed, rnd)
+                        if group:
+                            plot_treatments(e.out / f"accuracy-j{jobs}-s{seed}-r{rnd + 1}.png", e, jobs, seed, rnd)
                     write_runs_csv(e.out / "approx.csv", e)
                     (e.out / "summary.md").write_text(summary(e))
                 say(summary(e))
@@ -185,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", type=parse_models, default=tuple(MODELS), help="comma list of %(default)s")
     ap.add_argument("--jobs", type=int, default=3, help="jobs on the bottleneck in the congested runs (%(default)s)")
     ap.add_argument("--no-alone", dest="alone", action="store_false", help="skip the one-job (uncongested) runs")
+    ap.add_argument("--no-congested", dest="congested", action="store_false",
+                    help="only the one-job runs (adds alone rows beside congested rows published earlier)")  # fmt: skip
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seeds", type=parse_seeds, default=[0, 1], help="model init and data order (0,1)")
     ap.add_argument("--eval-every", type=int, default=2)
@@ -204,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.jobs < 2 or args.workers < 1 or args.eval_every < 1 or (args.iterations or 4) < 4:
         ap.error("--rounds, --workers, --eval-every must be >= 1, --jobs >= 2 (congested), --iterations >= 4")
+    if not (args.congested or args.alone):
+        ap.error("--no-congested with --no-alone leaves nothing to run")
+    if not args.congested and not set(args.treatments) & set(ALONE_TREATMENTS):
+        ap.error(f"--no-congested runs only {', '.join(ALONE_TREATMENTS)}: none among --treatments")
     if not 0.0 < args.mlfc_bound <= 1.0:
         ap.error("--mlfc-bound must be in (0, 1]")
     if "topk-ef" in args.treatments and args.topk is None and "mlfc" not in args.treatments:

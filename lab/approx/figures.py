@@ -80,11 +80,29 @@ def render_approx(summary: Mapping[str, Any]) -> str:
                 spread_cell(r["final_acc"], fmt=".4f"),
                 "-" if r["treatment"] == "full" or acc is None or facc is None else f"{100 * (facc - acc):.2f} pp",
                 "-" if r["bytes_sent_share"] is None else f"{100 * r['bytes_sent_share']:.0f} %",
+                spread_cell(r["signals_per_phase"], fmt=".2f") if r.get("signals_per_phase") else "-",
                 approx_target(r),
                 "-" if met is None else ("yes" if met else "**no**"),
             ]
         )
     headers = ["model", "dataplane", "jobs", "treatment", "rounds x seeds", "to 0.95 A* s",
-               "less time than full (same run)", "final acc (last 5)", "below full", "bytes vs full", "target",
-               "met"]  # fmt: skip
-    return markdown_table(headers, body) + "\n\nCommands: " + "; ".join(sorted({f"`{r['command']}`" for r in rows}))
+               "less time than full (same run)", "final acc (last 5)", "below full", "bytes vs full",
+               "signals / flow / phase", "target", "met"]  # fmt: skip
+    return (markdown_table(headers, body) + "\n\n" + regimes(rows) + "\n\nCommands: "
+            + "; ".join(sorted({f"`{r['command']}`" for r in rows})))  # fmt: skip
+
+
+def regimes(rows: list[Row]) -> str:
+    """Each regime the rows ran in (issue 46 item 6): the bottleneck's rate, queue and marking; rows published
+    before the rows carried their queue and marking say so."""
+    seen: dict[str, list[str]] = {}
+    for r in rows:
+        what = f"{r.get('bottleneck_pps', '?')} packets/s bottleneck"
+        if "queue_packets" in r:
+            what += f", {r['queue_packets']}-packet queue, marking {r['marking']}"
+        else:
+            what += ", queue and marking not recorded in the row (the lab's defaults then: 64 packets, RED 4-32)"
+        seen.setdefault(what, []).append(f"{r['model']}/{r['dataplane']}")
+    parts = [f"{what} ({', '.join(sorted(set(where)))})" for what, where in seen.items()]
+    return ("Regime: " + "; ".join(parts) + ". Signals / flow / phase: the switches' CE marks and drops of the "
+            "run's jobs per worker and iteration.")  # fmt: skip

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mlfc.lab import dataplanes
 from mlfc.lab.approx.run import Experiment, Result
-from mlfc.lab.approx.variants import FINAL_EVALUATIONS, FRACTION
+from mlfc.lab.approx.variants import FINAL_EVALUATIONS, FRACTION, Variant, stack
 from mlfc.lab.results import format_table
 from mlfc.lab.rounds import spread
 from mlfc.lab.tta import (
@@ -20,6 +20,7 @@ from mlfc.lab.tta import (
     plot_accuracy,
     reduction,
 )
+from mlfc.policy.ecn import MarkingProfile, RedProfile
 
 
 def table(e: Experiment) -> str:
@@ -151,6 +152,8 @@ def published_rows(e: Experiment, command: str) -> list[tuple[dict, list[tuple[P
             "a_star": {str(s): round(ref.a_star, 4) for s, ref in e.references.items()},
             "iterations": e.args.iterations or e.model.iterations,
             "bottleneck_pps": e.args.bottleneck_pps,
+            **regime(e),
+            "signals_per_phase": [_num(r.signals_per_phase) for r in mine],
             "errors": sum(len(r.run.errors) for r in mine),
             "measured": time.strftime("%Y-%m-%d"),
             "command": command,
@@ -158,6 +161,18 @@ def published_rows(e: Experiment, command: str) -> list[tuple[dict, list[tuple[P
         runs = [(r.csv, f"{prefix}/{r.csv.name}") for r in mine if r.csv is not None]
         out.append((row, runs))
     return out
+
+
+def regime(e: Experiment) -> dict:
+    """The bottleneck's queue and marking the runs had (the lab stack's, as ``stack`` builds it)."""
+    cfg = stack(e.args, e.model, Variant("full"), 1, 0)
+    return {"queue_packets": cfg.queue_depth, "marking": marking_text(cfg.ecn)}
+
+
+def marking_text(profile: MarkingProfile) -> str:
+    if isinstance(profile, RedProfile):
+        return f"RED {profile.kmin}-{profile.kmax} packets, pmax {profile.pmax:g}"
+    return f"step above {profile.k_bytes} B"
 
 
 def _num(x: float) -> float | None:

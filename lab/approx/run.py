@@ -115,6 +115,16 @@ class Result:
     def retransmits(self) -> int:
         return sum(r.retransmits for r in self.run.records)
 
+    @property
+    def signals_per_phase(self) -> float:
+        """Congestion signals the switches gave the run's jobs (CE marks + drops, their per-job counters) per
+        worker and iteration: how often a flow heard of congestion in one communication phase (issue 45's
+        regime measure)."""
+        counters = self.run.run.counters.values()
+        signals = sum(c.get("ecn_marks", 0) + c.get("drops", 0) for c in counters)
+        phases = sum(1 for r in self.run.records if r.iteration >= 0)
+        return signals / phases if phases else math.nan
+
 
 @dataclass
 class Experiment:

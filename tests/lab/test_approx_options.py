@@ -142,3 +142,23 @@ def test_final_accuracy_is_the_mean_of_the_last_five_evaluations():
 def test_a_published_command_does_not_name_the_output_folder() -> None:
     argv = ["--model", "digits-cnn", "--out", "/tmp/x", "--rounds", "1", "--out=/tmp/y", "--publish"]
     assert cli.without_out(argv) == ["--model", "digits-cnn", "--rounds", "1", "--publish"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--no-congested", "--no-alone"], "leaves nothing to run"),
+        (["--no-congested", "--treatments", "fp16,topk-ef"], "none among --treatments"),
+    ],
+)
+def test_only_alone_runs_need_a_treatment_that_runs_alone(argv, match, capsys) -> None:
+    with pytest.raises(SystemExit):
+        cli.main([*argv, "--topk", "0.1"])
+    assert match in capsys.readouterr().err
+
+
+def test_signals_per_phase_are_the_switches_marks_and_drops_per_worker_iteration() -> None:
+    res = _result([_record(1, i) for i in range(4)] + [_record(2, i) for i in range(4)])
+    res.run.run.counters = {1: {"ecn_marks": 6, "drops": 2}, 2: {"ecn_marks": 4}}
+    assert res.signals_per_phase == pytest.approx(12 / 8)
+    assert math.isnan(_result([]).signals_per_phase)

@@ -202,13 +202,17 @@ def test_approx_rows_render_against_issue_25s_targets(tmp_path: Path) -> None:
     assert approx_figures.approx_meets(_apx("mlfc", jobs=1, tta=(30.5,) * 6), alone_full)  # 1.7 % more: within 2 %
     assert not approx_figures.approx_meets(_apx("mlfc", jobs=1, tta=(30.7,) * 6), alone_full)
     rows = [_apx("mlfc", tta=(70.0,) * 6, acc=(0.948,) * 6), full, _apx("fp16", tta=(80.0,) * 6), alone_full,
-            _apx("mlfc", jobs=1, tta=(30.0,) * 6)]  # fmt: skip
+            _apx("mlfc", jobs=1, tta=(30.0,) * 6, bottleneck_pps=600, queue_packets=64, marking="RED 4-32 packets",
+                 signals_per_phase=[0.5, 1.5])]  # fmt: skip
     summaries.publish("approx", rows, key=("model", "dataplane", "jobs", "treatment"), data=tmp_path)
     table = figures.render("approx", tmp_path).splitlines()
     assert [line.split(" | ")[2:4] for line in table[2:7]] == [
         ["3", "full"], ["3", "fp16"], ["3", "mlfc"], ["1", "full"], ["1", "mlfc"]]  # fmt: skip
-    assert "| 0.20 pp | 70 % | ≥ 40 % less time than full, ≤ 0.5 pp below | **no** |" in table[4]
-    assert table[6].endswith("| ≤ 2 % more time than full, ≤ 0.5 pp below | yes |")
+    assert "| 0.20 pp | 70 % | - | ≥ 40 % less time than full, ≤ 0.5 pp below | **no** |" in table[4]
+    assert table[6].endswith("| 1.00 (0.50..1.50) | ≤ 2 % more time than full, ≤ 0.5 pp below | yes |")
+    regime = next(line for line in table if line.startswith("Regime: "))
+    assert "600 packets/s bottleneck, 64-packet queue, marking RED 4-32 packets (digits-cnn/ref)" in regime
+    assert "? packets/s bottleneck, queue and marking not recorded" in regime  # rows from before
     assert "`python -m mlfc.lab.approx --publish`" in table[-1]
 
 
