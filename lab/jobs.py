@@ -51,6 +51,7 @@ class Training:
     precision: bool = False  # the withheld share shed by precision first (ClientConfig.precision)
     pull_loss_bound: float = 0.0  # approximate pulls: the PS leaves out up to this share under congestion
     pull_precision: bool = False  # and sends the change at fp16/int8 first (ServerConfig.pull_precision)
+    repair_drops: bool = False  # only what is shed by plan is tolerated, network drops retransmitted (both ways)
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,7 @@ def training_job(spec: JobSpec, iterations: int, transport: Transport) -> Traini
         timeout=LAB_JOB_TIMEOUT_S, peer_timeout=LAB_JOB_TIMEOUT_S,
         compress=t.compress, loss_feedback=t.loss_feedback, withhold=t.withhold,
         withhold_signal=t.withhold_signal, precision=t.precision,
-        pull_loss_bound=t.pull_loss_bound, pull_precision=t.pull_precision,
+        pull_loss_bound=t.pull_loss_bound, pull_precision=t.pull_precision, repair_drops=t.repair_drops,
         tolerated_loss=transport.tolerated_loss,
     )  # fmt: skip
 

@@ -55,6 +55,7 @@ def _run_ps(args: argparse.Namespace) -> int:
         pull_withhold=withhold_policy(args) if args.pull_loss_bound > 0 else None,
         pull_loss_bound=args.pull_loss_bound,
         pull_precision=args.pull_precision,
+        pull_repair_drops=args.pull_repair_drops,
     )
     ckpt = Checkpoint(Path(args.checkpoint), args.checkpoint_every) if args.checkpoint else None
     with make_parameter_server(task, train, scfg, checkpoint=ckpt) as srv:
@@ -146,6 +147,7 @@ def run_worker_command(args: argparse.Namespace, *, push_sock=None) -> int:
         loss_feedback=args.loss_feedback,
         withhold=withhold_policy(args) if args.withhold else None,
         precision=args.precision,
+        repair_drops=args.repair_drops,
         protect_fraction=args.protect_fraction,
         deadline=args.deadline,
         timeout=args.timeout,

@@ -24,7 +24,7 @@ from mlfc.hosts.training.push_shaping import PushResult, PushShaper
 from mlfc.hosts.training.residual import Residuals
 from mlfc.hosts.transport import DeliveredTensor, Receiver, ReceiverConfig, Sender
 from mlfc.hosts.transport.config import stale_timeout_for
-from mlfc.policy.withhold import CongestionEstimate
+from mlfc.policy.withhold import CongestionEstimate, repair_bound
 
 # ClientConfig and PushResult are part of this module's interface (the loop, DDP and the tests import them here)
 __all__ = ["ClientConfig", "JobAborted", "PsRestarted", "PushResult", "WorkerClient", "WorkerError"]
@@ -270,8 +270,12 @@ class WorkerClient:
                 raise PsRestarted(f"job {cfg.job} worker {cfg.rank}: the PS restarted; not pushing to it")
         chunk = self.tx.config.chunk_size
         shaped = self.shaper.shape(tensor_id, grad, chunk, layer_index=layer_index, num_layers=num_layers)
+        bound = cfg.loss_bound
+        if cfg.repair_drops:  # only the withheld chunks may be missing (the last chunk is never withheld)
+            p = shaped.payload
+            bound = repair_bound(len(shaped.withhold) * chunk, len(p) if isinstance(p, bytes) else p.nbytes)
         sent = self.tx.send_tensor(
-            cfg.job, iteration, tensor_id, shaped.payload, importance=shaped.classes, loss_bound=cfg.loss_bound,
+            cfg.job, iteration, tensor_id, shaped.payload, importance=shaped.classes, loss_bound=bound,
             timeout=cfg.timeout, withhold=shaped.withhold,
         )  # fmt: skip
         return self.shaper.settle(tensor_id, shaped, sent, chunk, result)

@@ -39,6 +39,9 @@ class ClientConfig:
     # The precision is part of the decision (mlfc.policy.precision): the withheld share is shed first by pushing
     # at fp16 or int8, the rest withheld. Needs ``withhold`` (it is its signal) and no compression.
     precision: bool = False
+    # Shed by plan, repair the rest (issue 46's third design): the transport tolerates only the chunks the
+    # worker withheld; what the network drops beyond them is retransmitted. Needs ``withhold``.
+    repair_drops: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.loss_bound, bool) or not 0.0 <= self.loss_bound <= 1.0:
@@ -54,6 +57,8 @@ class ClientConfig:
             raise ValueError("withhold needs loss feedback: PS mode, a loss bound > 0 and loss_feedback on")
         if self.precision and self.withhold is None:
             raise ValueError("precision needs withhold: the withheld share is what it sheds")
+        if self.repair_drops and self.withhold is None:
+            raise ValueError("repair_drops needs withhold: the withheld chunks are the only loss it tolerates")
 
     @property
     def feeds_back_loss(self) -> bool:

@@ -52,6 +52,7 @@ class TrainingJob:
     precision: bool = False  # shed the withheld share by precision first (worker --precision; mlfc.policy.precision)
     pull_loss_bound: float = 0.0  # approximate pulls (PS --pull-loss-bound; hosts/training/pull_copies.py)
     pull_precision: bool = False  # and at a lower precision first (PS --pull-precision)
+    repair_drops: bool = False  # tolerate only what is shed by plan (worker --repair-drops, PS --pull-repair-drops)
     eval_every: int = 5
     compute_s: float = 0.0  # pad real compute up to this (0: none)
     compress: str = "none"  # rigid push compression: none | fp16 | topk:F (hosts/training/compress.py)
@@ -134,6 +135,8 @@ def ps_argv(
         args += ["--pull-loss-bound", str(job.pull_loss_bound)]
     if job.pull_precision:
         args.append("--pull-precision")
+    if job.repair_drops and job.pull_loss_bound > 0:
+        args.append("--pull-repair-drops")
     return [*args, *job.extra_ps]
 
 
@@ -180,6 +183,8 @@ def worker_argv(
         args.append("--withhold")
     if job.precision:
         args.append("--precision")
+    if job.repair_drops:
+        args.append("--repair-drops")
     if start_at:
         args += ["--start-at", str(start_at)]
     if start_delay:

@@ -135,6 +135,12 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                 "pull_copies.py)",
             )
             p.add_argument(
+                "--pull-repair-drops",
+                action="store_true",
+                help="with --pull-loss-bound: a pull tolerates only the chunks it leaves out by plan; what the "
+                "network drops beyond them is retransmitted (issue 46's third design)",
+            )
+            p.add_argument(
                 "--metrics",
                 default=None,
                 metavar="[HOST:]PORT",
@@ -175,6 +181,12 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
                 help="the precision is part of the decision: shed the share --withhold asks for first by pushing at "
                 "fp16 or int8 (the nearest), withholding only the rest; the rounding joins the residual "
                 "(mlfc.policy.precision; needs --withhold, no --compress)",
+            )
+            p.add_argument(
+                "--repair-drops",
+                action="store_true",
+                help="with --withhold: tolerate only the chunks withheld by plan; what the network drops beyond "
+                "them is retransmitted, not left to the loss bound (issue 46's third design)",
             )
             p.add_argument(
                 "--protect-fraction",

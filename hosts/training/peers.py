@@ -91,7 +91,8 @@ class Peers:
         worker.pool = ThreadPoolExecutor(1, thread_name_prefix=f"mlfc-pull-{worker.rank}")
         if self.cfg.pull_withhold is not None:  # a new flow (a new or re-joined worker): its first pull is whole
             precision = self.cfg.pull_precision and worker.precision  # the worker reads precision by length
-            worker.pulls = PullCopies(self.cfg.pull_withhold, self.cfg.pull_loss_bound, precision=precision)
+            worker.pulls = PullCopies(self.cfg.pull_withhold, self.cfg.pull_loss_bound, precision=precision,
+                                      repair_drops=self.cfg.pull_repair_drops)  # fmt: skip
 
     def close_worker(self, worker: Worker) -> None:
         if worker.pool is not None:

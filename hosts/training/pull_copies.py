@@ -31,7 +31,14 @@ from mlfc.hosts.training.compress import decode_at, encode_at, received_at
 from mlfc.policy.aggregation import received_elements
 from mlfc.policy.precision import Plan, elements_per_chunk, precision_of
 from mlfc.policy.precision import plan as precision_plan
-from mlfc.policy.withhold import CongestionEstimate, WithholdPolicy, choose_withheld, share_for, withheld_share
+from mlfc.policy.withhold import (
+    CongestionEstimate,
+    WithholdPolicy,
+    choose_withheld,
+    repair_bound,
+    share_for,
+    withheld_share,
+)
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,7 @@ class PullCopies:
     bound: float
     protect_fraction: float = 0.25
     precision: bool = False  # the worker reads a pull's precision from its length (module doc)
+    repair_drops: bool = False  # tolerate only the chunks left out by plan; network drops are retransmitted
     copies: dict[int, np.ndarray] = field(default_factory=dict)
     congestion: CongestionEstimate = field(init=False)
 
@@ -73,14 +81,19 @@ class PullCopies:
         else:
             how = Plan("fp32", withheld_share(self.policy, self.congestion.value, self.bound))
         if how.precision == "fp32":
-            return PullPlan(*self._choose(delta, params.nbytes, chunk, chunk, how.withhold, layer_index, num_layers),
-                            self.bound)  # fmt: skip
+            classes, withhold = self._choose(delta, params.nbytes, chunk, chunk, how.withhold, layer_index, num_layers)
+            return PullPlan(classes, withhold, self._bound(withhold, params.nbytes, chunk))
         payload = encode_at(how.precision, delta, chunk)
         assert isinstance(payload, bytes)
         decoded = decode_at(how.precision, payload, delta.size, chunk)
         span = int(4 * elements_per_chunk(how.precision, chunk))  # float32 bytes of one wire chunk's elements
         classes, withhold = self._choose(decoded, len(payload), chunk, span, how.withhold, layer_index, num_layers)
-        return PullPlan(classes, withhold, self.bound, how.precision, payload, decoded)
+        return PullPlan(classes, withhold, self._bound(withhold, len(payload), chunk), how.precision, payload, decoded)
+
+    def _bound(self, withhold: list[int], nbytes: int, chunk: int) -> float:
+        """The pull's loss bound: the flow's, or with ``repair_drops`` just what covers the chunks left out (the
+        last chunk is never left out, so each is a whole chunk)."""
+        return repair_bound(len(withhold) * chunk, nbytes) if self.repair_drops else self.bound
 
     def _choose(
         self, change: np.ndarray, nbytes: int, chunk: int, span: int, share: float, layer_index: int, num_layers: int

@@ -31,6 +31,9 @@ class ServerConfig:
     # issue 46 item 3: to a worker that reads precision by length (its HELLO's "precision"), a congested pull
     # goes as the change since its copy at fp16/int8 before anything is left out (pull_copies.py)
     pull_precision: bool = False
+    # issue 46's third design: a congested pull tolerates only the chunks left out by plan, network drops are
+    # retransmitted (pull_copies.PullCopies.repair_drops)
+    pull_repair_drops: bool = False
 
     def __post_init__(self) -> None:
         if self.pull_withhold is not None and (self.mode != "ps" or not 0.0 < self.pull_loss_bound <= 1.0):
@@ -40,6 +43,8 @@ class ServerConfig:
             )
         if self.pull_precision and self.pull_withhold is None:
             raise ValueError("pull_precision needs approximate pulls (pull_withhold and a pull loss bound)")
+        if self.pull_repair_drops and self.pull_withhold is None:
+            raise ValueError("pull_repair_drops needs approximate pulls (pull_withhold and a pull loss bound)")
         if self.roster_file is not None and self.mode != "aggregate":
             raise ValueError("roster_file is for aggregate mode: a PS keeps its state in a Checkpoint (loop.py)")
         if self.mode not in proto.MODES:

@@ -44,6 +44,10 @@ the scheme must cost nothing there). Treatments, all in every round and seed:
   hosts/training/pull_copies.py): a congested pull goes as the change since the worker's copy at fp16 or
   int8, and only what that cannot shed is left out, so the worker's model (the one rank 0 evaluates) stays
   within the rounding of the PS's instead of stale by whole chunks.
+* ``mlfc-precision-repair``: ``mlfc-precision-pulls`` that tolerates only what the hosts shed by plan (the
+  chunks withheld or left out): the switch tail-drops (no selective drop) and what it drops is retransmitted,
+  both ways (worker --repair-drops, PS --pull-repair-drops; mlfc.policy.withhold.repair_bound), so the
+  gradient the PS applies is short only by the planned, error-fed share.
 * --sweep B,...: ``mlfc`` at other bounds (published as ``mlfc-bB``).
 
 A* per model and seed is the converged accuracy of one job trained to a plateau in process (lab/astar.py,

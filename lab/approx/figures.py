@@ -18,7 +18,7 @@ APPROX_ALONE_SLOWER = 0.02
 APPROX_ACC_PP = 0.5
 APPROX_ORDER = (
     "full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share", "mlfc-telemetry", "mlfc-precision",
-    "mlfc-precision-pulls",
+    "mlfc-precision-pulls", "mlfc-precision-repair",
 )  # fmt: skip
 
 
@@ -28,7 +28,9 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 # the treatments that are issue 25's scheme (the targets apply): the second design and the third
-APPROX_SCHEMES = ("mlfc", "mlfc-share", "mlfc-telemetry", "mlfc-precision", "mlfc-precision-pulls")
+APPROX_SCHEMES = (
+    "mlfc", "mlfc-share", "mlfc-telemetry", "mlfc-precision", "mlfc-precision-pulls", "mlfc-precision-repair",
+)  # fmt: skip
 
 
 def approx_target(row: Row) -> str:

@@ -42,10 +42,12 @@ MODELS: dict[str, Model] = {
 }
 TREATMENT_NAMES = (
     "full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share", "mlfc-telemetry", "mlfc-precision",
-    "mlfc-precision-pulls",
+    "mlfc-precision-pulls", "mlfc-precision-repair",
 )  # fmt: skip
 # the schemes must cost nothing alone
-ALONE_TREATMENTS = ("full", "mlfc", "mlfc-share", "mlfc-telemetry", "mlfc-precision", "mlfc-precision-pulls")
+ALONE_TREATMENTS = (
+    "full", "mlfc", "mlfc-share", "mlfc-telemetry", "mlfc-precision", "mlfc-precision-pulls", "mlfc-precision-repair",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class Variant:
     precision: bool = False  # the withheld share shed by precision first (mlfc.policy.precision)
     pull_bound: float = 0.0  # approximate pulls: at most this share of a pulled tensor left out (0: whole)
     pull_precision: bool = False  # congested pulls go as the change at fp16/int8 first (pull_copies.py)
+    repair_drops: bool = False  # only the chunks shed by plan are tolerated; network drops retransmitted
     tolerated_loss: str = DEFAULT_TOLERATED_LOSS
 
     def compression(self, topk: float | None = None) -> str:
@@ -83,7 +86,9 @@ class Variant:
             return f"{self.compress} pushes"
         if self.loss_bound == 0:
             return "every chunk delivered, tail drop"
-        parts = [f"loss bound {self.loss_bound:g}", "selective drop"]
+        drops = "tail drop, drops retransmitted" if self.repair_drops else "selective drop"
+        parts = [f"loss bound {self.loss_bound:g} (withheld only)" if self.repair_drops else
+                 f"loss bound {self.loss_bound:g}", drops]  # fmt: skip
         parts.append(f"withheld as congested ({self.withhold_signal})" if self.withhold else "")
         parts.append("fp16/int8 before withholding" if self.precision else "")
         parts.append("loss feedback" if self.loss_feedback else "lost for good")
@@ -121,6 +126,17 @@ def variants(args: argparse.Namespace) -> list[Variant]:
             precision=True,
             pull_precision=True,
         ),
+        # its third design (measured cause: on the synthetic MLP the switch's tolerated drops, more chunks than
+        # the hosts withheld, leave the gradient short each iteration): shed by plan, repair the rest; the
+        # switch tail-drops only (no selective drop) and the hosts retransmit what it drops
+        "mlfc-precision-repair": replace(
+            mlfc_variant("mlfc-precision-repair", args.mlfc_bound),
+            drop_policy=NO_SELECTIVE_DROP,
+            withhold_signal="telemetry",
+            precision=True,
+            pull_precision=True,
+            repair_drops=True,
+        ),
     }
     out = [made[n] for n in args.treatments]
     out += [mlfc_variant(f"mlfc-b{b:g}", b) for b in args.sweep if b != args.mlfc_bound]
@@ -154,7 +170,8 @@ def jobs_for(
                              name=v.name)  # fmt: skip
         t = replace(spec.training, compress=v.compression(topk), loss_feedback=v.loss_feedback, withhold=v.withhold,
                     withhold_signal=v.withhold_signal, precision=v.precision,
-                    pull_loss_bound=v.pull_bound, pull_precision=v.pull_precision)  # fmt: skip
+                    pull_loss_bound=v.pull_bound, pull_precision=v.pull_precision,
+                    repair_drops=v.repair_drops)  # fmt: skip
         out.append(replace(spec, training=t))
     return tuple(out)
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 from mlfc.policy.depth import DEFAULT_PACKET_BYTES
 from mlfc.policy.ecn import RedProfile
-from mlfc.policy.loss import is_protected
+from mlfc.policy.loss import LOSS_BOUND_SCALE, is_protected
 from mlfc.policy.priority import PolicyError
 from mlfc.policy.telemetry import class_rate
 
@@ -193,3 +193,17 @@ def choose_withheld(
         used += sizes[i]
         out.append(i)
     return sorted(out)
+
+
+def repair_bound(withheld_bytes: int, nbytes: int) -> float:
+    """The loss bound that covers exactly the chunks a sender chose to withhold (issue 46's third design,
+    "shed by plan, repair the rest"): what the network drops beyond them is retransmitted instead of tolerated.
+    In the wire's basis points, rounded up so the withheld bytes always fit (less than one basis point of the
+    tensor more, under a chunk for tensors below 10,000 chunks); half a point more so that the float survives
+    ``loss.to_basis_points``'s truncation."""
+    if nbytes <= 0 or not 0 <= withheld_bytes <= nbytes:
+        raise PolicyError(f"withheld_bytes={withheld_bytes!r} must be in [0, nbytes={nbytes!r}]")
+    if withheld_bytes == 0:
+        return 0.0
+    points = -(-withheld_bytes * LOSS_BOUND_SCALE // nbytes)
+    return min(1.0, (points + 0.5) / LOSS_BOUND_SCALE)

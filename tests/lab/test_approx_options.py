@@ -24,7 +24,7 @@ def args(**kw) -> argparse.Namespace:
 def test_the_treatments_by_default_and_what_each_runs():
     vs = {v.name: v for v in variants.variants(args())}
     assert list(vs) == ["full", "fp16", "topk-ef", "selective-old", "mlfc-push", "mlfc", "mlfc-share", "mlfc-telemetry",
-                        "mlfc-precision", "mlfc-precision-pulls"]  # fmt: skip
+                        "mlfc-precision", "mlfc-precision-pulls", "mlfc-precision-repair"]  # fmt: skip
     assert vs["mlfc-telemetry"].withhold_signal == "telemetry" and vs["mlfc-telemetry"].withhold
     prec = vs["mlfc-precision"]  # issue 46 item 3: telemetry's share, shed by precision first
     assert (prec.withhold_signal, prec.withhold, prec.precision) == ("telemetry", True, True)
@@ -39,6 +39,10 @@ def test_the_treatments_by_default_and_what_each_runs():
     assert "pulls as fp16/int8 changes first" in pulls.describe()
     assert "mlfc-precision-pulls" in variants.ALONE_TREATMENTS
     assert variants.jobs_for(one, variants.MODELS["digits-cnn"], pulls, 1, 0, None)[0].training.pull_precision
+    repair = vs["mlfc-precision-repair"]  # its third design: only what is shed by plan is tolerated
+    assert (repair.pull_precision, repair.repair_drops, repair.drop_policy) == (True, True, variants.NO_SELECTIVE_DROP)
+    assert "tail drop, drops retransmitted" in repair.describe() and not pulls.repair_drops
+    assert variants.jobs_for(one, variants.MODELS["digits-cnn"], repair, 1, 0, None)[0].training.repair_drops
     share = vs["mlfc-share"]  # the third design: mlfc with the others'-share signal
     assert (share.withhold_signal, vs["mlfc"].withhold_signal) == ("share", "marks")
     assert (share.loss_bound, share.pull_bound, share.loss_feedback) == (0.5, 0.5, True)
@@ -74,7 +78,8 @@ def test_rounds_rotate_and_a_matched_topk_runs_right_after_mlfc():
     fixed = variants.variants(args(topk=0.1))  # a fixed fraction keeps its rotated place
     assert [v.name for v in variants.run_order(fixed, 2)] == ["topk-ef", "selective-old", "mlfc-push", "mlfc",
                                                             "mlfc-share", "mlfc-telemetry", "mlfc-precision",
-                                                            "mlfc-precision-pulls", "full", "fp16"]  # fmt: skip
+                                                            "mlfc-precision-pulls", "mlfc-precision-repair", "full",
+                                                            "fp16"]  # fmt: skip
 
 
 @pytest.mark.parametrize(

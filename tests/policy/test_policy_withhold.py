@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mlfc.policy import loss
 from mlfc.policy.priority import PolicyError
 from mlfc.policy.telemetry import class_rate, rate_class
 from mlfc.policy.withhold import (
@@ -15,6 +16,7 @@ from mlfc.policy.withhold import (
     echo_excess,
     link_rate,
     own_share,
+    repair_bound,
     share_for,
     withheld_share,
 )
@@ -206,3 +208,17 @@ def test_rate_classes_are_lower_bounds_within_nine_percent():
         rate_class(0)
     with pytest.raises(PolicyError):
         class_rate(256)
+
+
+@pytest.mark.parametrize(("withheld", "nbytes"), [(0, 100), (1, 3), (29, 10000), (1024, 7001), (4096, 4096), (7, 997)])
+def test_the_repair_bound_covers_the_withheld_bytes_and_under_a_basis_point_more(withheld, nbytes):
+    bound = repair_bound(withheld, nbytes)
+    bp = loss.to_basis_points(bound)  # what the wire carries (truncated)
+    assert bp * nbytes // loss.LOSS_BOUND_SCALE >= withheld  # every withheld byte is covered
+    assert bp == 0 if withheld == 0 else (bp - 1) * nbytes < withheld * loss.LOSS_BOUND_SCALE  # and no more
+
+
+@pytest.mark.parametrize(("withheld", "nbytes"), [(-1, 10), (11, 10), (0, 0)])
+def test_a_repair_bound_of_impossible_bytes_is_refused(withheld, nbytes):
+    with pytest.raises(PolicyError, match="withheld_bytes"):
+        repair_bound(withheld, nbytes)

@@ -12,7 +12,8 @@ import pytest
 
 from mlfc.hosts.training import pull_copies
 from mlfc.hosts.training.cli import build_parser
-from mlfc.hosts.training.launch import TrainingJob, ps_argv
+from mlfc.hosts.training.client_config import ClientConfig
+from mlfc.hosts.training.launch import TrainingJob, ps_argv, worker_argv
 from mlfc.hosts.training.pull_copies import PullCopies, apply_pull, keep_previous
 from mlfc.hosts.training.server import ServerConfig, TrainingServer
 from mlfc.policy.precision import encoded_bytes
@@ -266,3 +267,38 @@ def test_pull_precision_needs_approximate_pulls_and_reaches_the_ps():
     args = build_parser().parse_args(["ps", "--job", "3", "--workers", "2", "--pull-loss-bound", "0.4",
                                       "--pull-precision"])  # fmt: skip
     assert args.pull_precision
+
+
+def test_repairing_drops_tolerates_only_the_chunks_left_out_by_plan(monkeypatch):
+    monkeypatch.setattr(pull_copies, "withheld_share", lambda policy, c, bound: 0.3)  # fp32: 3 of 10 chunks out
+    monkeypatch.setattr(pull_copies, "share_for", lambda policy, c: 0.65)  # by precision: int8, nothing out
+    p0 = np.linspace(-1, 1, N, dtype=np.float32)
+    p1 = p0 + np.linspace(0.0, 0.4, N, dtype=np.float32)
+    plans = {}
+    for precision in (False, True):
+        for repair in (False, True):
+            pc = PullCopies(WithholdPolicy(), 0.5, precision=precision, repair_drops=repair)
+            pc.delivered(0, p0, (), CHUNK, 0.0)
+            plans[precision, repair] = pc.plan(0, p1, CHUNK, 0, 1)
+    assert len(plans[False, True].withhold) == 3 and plans[False, True].precision == "fp32"
+    assert plans[False, True].loss_bound == pytest.approx(0.3, abs=1e-4)  # the three chunks, not the flow's 0.5
+    assert plans[True, True].precision == "int8" and plans[True, True].withhold == []
+    assert plans[True, True].loss_bound == 0.0  # nothing left out: a drop is retransmitted
+    assert plans[False, False].loss_bound == plans[True, False].loss_bound == 0.5  # without: the flow's bound
+
+
+def test_repairing_drops_needs_approximate_pulls_or_a_withholding_worker_and_reaches_both():
+    with pytest.raises(ValueError, match="pull_repair_drops needs approximate pulls"):
+        ServerConfig(job=5, workers=1, pull_repair_drops=True)
+    with pytest.raises(ValueError, match="repair_drops needs withhold"):
+        ClientConfig(job=5, rank=0, ps=("127.0.0.1", 1), loss_bound=0.5, repair_drops=True)
+    job = TrainingJob(job=3, workers=2, iterations=5, loss_bound=0.5, withhold=True, pull_loss_bound=0.4,
+                      repair_drops=True)  # fmt: skip
+    assert "--pull-repair-drops" in ps_argv(job, "10.0.0.1")
+    assert "--repair-drops" in worker_argv(job, 0, "10.0.0.2", "10.0.0.1")
+    assert "--pull-repair-drops" not in ps_argv(TrainingJob(job=3, workers=2, iterations=5, repair_drops=True), "x")
+    ps = build_parser().parse_args(["ps", "--job", "3", "--workers", "2", "--pull-loss-bound", "0.4",
+                                    "--pull-repair-drops"])  # fmt: skip
+    worker = build_parser().parse_args(["worker", "--job", "3", "--rank", "0", "--ps", "127.0.0.1",
+                                        "--loss-bound", "0.5", "--withhold", "--repair-drops"])  # fmt: skip
+    assert ps.pull_repair_drops and worker.repair_drops
