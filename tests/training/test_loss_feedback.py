@@ -32,12 +32,14 @@ class FakeSender:
         self.losses = list(losses)
         self.sent: list[tuple[np.ndarray, list[int], tuple[int, ...]]] = []  # (payload, classes, missing chunks)
         self.withheld: list[tuple[int, ...]] = []  # what each push was told to withhold
+        self.bounds: list[float] = []  # each push's loss bound
 
     def send_tensor(self, job, iteration, tensor_id, buffer, *, importance, loss_bound, timeout, withhold=()):
         payload = np.array(buffer, dtype=np.float32, copy=True)
         missing = tuple(sorted({*withhold, *(self.losses.pop(0) if self.losses else ())}))
         self.sent.append((payload, list(importance), missing))
         self.withheld.append(tuple(withhold))
+        self.bounds.append(loss_bound)
         return SendResult(job, iteration, tensor_id, payload.nbytes, -(-payload.nbytes // CHUNK), 0.0, 0,
                           len(missing) - len(withhold), bool(missing), missing, len(withhold),
                           CHUNK * len(withhold))  # fmt: skip
@@ -222,6 +224,20 @@ def test_a_free_link_withholds_nothing_and_congestion_withholds_within_the_bound
     kept = [i for i in range(10) if i not in fake.withheld[1]]
     assert max(classes[i] for i in fake.withheld[1]) <= min(classes[i] for i in kept[:-1])  # least important
     assert res.sent_bytes == N * 4 - 2 * CHUNK
+
+
+def test_repairing_drops_tolerates_only_the_withheld_chunks(client_with):
+    for repair in (False, True):
+        c, fake = client_with([(), ()], loss_bound=0.25, withhold=WithholdPolicy(gain=4.0, weight=1.0),
+                              repair_drops=repair)  # fmt: skip
+        c.push(0, 3, grad(0), layer_index=0, num_layers=1)  # a free link: nothing withheld
+        c.congestion.value = 0.5
+        c.push(1, 3, grad(1), layer_index=0, num_layers=1)  # 2 of 10 chunks withheld
+        assert len(fake.withheld[1]) == 2
+        if repair:  # a drop beyond the plan is retransmitted: the bound covers the two chunks alone
+            assert fake.bounds == [0.0, pytest.approx(2 * CHUNK / (N * 4), abs=1e-4)]
+        else:
+            assert fake.bounds == [0.25, 0.25]
 
 
 def test_withheld_elements_arrive_summed_in_the_next_push_once(client_with):
