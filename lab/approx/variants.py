@@ -126,9 +126,9 @@ def variants(args: argparse.Namespace) -> list[Variant]:
             precision=True,
             pull_precision=True,
         ),
-        # its third design (measured cause: on the synthetic MLP the switch's tolerated drops, more chunks than
-        # the hosts withheld, leave the gradient short each iteration): shed by plan, repair the rest; the
-        # switch tail-drops only (no selective drop) and the hosts retransmit what it drops
+        # its third design (on the synthetic MLP about a third of what the PS went without each iteration was
+        # dropped by the switches, not withheld by plan): shed by plan, repair the rest; the switch tail-drops
+        # only (no selective drop) and the hosts retransmit what it drops
         "mlfc-precision-repair": replace(
             mlfc_variant("mlfc-precision-repair", args.mlfc_bound),
             drop_policy=NO_SELECTIVE_DROP,
