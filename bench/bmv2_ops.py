@@ -67,7 +67,7 @@ def trace_one(program: str, size: int, workdir: Path, build: Path = contract.P4_
         text_before = read_log()
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         s.bind((pairs[0].test_side, 0))
-        s.send(frame(size))
+        s.send(frame(size, telemetry=has_telemetry(pipeline)))
         s.close()
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:

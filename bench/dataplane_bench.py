@@ -89,7 +89,7 @@ def measure(
     with SwitchConnection(switch.grpc_addr, switch.device_id, pipeline=pipeline) as conn:
         conn.load_pipeline(force=True)
         conn.reconcile(entries_for(program, telemetry=has_telemetry(pipeline)))
-        data = frame(size)
+        data = frame(size, telemetry=has_telemetry(pipeline))
         offer(in_iface, data, 0.5)  # warm-up
         time.sleep(1.0)
         before = rx_packets(out_iface)
@@ -195,8 +195,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="compare program layouts compiled into DIR (repeatable; see above)")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=2, help="with --design: rounds of --trials each")
     ap.add_argument("--publish", action="store_true", help="with --design: write docs/data/EXPERIMENT/")
-    ap.add_argument("--experiment", default="dataplane", choices=DESIGN_EXPERIMENTS,
-                    help="with --publish: which comparison the designs are (%(default)s: issue 28's layouts)")
+    ap.add_argument(
+        "--experiment",
+        default="dataplane",
+        choices=DESIGN_EXPERIMENTS,
+        help="with --publish: which comparison the designs are (%(default)s: issue 28's layouts)",
+    )
     args = ap.parse_args(argv)
     missing = bmv2_missing() or (None if os.geteuid() == 0 else "needs root (veth pairs, raw sockets)")
     if missing:

@@ -8,6 +8,7 @@ import socket
 
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
+from scapy.packet import Raw
 
 from mlfc import contract
 from mlfc.controller import compile as cc
@@ -17,7 +18,7 @@ from mlfc.controller.pipeline import Pipeline
 from mlfc.policy.drop import DropPolicy
 from mlfc.policy.ecn import EcnProfile
 from mlfc.policy.maif import Window
-from mlfc.wire import SHIM_PORT_BASE, MlfcShim, MsgType
+from mlfc.wire import SHIM_LEN, SHIM_PORT_BASE, SHIM_VERSION, MlfcShim, MsgType
 
 DST_IP = "10.0.1.2"
 SWITCH_MAC, HOST_MAC = "00:aa:bb:00:00:01", "00:00:00:00:00:02"
@@ -28,12 +29,19 @@ def has_telemetry(pipeline: Pipeline) -> bool:
     return pipeline.schema.tables.get(contract.PORT_RATE) is not None
 
 
-def frame(size: int) -> bytes:
+def frame(size: int, *, telemetry: bool = True) -> bytes:
+    """A tagged ECT(0) DATA frame of ``size`` bytes. ``telemetry``: the shim as it is now (version 2, with the
+    queue telemetry); else version 1's 16 bytes (the same fields with ``reserved`` for ``rate_class`` and
+    without ``queue_bytes``), the shim a layout from before the telemetry parses as tagged."""
+    shim = bytes(MlfcShim(msg_type=MsgType.DATA, job_id=1, iteration=7, importance=9, progress=3))
+    if not telemetry:
+        assert shim[0] >> 4 == SHIM_VERSION == 2 and len(shim) == SHIM_LEN == 20  # version is the first nibble
+        shim = bytes([(1 << 4) | (shim[0] & 0x0F)]) + shim[1:16]
     pkt = (
         Ether(src="00:00:00:00:00:01", dst=SWITCH_MAC)
         / IP(src="10.0.1.1", dst=DST_IP, tos=2)
         / UDP(sport=SHIM_PORT_BASE + 1, dport=SHIM_PORT_BASE + 2, chksum=0)
-        / MlfcShim(msg_type=MsgType.DATA, job_id=1, iteration=7, importance=9, progress=3)
+        / Raw(shim)
     )
     return bytes(pkt / (b"\x00" * max(0, size - len(pkt))))
 
