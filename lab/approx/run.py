@@ -122,7 +122,7 @@ class Result:
         regime measure)."""
         counters = self.run.run.counters.values()
         signals = sum(c.get("ecn_marks", 0) + c.get("drops", 0) for c in counters)
-        phases = sum(1 for r in self.run.records if r.iteration >= 0)
+        phases = len(self.run.records)  # one record per worker and iteration
         return signals / phases if phases else math.nan
 
 
