@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from dataplane_packets import entries_for, frame, has_telemetry
+from dataplane_packets import entries_for, frame, layout_of
 
 from mlfc import contract
 from mlfc.controller.pipeline import Pipeline
@@ -44,9 +44,10 @@ def count_ops(log: str) -> Counter[str]:
     return Counter({kind: len(rx.findall(log)) for kind, rx in KINDS.items()})
 
 
-def trace_one(program: str, size: int, workdir: Path, build: Path = contract.P4_BUILD) -> Counter[str]:
+def trace_one(program: str, size: int, workdir: Path, build: Path = contract.P4_BUILD,
+              udp_checksum: bool = False) -> Counter[str]:  # fmt: skip
     """Counts for one gradient packet through ``program`` compiled into ``build`` (the dataplane bench's
-    packet and entries)."""
+    packet and entries; ``udp_checksum``: the packet with one)."""
     base = workdir / f"{program}-trace"  # BMv2's file logger may add its own suffix
 
     def read_log() -> str:
@@ -63,11 +64,12 @@ def trace_one(program: str, size: int, workdir: Path, build: Path = contract.P4_
         pipeline = Pipeline.load(build / f"{program}.p4info.txtpb", build / f"{program}.json", checked=False)
         with SwitchConnection(sw.grpc_addr, sw.device_id, pipeline=pipeline) as conn:
             conn.load_pipeline(force=True)
-            conn.reconcile(entries_for(program, telemetry=has_telemetry(pipeline)))
+            layout = layout_of(pipeline)
+            conn.reconcile(entries_for(program, layout))
         text_before = read_log()
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         s.bind((pairs[0].test_side, 0))
-        s.send(frame(size, telemetry=has_telemetry(pipeline)))
+        s.send(frame(size, telemetry=layout.telemetry, udp_checksum=udp_checksum))
         s.close()
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:

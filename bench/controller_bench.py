@@ -45,7 +45,7 @@ def synthetic_entries(pipeline: Pipeline, per_table: int) -> list:
                 contract.ROUTES_V4,
                 {contract.IPV4_DST: Lpm(0x0A000000 + i, 32)},
                 contract.SET_NEXT_HOP,
-                {"port": 1 + i % 8, "src_mac": i, "dst_mac": i + 1},
+                {"port": 1 + i % 8, "src_mac": i, "dst_mac": i + 1, "rate_class": 0},
             )
         )
     for i in range(min(per_table, pipeline.table_size(contract.FLOWS))):

@@ -43,7 +43,7 @@ def entries() -> list[TableEntry]:
             contract.ROUTES_V4,
             {contract.IPV4_DST: Lpm(0x0A00000B, 32)},
             contract.SET_NEXT_HOP,
-            {"port": 1, "src_mac": 0xAABB00000001, "dst_mac": 0x11},
+            {"port": 1, "src_mac": 0xAABB00000001, "dst_mac": 0x11, "rate_class": 0},
         ),
         entry(
             contract.JOB_PRIORITY,
@@ -129,7 +129,7 @@ def many_entries(n: int) -> list[TableEntry]:
     out: list[TableEntry] = []
     caps = {**{t: contract.TABLES[t].size for t in contract.TABLES}, **WRITE_SIZES}
     for i in range(min(n, caps[contract.ROUTES_V4])):
-        params = {"port": 1 + i % 8, "src_mac": 0xAABB00000001, "dst_mac": 0x10 + i}
+        params = {"port": 1 + i % 8, "src_mac": 0xAABB00000001, "dst_mac": 0x10 + i, "rate_class": 0}
         out.append(entry(contract.ROUTES_V4, {contract.IPV4_DST: Lpm(0x0A000000 + i, 32)}, contract.SET_NEXT_HOP,
                          params))  # fmt: skip
     for i in range(min(n - len(out), caps[contract.FLOWS])):

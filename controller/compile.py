@@ -95,12 +95,11 @@ def compile_switch(
     unit: depth.DepthUnit = depth.PACKETS,
     rates_bps: Mapping[int, float] | None = None,
 ) -> list[TableEntry]:
-    """Every entry one switch should hold: its static routes and port rates plus the policy. ``unit``: what
-    one unit of queue depth is on this switch (packets on BMv2, 80-byte cells on Tofino); ``rates_bps``: its
-    ports' rates (``port_rates``)."""
+    """Every entry one switch should hold: its static routes (with their ports' rate classes) plus the policy.
+    ``unit``: what one unit of queue depth is on this switch (packets on BMv2, 80-byte cells on Tofino);
+    ``rates_bps``: its ports' rates (``port_rates``)."""
     out: list[TableEntry] = []
-    out += route_entries(sw)
-    out += port_rate_entries(rates_bps or {})
+    out += route_entries(sw, rates_bps or {})
     out += flow_entries(policy.jobs)
     out += job_priority_entries(policy.jobs, policy.interleaving)
     out += drop_entries(policy.drop_policy, unit.per_packet)
@@ -123,7 +122,10 @@ def _depth_range(lo: int, hi: int, cells: int) -> Range | None:
     return None if converted is None else Range(*converted)
 
 
-def route_entries(sw: SwitchConfig) -> list[TableEntry]:
+def route_entries(sw: SwitchConfig, rates_bps: Mapping[int, float] | None = None) -> list[TableEntry]:
+    """``routes_v4``: each static route's next hop, with the rate class of its egress port, which the queue
+    telemetry carries (mlfc.policy.telemetry; a port without a configured rate has class 0, unknown)."""
+    rates_bps = rates_bps or {}
     out = []
     for i, r in enumerate(sw.routes_v4):
         # A /0 route is the LPM don't-care: P4Runtime wants the field omitted.
@@ -135,7 +137,12 @@ def route_entries(sw: SwitchConfig) -> list[TableEntry]:
                 contract.ROUTES_V4,
                 match,
                 contract.SET_NEXT_HOP,
-                {"port": r.port, "src_mac": r.src_mac, "dst_mac": r.dst_mac},
+                {
+                    "port": r.port,
+                    "src_mac": r.src_mac,
+                    "dst_mac": r.dst_mac,
+                    "rate_class": port_rate_class(rates_bps.get(r.port, 0.0)),
+                },
                 origin=f"{sw.name}.routes_v4[{i}]",
             )
         )
@@ -154,16 +161,9 @@ def port_rates(sw: SwitchConfig, config: DeploymentConfig) -> dict[int, float]:
     return rates
 
 
-def port_rate_entries(rates_bps: Mapping[int, float]) -> list[TableEntry]:
-    """``port_rate``: the rate class each port's telemetry carries (mlfc.policy.telemetry), by its rate in
-    bits/s; a port of rate 0 (none configured) gets no entry and reports class 0, unknown."""
-    out = []
-    for port, bps in sorted(rates_bps.items()):
-        if bps > 0:
-            rate = {"rate_class": telemetry.rate_class(bps)}
-            match = {contract.EGRESS_PORT: Exact(port)}
-            out.append(entry(contract.PORT_RATE, match, contract.SET_RATE_CLASS, rate, 0, f"rate of port {port}"))
-    return out
+def port_rate_class(bps: float) -> int:
+    """The rate class the telemetry reports for a port of ``bps`` bits/s (0, unknown, for no configured rate)."""
+    return telemetry.rate_class(bps) if bps > 0 else telemetry.UNKNOWN
 
 
 def flow_entries(jobs: tuple[Job, ...]) -> list[TableEntry]:

@@ -96,3 +96,33 @@ def render_dataplane(summary: Mapping[str, Any]) -> str:
            f"{summary.get('load_before', '?')} before, {summary.get('load_after', '?')} after. "
            f"Command: `{summary.get('command', '')}`")  # fmt: skip
     return markdown_table(headers, body) + "\n\n" + how
+
+
+def render_dataplane_telemetry(summary: Mapping[str, Any]) -> str:
+    """Issue 46: what the queue telemetry costs mlfc.p4's packet rate, each design against the run's first (the
+    layout without it), by the median of all trials; one run per packet kind (UDP checksum 0, or one)."""
+    body = []
+    for r in summary["rows"]:
+        ops, base = r["ops"]["mlfc"], r["ops"]["l3fwd"]
+        cost = r.get("cost_vs_reference")
+        body.append([
+            r["design"],
+            "yes" if r.get("udp_checksum") else "0 (none)",
+            f"{ops.get('tables applied', 0)} ({base.get('tables applied', 0)}), {ops.get('table hits', 0)} hits",
+            f"{ops.get('conditions', 0)} ({base.get('conditions', 0)})",
+            f"{ops.get('primitives', 0)} ({base.get('primitives', 0)})",
+            f"{ops.get('parser set ops', 0)} ({base.get('parser set ops', 0)})",
+            ", ".join(f"{x['mlfc_pps']:,.0f}" for x in r["rounds"]),
+            "-" if r.get("mlfc_pps_median") is None else f"{r['mlfc_pps_median']:,.0f}",
+            "-" if cost is None or r.get("reference") == r["design"] else f"{100 * cost:.1f} % of {r['reference']}'s",
+            ", ".join(f"{x['ratio']:.2f}" for x in r["rounds"]),
+        ])  # fmt: skip
+    headers = ["design", "UDP checksum", "tables applied (l3fwd)", "conditions (l3fwd)", "primitives (l3fwd)",
+               "parser set ops (l3fwd)", "mlfc.p4 packets/s by round", "median of all trials",
+               "cost (target <= 3 %)", "ratio to l3fwd.p4 by round"]  # fmt: skip
+    commands = sorted({r["command"] for r in summary["rows"] if r.get("command")})
+    r0 = summary["rows"][0]
+    how = (f"{r0['trials_per_round']} alternating trials of {r0['seconds']:g} s per round and program, "
+           f"{r0['size']}-byte tagged ECT(0) frames; {summary.get('bmv2', 'BMv2')}. Commands: "
+           + "; ".join(f"`{c}`" for c in commands or [summary.get("command", "")]))  # fmt: skip
+    return markdown_table(headers, body) + "\n\n" + how

@@ -45,7 +45,7 @@ RENDERERS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "coordinated": e2e_figures.render_coordinated,
     "bench": bench_figures.render_bench,
     "dataplane": bench_figures.render_dataplane,
-    "dataplane-telemetry": bench_figures.render_dataplane,
+    "dataplane-telemetry": bench_figures.render_dataplane_telemetry,
     "transport-designs": bench_figures.render_transport_designs,
     "hpsearch": hpsearch_figures.render_hpsearch,
     "approx": approx_figures.render_approx,

@@ -58,7 +58,6 @@ MAX_JOBS = 4096  # per-job counters are indexed by job id; ids >= MAX_JOBS count
 MAX_PORTS = 512
 NUM_QUEUES = 8
 CONGESTION_SLOTS = MAX_PORTS * NUM_QUEUES
-PORT_RATE_SIZE = MAX_PORTS  # one rate class per egress port
 
 # ---- classes and codepoints (p4src/shared/define.p4) ---------------------------------------------
 
@@ -93,7 +92,6 @@ JOB_PRIORITY = "MlfcIngress.queueing.job_priority"
 DROP_THRESHOLD = "selective_drop.drop_threshold"  # ingress on v1model, egress on TNA: no pipeline prefix
 CONGESTION_LEVELS = "MlfcEgress.congestion.congestion_levels"
 ECN_PROFILE = "MlfcEgress.ecn.ecn_profile"
-PORT_RATE = "MlfcEgress.telemetry.port_rate"
 
 # Actions
 DROP = "MlfcIngress.forwarding.drop"
@@ -106,7 +104,6 @@ SET_LEVEL = "MlfcEgress.congestion.set_level"
 MARK_ALWAYS = "MlfcEgress.ecn.mark_always"
 MARK_WITH_PROBABILITY = "MlfcEgress.ecn.mark_with_probability"
 NO_MARK = "MlfcEgress.ecn.no_mark"
-SET_RATE_CLASS = "MlfcEgress.telemetry.set_rate_class"
 
 # Counters and the register
 JOB_PACKETS = "MlfcIngress.stats.job_packets"
@@ -203,7 +200,16 @@ ACTIONS: dict[str, ActionSpec] = {
     a.name: a
     for a in (
         ActionSpec(DROP),
-        ActionSpec(SET_NEXT_HOP, (Param("port", PORT_BITS), Param("src_mac", 48), Param("dst_mac", 48))),
+        # rate_class: the egress port's, which the queue telemetry carries (docs/wire-format.md; 0 unknown)
+        ActionSpec(
+            SET_NEXT_HOP,
+            (
+                Param("port", PORT_BITS),
+                Param("src_mac", 48),
+                Param("dst_mac", 48),
+                Param("rate_class", RATE_CLASS_BITS),
+            ),
+        ),
         ActionSpec(SET_JOB, (Param("job_id", JOB_ID_BITS),)),
         ActionSpec(NO_JOB),
         ActionSpec(SET_PRIORITY, (Param("priority", PRIORITY_BITS),)),
@@ -212,7 +218,6 @@ ACTIONS: dict[str, ActionSpec] = {
         ActionSpec(MARK_ALWAYS),
         ActionSpec(MARK_WITH_PROBABILITY, (Param("threshold", THRESHOLD_BITS),)),
         ActionSpec(NO_MARK),
-        ActionSpec(SET_RATE_CLASS, (Param("rate_class", RATE_CLASS_BITS),)),
     )
 }
 
@@ -281,17 +286,6 @@ TABLES: dict[str, TableSpec] = {
             (MARK_WITH_PROBABILITY, MARK_ALWAYS, NO_MARK),
             NO_MARK,
             size=ECN_PROFILE_SIZE,
-        ),
-        # In-band telemetry: the rate class a tagged DATA packet carries with the depth of this port's queue
-        # (docs/wire-format.md); 0, the default, is "unknown"
-        TableSpec(
-            PORT_RATE,
-            (MatchField(EGRESS_PORT, PORT_BITS, "exact"),),
-            (SET_RATE_CLASS,),
-            SET_RATE_CLASS,
-            (("rate_class", 0),),
-            size=PORT_RATE_SIZE,
-            max_size=PORT_RATE_SIZE,  # one entry per port: never more
         ),
     )
 }

@@ -38,7 +38,6 @@ MACROS: dict[str, str] = {
     "ECN_PROFILE_SIZE": contract.ECN_PROFILE,
     "CONGESTION_LEVEL_SIZE": contract.CONGESTION_LEVELS,
     "DROP_THRESHOLD_SIZE": contract.DROP_THRESHOLD,
-    "PORT_RATE_SIZE": contract.PORT_RATE,
 }
 
 

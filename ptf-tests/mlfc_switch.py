@@ -32,11 +32,11 @@ class TestSwitch:
     def __init__(self, grpc_addr: str, device_id: int, queues: QueueClient) -> None:
         self.grpc_addr, self.device_id, self.queues = grpc_addr, device_id, queues
         self.conn: SwitchConnection | None = None
-        self.routes: list[TableEntry] = []
+        self.routes: list[tuple[ipaddress.IPv4Network, int, int, int]] = []  # prefix, port, src and dst MAC
         self.jobs: dict[int, validate.Job] = {}
         self.ecn: dict[tuple[int, int | None], MarkingProfile] = {}  # (port, class or None: every class)
         self.drop: DropPolicy | None = None
-        self.port_rates: dict[int, float] = {}  # bits/s: port_rate's classes (the telemetry)
+        self.port_rates: dict[int, float] = {}  # bits/s: the rate classes its routes carry (the telemetry)
         self.queues_touched: set[tuple[int, int]] = set()
         self.baseline: dict[str, dict[int, tuple[int, int]]] = {}
 
@@ -71,24 +71,31 @@ class TestSwitch:
     def _sync(self) -> None:
         assert self.conn is not None
         jobs = tuple(self.jobs[j] for j in sorted(self.jobs))
-        desired = [*self.routes, *cc.flow_entries(jobs), *cc.job_priority_entries(jobs, interleaving=False)]
+        desired = [*self._route_entries(), *cc.flow_entries(jobs), *cc.job_priority_entries(jobs, interleaving=False)]
         if self.ecn:
             desired += cc.ecn_entries(self.ecn)
         if self.drop is not None:
             desired += cc.drop_entries(self.drop)
-        desired += cc.port_rate_entries(self.port_rates)
         self.conn.reconcile(desired)
 
-    def add_route(self, prefix: str, port: int, src_mac: str, dst_mac: str) -> None:
-        net = ipaddress.IPv4Network(prefix)
-        self.routes.append(
+    def _route_entries(self) -> list[TableEntry]:
+        return [
             entry(
                 contract.ROUTES_V4,
                 {contract.IPV4_DST: Lpm(int(net.network_address), net.prefixlen)},
                 contract.SET_NEXT_HOP,
-                {"port": port, "src_mac": _mac(src_mac), "dst_mac": _mac(dst_mac)},
+                {
+                    "port": port,
+                    "src_mac": src,
+                    "dst_mac": dst,
+                    "rate_class": cc.port_rate_class(self.port_rates.get(port, 0.0)),
+                },
             )
-        )
+            for net, port, src, dst in self.routes
+        ]
+
+    def add_route(self, prefix: str, port: int, src_mac: str, dst_mac: str) -> None:
+        self.routes.append((ipaddress.IPv4Network(prefix), port, _mac(src_mac), _mac(dst_mac)))
         self._sync()
 
     def _job(self, job: int) -> validate.Job:
@@ -124,7 +131,8 @@ class TestSwitch:
         self._sync()
 
     def set_port_rate(self, port: int, bits_per_second: float) -> None:
-        """The rate class ``port`` writes into the telemetry of the DATA it forwards (mlfc.policy.telemetry)."""
+        """The rate class ``port`` writes into the telemetry of the DATA it forwards (mlfc.policy.telemetry): its
+        routes carry it."""
         self.port_rates[port] = bits_per_second
         self._sync()
 

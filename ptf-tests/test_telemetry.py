@@ -43,7 +43,7 @@ class IdlePortWritesItsRateClassAndAnEmptyQueue(MlfcTest):
         self.send(0, deeper)  # an earlier hop's queue of 1 byte is deeper than this empty one: kept
         tu.verify_packet(self, forwarded(deeper, 1), 1)
         unrated = shim_packet(0, 2, job=1, seq=4, rate_class=5)
-        self.send(0, unrated)  # no port_rate entry for port 2: class 0, unknown
+        self.send(0, unrated)  # no rate configured for port 2: its route carries class 0, unknown
         tu.verify_packet(self, forwarded(unrated, 2, telemetry=(0, 0)), 2)
         for msg in (MsgType.ACK, MsgType.CNP):  # the receiver's echo and a notification: as sent
             pkt = shim_packet(0, 1, job=1, msg_type=msg, udp_checksum=True, rate_class=7, queue_bytes=99, ecn=0)

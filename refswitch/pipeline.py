@@ -46,6 +46,7 @@ class IngressResult:
     src_mac: int = 0
     dst_mac: int = 0
     ttl: int = 0
+    port_class: int = 0  # the egress port's rate class, from the route: the queue telemetry's
 
     @property
     def length(self) -> int:
@@ -90,14 +91,14 @@ def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState)
     # Forwarding
     egress_spec = contract.V1MODEL_DROP_PORT
     reason: str | None = None
-    src_mac = dst_mac = 0
+    src_mac = dst_mac = port_class = 0
     ttl = p.ttl
     if p.ttl <= 1:
         reason = DROP_TTL
     else:
         action, params = tables[contract.ROUTES_V4].lookup((p.dst_addr,))
         if action == contract.SET_NEXT_HOP:
-            egress_spec, src_mac, dst_mac = params
+            egress_spec, src_mac, dst_mac, port_class = params
             ttl = p.ttl - 1
             if egress_spec == contract.V1MODEL_DROP_PORT:
                 reason = DROP_NO_ROUTE
@@ -166,6 +167,7 @@ def ingress(frame: bytes, ingress_port: int, tables: Tables, state: SwitchState)
         src_mac,
         dst_mac,
         ttl,
+        port_class,
     )
 
 
@@ -203,14 +205,14 @@ def egress(
     out = pk.rewrite(p, ing.src_mac, ing.dst_mac, ing.ttl, dscp_ecn)
 
     # Telemetry: a tagged DATA packet carries the deepest queue of its path (bytes: packets of the default
-    # size, as BMv2 reports) and that port's rate class; this hop's when at least as deep as what it carries
+    # size, as BMv2 reports) and that port's rate class (the route's); this hop's when at least as deep as what
+    # it carries
     shim = p.shim
     if p.shim_status == contract.SHIM_OK and shim is not None and shim.msg_type == MsgType.DATA:
         queue_bytes = depth.depth_bytes(enq_depth, depth.PACKETS)
         if queue_bytes >= shim.queue_bytes:
-            rate_class = tables[contract.PORT_RATE].lookup((port,))[1][0]
             out = bytearray(out)
-            pk.write_telemetry(out, rate_class, queue_bytes)
+            pk.write_telemetry(out, ing.port_class, queue_bytes)
             out = bytes(out)
     return Decision(port, ing.priority, None, marked, out, ing.job_id, p.shim_status, enq_depth, deq_depth)
 

@@ -2,8 +2,9 @@
 
 A port's rate is written as an 8-bit class on a logarithmic scale, eight classes per octave above
 ``BASE_BPS``: class ``k >= 1`` holds the rates from ``BASE_BPS * 2 ** ((k - 1) / 8)`` up to the next
-class, so a class names its rate within 9 % (1 Mb/s .. beyond 1 Tb/s fit); 0 means unknown (no
-``port_rate`` entry). The controller writes a port's class (``rate_class``); a sender reads it back as the
+class, so a class names its rate within 9 % (1 Mb/s .. beyond 1 Tb/s fit); 0 means unknown (a port without a
+configured rate). The controller writes a port's class (``rate_class``) into each route through that port
+(``set_next_hop``'s ``rate_class``); a sender reads it back as the
 class's lowest rate (``class_rate``), a lower bound of the port's rate: an estimate of its own share of
 the link read from it can only come out larger (mlfc.policy.withhold: withholding less, never more).
 """

@@ -84,12 +84,10 @@ struct mlfc_meta_t {
     priority_t         priority;    // the traffic class chosen in ingress
     job_slot_t         job_slot;    // per-job counter index
     congestion_level_t level;       // of the queue the packet is headed for
-    // v1model egress (Telemetry): what MlfcComputeChecksum needs to update the UDP checksum incrementally,
-    // the complements of the checksum and of the words telemetry rewrote, as the packet came
-    bit<1>             update_udp_checksum;
-    bit<16>            udp_checksum_inv;
-    bit<16>            telemetry_word_inv;
-    bit<32>            queue_bytes_inv;
+    rate_class_t       port_class;  // telemetry: the egress port's rate class, from the route (set_next_hop)
+    rate_class_t       old_rate_class;   // v1model: the shim's telemetry as it came (the UDP checksum's update)
+    queue_bytes_t      old_queue_bytes;
+    bit<16>            udp_partial;      // ~(checksum + old words), the update's first step
 }
 
 #endif

@@ -23,7 +23,5 @@
 #define MAX_JOBS 4096
 // Per-port counters are indexed by the 9-bit port id.
 #define MAX_PORTS 512
-// Telemetry: one rate class per egress port (MAX_PORTS).
-#define PORT_RATE_SIZE 512
 
 #endif

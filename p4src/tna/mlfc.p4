@@ -42,7 +42,8 @@ control MlfcIngress(inout headers_t hdr, inout ingress_meta_t meta,
         if (!hdr.ipv4.isValid() || hdr.ipv4.ihl != 5 || meta.ipv4_checksum_error == 1) {
             ig_dprsr_md.drop_ctl = DROP_CTL_DROP;
         } else {
-            forwarding.apply(hdr.ethernet, hdr.ipv4, ig_tm_md.ucast_egress_port, ig_dprsr_md.drop_ctl);
+            forwarding.apply(hdr.ethernet, hdr.ipv4, ig_tm_md.ucast_egress_port, ig_dprsr_md.drop_ctl,
+                             meta.mlfc.port_class);
             classifier.apply(hdr.ipv4, hdr.mlfc, meta.mlfc);
             queueing.apply(hdr.mlfc.msg_type, meta.mlfc, ig_tm_md.qid, ig_tm_md.ingress_cos);
             stats.apply(meta.mlfc.job_id, meta.mlfc.shim_status, ig_intr_md.ingress_port, meta.mlfc.job_slot);
@@ -59,6 +60,7 @@ control MlfcIngress(inout headers_t hdr, inout ingress_meta_t meta,
             }
             meta.bridged.importance = meta.mlfc.importance;
             meta.bridged.job_slot = meta.mlfc.job_slot;
+            meta.bridged.rate_class = meta.mlfc.port_class;
         }
     }
 }
@@ -80,7 +82,7 @@ control MlfcEgress(inout egress_headers_t hdr, inout egress_meta_t meta,
         if (dropped == 0) {
             ecn.apply(hdr.ipv4, eg_intr_md.egress_port, meta.bridged.priority, eg_intr_md.enq_qdepth,
                       meta.bridged.job_slot);
-            telemetry.apply(hdr.mlfc, eg_intr_md.egress_port, eg_intr_md.enq_qdepth, hdr.udp.checksum,
+            telemetry.apply(hdr.mlfc, meta.bridged.rate_class, eg_intr_md.enq_qdepth, hdr.udp.checksum,
                             meta.update_udp_checksum);
         }
     }

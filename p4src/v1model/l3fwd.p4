@@ -1,5 +1,6 @@
 /*
- * Plain IPv4 forwarding with the same parser and routes_v4 table as mlfc.p4: the baseline
+ * Plain IPv4 forwarding with the same parser and routes_v4 table as mlfc.p4 (less the telemetry's rate
+ * class in set_next_hop, and the parser's shim work): the baseline
  * that `make bench` compares mlfc.p4's packet rate against.
  */
 #include <core.p4>
@@ -20,7 +21,7 @@ control MlfcIngress(inout headers_t hdr, inout mlfc_meta_t meta, inout standard_
             mark_to_drop(std_meta);
             return;
         }
-        forwarding.apply(hdr.ethernet, hdr.ipv4, std_meta);
+        forwarding.apply(hdr.ethernet, hdr.ipv4, std_meta, meta.port_class);
     }
 }
 

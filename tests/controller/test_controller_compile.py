@@ -290,19 +290,27 @@ def test_compilation_is_deterministic_and_keys_are_unique() -> None:
 # ---- port rates (the telemetry's rate class) -------------------------------------------------------------
 
 
-def test_each_configured_port_rate_becomes_its_rate_class() -> None:
-    """port_rate: the rate a port is configured with (packets/s at defaults.packet_bytes, or bits/s), as the
-    class the telemetry carries (mlfc.policy.telemetry); a port without a rate, or with the deployment
-    default's, likewise; no rate anywhere: no entry (class 0, unknown)."""
+def test_each_route_carries_its_ports_configured_rate_as_its_rate_class() -> None:
+    """set_next_hop's rate_class: the rate its port is configured with (packets/s at defaults.packet_bytes, or
+    bits/s), as the class the telemetry carries (mlfc.policy.telemetry); a port without a rate of its own has
+    the deployment default's; no rate anywhere: class 0, unknown."""
+    routes = [{"prefix": f"10.0.{p}.0/24", "port": p, "src_mac": "00:00:00:00:00:01", "dst_mac": "00:00:00:00:00:02"}
+              for p in (1, 2, 3)]  # fmt: skip
     cfg = make_config(
         {
             **switch_doc("s1", 50051, 1, target="refswitch"),
             "ports": [1, {"port": 2, "rate_bps": 10**9}, {"port": 3, "rate_pps": 1000}],
+            "routes_v4": routes,
         },
         defaults={"packet_bytes": 1000, "queue": {"rate_pps": 500}},
     )
-    entries = [e for e in comp.compile_intent(pb.Intent(), cfg).entries["s1"] if e.table == contract.PORT_RATE]
-    got = {dict(e.match)[contract.EGRESS_PORT].value: e.params_dict()["rate_class"] for e in entries}
+
+    def classes(entries) -> dict[int, int]:
+        return {
+            e.params_dict()["port"]: e.params_dict()["rate_class"] for e in entries if e.table == contract.ROUTES_V4
+        }
+
+    got = classes(comp.compile_intent(pb.Intent(), cfg).entries["s1"])
     assert got == {1: rate_class(500 * 8000), 2: rate_class(1e9), 3: rate_class(1000 * 8000)}
-    bare = [e for e in compiled(pb.Intent()) if e.table == contract.PORT_RATE]
-    assert [dict(e.match)[contract.EGRESS_PORT].value for e in bare] == [3]  # switch_doc rates port 3 only
+    bare = classes(compiled(pb.Intent()))
+    assert bare == {1: 0, 2: 0}  # switch_doc rates port 3 only, which none of its routes takes

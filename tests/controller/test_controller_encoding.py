@@ -63,7 +63,7 @@ def test_wire_form_of_a_route_and_a_ternary_range_entry(pipeline: Pipeline) -> N
         contract.ROUTES_V4,
         {contract.IPV4_DST: Lpm(0x0A000200, 24)},
         contract.SET_NEXT_HOP,
-        {"port": 3, "src_mac": 0x0A, "dst_mac": 0x0B0C},
+        {"port": 3, "src_mac": 0x0A, "dst_mac": 0x0B0C, "rate_class": 0x21},
     )
     msg = pipeline.encode(route)
     table = pipeline.schema.tables[contract.ROUTES_V4]
@@ -75,7 +75,7 @@ def test_wire_form_of_a_route_and_a_ternary_range_entry(pipeline: Pipeline) -> N
     # P4Runtime canonical byte strings: no leading zero bytes.
     params = pipeline.schema.actions[contract.SET_NEXT_HOP].params
     got = {params[p.param_id].name: p.value for p in msg.action.action.params}
-    assert got == {"port": b"\x03", "src_mac": b"\x0a", "dst_mac": b"\x0b\x0c"}
+    assert got == {"port": b"\x03", "src_mac": b"\x0a", "dst_mac": b"\x0b\x0c", "rate_class": b"\x21"}
 
     jp = entry(
         contract.JOB_PRIORITY,
@@ -95,7 +95,7 @@ def test_values_that_do_not_fit_are_refused(pipeline: Pipeline) -> None:
         contract.ROUTES_V4,
         {contract.IPV4_DST: Lpm(1, 32)},
         contract.SET_NEXT_HOP,
-        {"port": 512, "src_mac": 0, "dst_mac": 0},
+        {"port": 512, "src_mac": 0, "dst_mac": 0, "rate_class": 0},
     )
     with pytest.raises(ValueError, match="bitwidth 9: 512"):
         pipeline.encode(too_wide)

@@ -52,13 +52,14 @@ def forwarded(pkt: Ether, out_port: int, *, ce: bool = False, telemetry: tuple[i
 # ---- entries ------------------------------------------------------------------------------------
 
 
-def route(prefix: str, port: int, dst_mac: str, src_mac: str = SWITCH_MAC) -> TableEntry:
+def route(prefix: str, port: int, dst_mac: str, src_mac: str = SWITCH_MAC, rate_class: int = 0) -> TableEntry:
+    """A /32 (or prefix) route out of ``port``; ``rate_class``: the port's, which the queue telemetry carries."""
     addr, _, plen = prefix.partition("/")
     return entry(
         contract.ROUTES_V4,
         {contract.IPV4_DST: Lpm(ip(addr), int(plen or 32))},
         contract.SET_NEXT_HOP,
-        {"port": port, "src_mac": mac(src_mac), "dst_mac": mac(dst_mac)},
+        {"port": port, "src_mac": mac(src_mac), "dst_mac": mac(dst_mac), "rate_class": rate_class},
     )
 
 

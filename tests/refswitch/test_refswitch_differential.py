@@ -72,7 +72,7 @@ class Rig:
         self.tables, self.state = ModelTables(), SwitchState()
         self.wire.flush()
         first: dict[tuple, TableEntry] = {}
-        for e in host_routes() + entries:
+        for e in entries + host_routes():  # a drawn host route (its port's rate class) before the plain one
             first.setdefault(e.key, e)  # a later entry with the same key would be refused: skip it
         installed = list(first.values())
         self.conn.write_entries(installed)
@@ -373,13 +373,13 @@ def entry_sets(draw) -> list[TableEntry]:
         action = draw(st.sampled_from([contract.MARK_ALWAYS, contract.NO_MARK, contract.MARK_WITH_PROBABILITY]))
         params = {"threshold": 0} if action == contract.MARK_WITH_PROBABILITY else {}  # 0: deterministic (never)
         out.append(entry(contract.ECN_PROFILE, m, action, params, next(prios)))
-    for port in range(3):
+    for port in range(3):  # the host route through the port with the port's rate class (the telemetry's)
         if draw(st.booleans()):
-            m = {contract.EGRESS_PORT: Exact(port)}
-            rate = {"rate_class": draw(st.integers(0, contract.MAX_RATE_CLASS))}
-            out.append(entry(contract.PORT_RATE, m, contract.SET_RATE_CLASS, rate, 0))
+            klass = draw(st.integers(0, contract.MAX_RATE_CLASS))
+            out.append(route(f"{HOST_IP[port]}/32", port, HOST_MAC[port], rate_class=klass))
     if draw(st.booleans()):
-        out.append(route("10.1.0.0/16", draw(st.sampled_from([0, 1, 2, contract.V1MODEL_DROP_PORT])), HOST_MAC[1]))
+        port = draw(st.sampled_from([0, 1, 2, contract.V1MODEL_DROP_PORT]))
+        out.append(route("10.1.0.0/16", port, HOST_MAC[1], rate_class=draw(st.integers(0, contract.MAX_RATE_CLASS))))
     return out + probe_entries(draw(st.sampled_from([1, 2, 3])))
 
 

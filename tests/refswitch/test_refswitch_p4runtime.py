@@ -404,13 +404,13 @@ def test_the_controllers_client_drives_it(switch):
         counters = conn.read_counters(contract.JOB_PACKETS, [5])
         primary = conn.primary
     assert primary
-    assert len(entries) == 1 and entries[0].params_dict() == {"port": 1, "src_mac": 1, "dst_mac": 2}
+    assert len(entries) == 1 and entries[0].params_dict() == {"port": 1, "src_mac": 1, "dst_mac": 2, "rate_class": 0}
     assert len(counters) == 1
     deadline = time.monotonic() + 5
     while switch.p4runtime.arbiter.count() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert switch.p4runtime.arbiter.count() == 0, "the stream is cleaned up when the client leaves"
-    assert switch.device.tables[contract.ROUTES_V4].lookup((0x0A00000B,)) == (contract.SET_NEXT_HOP, (1, 1, 2))
+    assert switch.device.tables[contract.ROUTES_V4].lookup((0x0A00000B,)) == (contract.SET_NEXT_HOP, (1, 1, 2, 0))
 
 
 @pytest.mark.skipif(committed_p4info() is None, reason="p4src/build/mlfc.p4info.txtpb missing: run `make p4`")

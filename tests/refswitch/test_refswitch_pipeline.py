@@ -37,6 +37,7 @@ from mlfc.refswitch import pipeline as pl
 from mlfc.refswitch.state import SwitchState
 from mlfc.refswitch.tables import Tables
 from mlfc.testing.refswitch import install as install_entries
+from mlfc.testing.refswitch import model_entry
 from mlfc.wire import IMPORTANCE_LEVELS, SHIM_LEN, SHIM_VERSION, MlfcShim, MsgType
 
 
@@ -474,18 +475,18 @@ def _udp_checksum_ok(frame: bytes) -> bool:
     return Ether(bytes(fresh))[UDP].chksum == pkt[UDP].chksum
 
 
-def _rate(port: int, rate_class: int):
-    return entry(
-        contract.PORT_RATE, {contract.EGRESS_PORT: Exact(port)}, contract.SET_RATE_CLASS, {"rate_class": rate_class}
-    )
+def _rate(sw, port: int, rate_class: int) -> None:
+    """The host route through ``port`` with the port's rate class, as the controller writes it."""
+    sw[0][contract.ROUTES_V4].modify(model_entry(route(f"{HOST_IP[port]}/32", port, HOST_MAC[port],
+                                                       rate_class=rate_class)))  # fmt: skip
 
 
 def test_telemetry_is_the_deepest_queue_of_the_path_and_its_ports_rate_class(sw):
-    """Depth in bytes (packets of 1500: mlfc.policy.depth.PACKETS), the rate class of port_rate's entry for
-    the egress port (0 without one), written when this hop's queue is at least as deep as what the packet
+    """Depth in bytes (packets of 1500: mlfc.policy.depth.PACKETS), the rate class the route gives its egress
+    port (0 without one), written when this hop's queue is at least as deep as what the packet
     carries: the path's maximum, the last hop at it naming the rate."""
     assert PACKETS.unit_bytes == 1500
-    install(sw, [_rate(1, 56)])
+    _rate(sw, 1, 56)
     assert _telemetry(run(sw, shim_packet(0, 1), enq_depth=0)) == (56, 0)
     assert _telemetry(run(sw, shim_packet(0, 2), enq_depth=3)) == (0, 3 * 1500)
     assert _telemetry(run(sw, shim_packet(0, 1), enq_depth=7)) == (56, 7 * 1500)
@@ -497,7 +498,7 @@ def test_telemetry_is_the_deepest_queue_of_the_path_and_its_ports_rate_class(sw)
 
 def test_telemetry_is_written_into_data_only(sw):
     """An ACK's telemetry is the receiver's echo and a CNP carries none: the switch leaves both as sent."""
-    install(sw, [_rate(1, 3)])
+    _rate(sw, 1, 3)
     for msg in (MsgType.ACK, MsgType.CNP):
         pkt = shim_packet(0, 1, msg_type=msg, rate_class=7, queue_bytes=11, ecn=0)
         d = run(sw, pkt, enq_depth=20)
@@ -509,7 +510,7 @@ def test_telemetry_is_written_into_data_only(sw):
 def test_telemetry_keeps_the_udp_checksum_right(sw, queue_bytes, enq_depth):
     """A non-zero UDP checksum is updated incrementally (RFC 1624) to what a full recomputation gives; 0
     (no checksum) stays 0."""
-    install(sw, [_rate(1, 255)])
+    _rate(sw, 1, 255)
     pkt = shim_packet(0, 1, udp_checksum=True, rate_class=1, queue_bytes=queue_bytes, payload=b"\x5a\xa5" * 40)
     d = run(sw, pkt, enq_depth=enq_depth)
     assert _udp_checksum_ok(d.out)

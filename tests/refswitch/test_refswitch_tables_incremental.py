@@ -24,7 +24,8 @@ def _ecn(port: int, lo: int, hi: int, prio: int, thr: int) -> Entry:
 def _route(value: int, plen: int, port: int) -> Entry:
     value &= ((1 << 32) - 1) ^ ((1 << (32 - plen)) - 1)
     return compile_entry(
-        ROUTES, Entry(make_match(ROUTES, {contract.IPV4_DST: Lpm(value, plen)}), 0, contract.SET_NEXT_HOP, (port, 0, 0))
+        ROUTES,
+        Entry(make_match(ROUTES, {contract.IPV4_DST: Lpm(value, plen)}), 0, contract.SET_NEXT_HOP, (port, 0, 0, 0)),
     )
 
 

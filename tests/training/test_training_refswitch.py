@@ -77,7 +77,7 @@ def test_two_worker_digits_job_through_the_reference_switch():
         client.load_pipeline()
         client.write_entries([
             entry(contract.ROUTES_V4, {contract.IPV4_DST: Lpm(_ip(ip), 32)}, contract.SET_NEXT_HOP,
-                  {"port": port, "src_mac": _mac(SWITCH_MAC), "dst_mac": _mac(mac)})
+                  {"port": port, "src_mac": _mac(SWITCH_MAC), "dst_mac": _mac(mac), "rate_class": 0})
             for port, ip, mac in HOSTS.values()
         ])  # fmt: skip
         ps_ip = HOSTS["ps"][1]

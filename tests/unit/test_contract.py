@@ -83,7 +83,6 @@ def test_define_and_size_p4_match_the_contract() -> None:
         "DROP_THRESHOLD_SIZE": contract.DROP_THRESHOLD_SIZE,
         "MAX_JOBS": contract.MAX_JOBS,
         "MAX_PORTS": contract.MAX_PORTS,
-        "PORT_RATE_SIZE": contract.PORT_RATE_SIZE,
     }
     want_v1model = {
         "NUM_QUEUES": contract.NUM_QUEUES,

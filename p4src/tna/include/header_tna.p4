@@ -10,6 +10,7 @@ header bridged_h {
     bit<1>       telemetry;   // tagged DATA: the egress parser parses UDP and the shim to write the telemetry
     bit<3>       _pad1;
     job_slot_t   job_slot;    // per-job counter index
+    rate_class_t rate_class;  // the egress port's rate class, from the route: the telemetry's
 }
 
 struct ingress_meta_t {

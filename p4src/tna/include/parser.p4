@@ -22,6 +22,7 @@ parser MlfcIngressParser(packet_in pkt, out headers_t hdr, out ingress_meta_t me
         meta.mlfc.l4_dst_port = 0;
         meta.mlfc.priority = PRIORITY_DEFAULT;
         meta.mlfc.job_slot = 0;
+        meta.mlfc.port_class = 0;
         meta.ipv4_checksum_error = 0;
         transition parse_ethernet;
     }

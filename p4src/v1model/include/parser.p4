@@ -19,7 +19,6 @@ parser MlfcParser(packet_in packet, out headers_t hdr, inout mlfc_meta_t meta,
         meta.l4_dst_port = 0;
         meta.priority = PRIORITY_DEFAULT;
         meta.job_slot = 0;
-        meta.update_udp_checksum = 0;
         transition parse_ethernet;
     }
 
@@ -92,6 +91,12 @@ parser MlfcParser(packet_in packet, out headers_t hdr, inout mlfc_meta_t meta,
         meta.importance = hdr.mlfc.importance;
         meta.progress = hdr.mlfc.progress;
 #endif
+#ifdef QUEUE_TELEMETRY
+        // The words the telemetry may rewrite, as the packet came: the UDP checksum's update takes them out
+        // (MlfcComputeChecksum).
+        meta.old_rate_class = hdr.mlfc.rate_class;
+        meta.old_queue_bytes = hdr.mlfc.queue_bytes;
+#endif
         transition accept;
     }
 
@@ -136,12 +141,16 @@ control MlfcComputeChecksum(inout headers_t hdr, inout mlfc_meta_t meta) {
               hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
               hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
             hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
-        // The queue telemetry rewrote the shim (control/telemetry.p4): RFC 1624's incremental update,
-        // HC' = ~(~HC + ~m + m') = csum16 over ~HC, the old words' complements and the new words.
-        update_checksum(meta.update_udp_checksum == 1,
-            { meta.udp_checksum_inv, meta.telemetry_word_inv, meta.queue_bytes_inv,
-              hdr.mlfc.importance, hdr.mlfc.progress, hdr.mlfc.rate_class, hdr.mlfc.queue_bytes },
+#ifdef QUEUE_TELEMETRY
+        // The telemetry may have rewritten the shim: HC' = HC + m - m' in ones' complement (RFC 1624), in two
+        // csum16 steps over plain fields: partial = ~(HC + m), then HC' = ~(partial + m').
+        update_checksum(hdr.mlfc.isValid() && hdr.mlfc.msg_type == MSG_DATA && hdr.udp.checksum != 0,
+            { hdr.udp.checksum, hdr.mlfc.importance, hdr.mlfc.progress, meta.old_rate_class, meta.old_queue_bytes },
+            meta.udp_partial, HashAlgorithm.csum16);
+        update_checksum(hdr.mlfc.isValid() && hdr.mlfc.msg_type == MSG_DATA && hdr.udp.checksum != 0,
+            { meta.udp_partial, hdr.mlfc.importance, hdr.mlfc.progress, hdr.mlfc.rate_class, hdr.mlfc.queue_bytes },
             hdr.udp.checksum, HashAlgorithm.csum16);
+#endif
     }
 }
 
