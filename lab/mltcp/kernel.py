@@ -199,7 +199,7 @@ def experiment(args: argparse.Namespace) -> int:
 
 
 def _report(args, cells: list[Cell], out: Path, load0, load1, t_start: float) -> None:
-    rows = summary_rows(cells)
+    table = summary_rows(cells)  # not "rows": that is the module that writes rounds.csv
     mark = "" if args.mark_threshold is None else f", CE marked above {args.mark_threshold} B"
     f_text = args.grid or "each family's default"
     lines = [
@@ -216,7 +216,7 @@ def _report(args, cells: list[Cell], out: Path, load0, load1, t_start: float) ->
         'as alone (limited by the bottleneck\'s load); "signals/phase": retransmitted segments + CE marks per '
         "connection per communication phase.",
         "",
-        markdown_table(HEADERS, rows),
+        markdown_table(HEADERS, table),
         "",
         *[f"- {t}" for t in targets(cells)],
         "",
@@ -224,7 +224,7 @@ def _report(args, cells: list[Cell], out: Path, load0, load1, t_start: float) ->
     ]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     rows.write_round_csv(out / "rounds.csv", cells, ROUND_COUNTS)
-    say(format_table(HEADERS, rows))
+    say(format_table(HEADERS, table))
     for t in targets(cells):
         say(t)
     say(f"results in {out}/ (summary.md, rounds.csv, per-run CSVs and timelines)")
@@ -232,10 +232,10 @@ def _report(args, cells: list[Cell], out: Path, load0, load1, t_start: float) ->
 
 def _publish(cells: list[Cell], command: str) -> None:
     published = published_rows(cells, command)
-    rows, runs = zip(*published, strict=True) if published else ((), ())
-    path = summaries.publish("mltcp", list(rows), key=MLTCP_KEY, runs=[r for rs in runs for r in rs],
-                           meta={"schema": MLTCP_SCHEMA})  # fmt: skip
-    say(f"published {len(rows)} row(s) to {path}")
+    mltcp_rows, runs = zip(*published, strict=True) if published else ((), ())
+    path = summaries.publish("mltcp", list(mltcp_rows), key=MLTCP_KEY, runs=[r for rs in runs for r in rs],
+                             meta={"schema": MLTCP_SCHEMA})  # fmt: skip
+    say(f"published {len(mltcp_rows)} row(s) to {path}")
     curve = regime_rows(cells, command)
     path = summaries.publish(regime.EXPERIMENT, curve, key=regime.KEY, meta={"schema": regime.SCHEMA})
     say(f"published {len(curve)} regime row(s) to {path}; `make figures` regenerates the docs' tables")

@@ -3,6 +3,7 @@ verdicts from lab/mltcp/figures.py's one table of targets."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import dataclasses
 from pathlib import Path
@@ -107,3 +108,14 @@ def test_rounds_csv_has_a_row_per_round_and_the_kernel_labs_own_counts_last(tmp_
     treated = by_round[3]
     assert (treated["avg_s"], treated["speedup"], treated["share_of_ideal_gain"]) == ("0.8000", "1.2500", "1.0000")
     assert treated["retransmits"] == "0" and treated["mark_threshold_bytes"] == "60000"
+
+
+def test_the_report_writes_its_summary_and_rounds_csv(tmp_path: Path) -> None:
+    """_report, as a run ends: summary.md with the table and the verdicts, rounds.csv beside it."""
+    args = argparse.Namespace(mark_threshold=60_000, grid=None, rounds=2, iterations=25, rate=200.0,
+                              buffer="300000", flows=2, mixes="compat-2")  # fmt: skip
+    kernel_mltcp._report(args, _cells([1.0, 1.0], [0.9, 0.8], [0.8, 0.8]), tmp_path, (0.5,), (0.7,), 0.0)
+    summary = (tmp_path / "summary.md").read_text()
+    assert "mltcp_reno 2:0.5" in summary and "CE marked above 60000 B" in summary
+    with (tmp_path / "rounds.csv").open() as f:
+        assert len(list(csv.reader(f))) == 1 + 4  # header, two treatments x two rounds
