@@ -72,8 +72,14 @@ def test_no_aggregator_listening_fails_within_the_hooks_timeout(group):
     from mlfc.hosts.training.ddp import mlfc_comm_hook
 
     t0 = time.monotonic()
-    with pytest.raises(WorkerError, match=r"no aggregator answering at 127\.0\.0\.1:\d+ within 1 s"):
-        mlfc_comm_hook(group, job=1, ps=("127.0.0.1", _free_port()), timeout=1.0)
+    # The port stays bound (by a socket that never answers) so no other test's aggregator can take it meanwhile:
+    # a port freed first was taken once in a full run, and an aggregator answered there.
+    silent = bind_shim_socket("127.0.0.1")
+    try:
+        with pytest.raises(WorkerError, match=r"no aggregator answering at 127\.0\.0\.1:\d+ within 1 s"):
+            mlfc_comm_hook(group, job=1, ps=("127.0.0.1", silent.getsockname()[1]), timeout=1.0)
+    finally:
+        silent.close()
     assert time.monotonic() - t0 < 4
 
 
