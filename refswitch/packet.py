@@ -178,7 +178,4 @@ def write_telemetry(out: bytearray, rate_class: int, queue_bytes: int) -> None:
 def _csum16(words: list[int]) -> int:
     """csum16 of 16-bit words, as a switch's checksum unit computes it: the complement of their ones'
     complement sum (0xFFFF for words that are all 0)."""
-    total = sum(words)
-    while total > 0xFFFF:
-        total = (total & 0xFFFF) + (total >> 16)
-    return 0xFFFF ^ total
+    return 0xFFFF ^ ones_complement_sum(struct.pack(f"!{len(words)}H", *words))
